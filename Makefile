@@ -1,0 +1,33 @@
+# The two commands a new user runs on a fresh Debian 12 machine:
+#   make demo   sets up, builds, and runs the main job
+#   make test   sets up, builds, and runs every test
+# Everything else here is a convenience for developers.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup configure build demo test bench clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+configure: setup
+	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Until the trainer lands (issue #6), the demo shows what the kernels do on this machine.
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+bench: build
+	@bash scripts/bench_kernels.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,224 @@
+// `lmtrain bench matmul` and `lmtrain bench attention`: kernel throughput on this machine.
+//
+// Each benchmark warms up, then times `--iters` repetitions and reports the median (timings on
+// shared machines are noisy; the median of several is what docs/PERFORMANCE.md records), the best,
+// GFLOP/s and the fraction of this machine's measured peak (metrics/hardware.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/base/rng.h"
+#include "lmt/base/timer.h"
+#include "lmt/kernels/backend.h"
+#include "lmt/metrics/hardware.h"
+#include "lmt/tensor/tensor.h"
+
+namespace lmt::cli {
+namespace {
+
+struct Timing {
+  double median = 0, best = 0;
+};
+
+Timing time_it(int warmup, int iters, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    Timer timer;
+    fn();
+    t.push_back(timer.seconds());
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t.front()};
+}
+
+Tensor random_tensor(Shape shape, DType dtype, Rng& rng, double scale = 1.0) {
+  Tensor f32(shape, DType::kF32);
+  float* p = f32.as<float>();
+  for (int64_t i = 0; i < f32.numel(); ++i) p[i] = static_cast<float>(rng.normal() * scale);
+  if (dtype == DType::kF32) return f32;
+  Tensor out(shape, dtype);
+  kernels::cpu_backend().convert(out, f32);
+  return out;
+}
+
+StatusOr<DType> parse_dtype(const std::string& s) {
+  if (s == "fp32" || s == "f32") return DType::kF32;
+  if (s == "bf16") return DType::kBF16;
+  return InvalidArgument("--dtype '" + s + "' is not a GEMM dtype", "use --dtype bf16 or --dtype fp32");
+}
+
+struct MatmulArgs {
+  int64_t m = 2048, k = 768, n = 3072;
+  std::string dtype = "bf16";
+  std::string form = "plain";
+  int warmup = 3, iters = 10;
+  bool json = false;
+};
+
+Status run_matmul(const MatmulArgs& a) {
+  LMT_ASSIGN_OR_RETURN(DType dtype, parse_dtype(a.dtype));
+  if (a.m <= 0 || a.k <= 0 || a.n <= 0)
+    return InvalidArgument("--m, --k and --n must be positive", "e.g. --m 2048 --k 768 --n 3072");
+  kernels::Backend& be = kernels::cpu_backend();
+  Rng rng(1);
+  // Forms: the GEMMs of a linear layer y = x·Wᵀ with x[M,K], W[N,K]; all cost 2·M·K·N flops.
+  std::function<void()> fn;
+  Tensor x, w, y, dy, dx, dw, c;
+  if (a.form == "plain") {  // C[M,N] = A[M,K] · B[K,N]
+    x = random_tensor({a.m, a.k}, dtype, rng);
+    w = random_tensor({a.k, a.n}, dtype, rng);
+    c = Tensor({a.m, a.n}, DType::kF32);
+    fn = [&] { be.matmul(c, x, w, false, false, false); };
+  } else if (a.form == "linear-fwd") {  // y[M,N] = x[M,K] · W[N,K]ᵀ
+    x = random_tensor({a.m, a.k}, dtype, rng);
+    w = random_tensor({a.n, a.k}, dtype, rng);
+    y = Tensor({a.m, a.n}, DType::kF32);
+    fn = [&] { be.linear_forward(y, x, w, TensorView()); };
+  } else if (a.form == "linear-dx") {  // dx[M,K] = dy[M,N] · W[N,K]
+    x = random_tensor({a.m, a.k}, dtype, rng);
+    w = random_tensor({a.n, a.k}, dtype, rng);
+    dy = random_tensor({a.m, a.n}, dtype, rng);
+    dx = Tensor({a.m, a.k}, DType::kF32);
+    fn = [&] { be.linear_backward(dx, TensorView(), TensorView(), dy, x, w); };
+  } else if (a.form == "linear-dw") {  // dW[N,K] += dyᵀ[N,M] · x[M,K]
+    x = random_tensor({a.m, a.k}, dtype, rng);
+    w = random_tensor({a.n, a.k}, dtype, rng);
+    dy = random_tensor({a.m, a.n}, dtype, rng);
+    dw = Tensor({a.n, a.k}, DType::kF32);
+    fn = [&] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w); };
+  } else {
+    return InvalidArgument("--form '" + a.form + "' is unknown",
+                           "use plain, linear-fwd, linear-dx or linear-dw");
+  }
+  Timing t = time_it(a.warmup, a.iters, fn);
+  const auto& peaks = metrics::measured_peaks();
+  const double flops = 2.0 * a.m * a.k * a.n;
+  const double gflops = flops / t.median * 1e-9;
+  const double peak = dtype == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops;
+  const double frac = peak > 0 ? gflops / peak : 0;
+  if (a.json) {
+    nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", a.n},
+                        {"dtype", a.dtype}, {"form", a.form}, {"iters", a.iters},
+                        {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
+                        {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
+                        {"fraction_of_peak", frac}, {"threads", metrics::cpu_info().threads},
+                        {"machine", metrics::machine_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("machine: %s\n", metrics::machine_summary().c_str());
+    std::printf("matmul %s M=%lld K=%lld N=%lld (%s): median %.3f ms (best %.3f ms), %.1f GFLOP/s, "
+                "%.1f%% of %s peak %.0f GFLOP/s\n",
+                a.dtype.c_str(), static_cast<long long>(a.m), static_cast<long long>(a.k),
+                static_cast<long long>(a.n), a.form.c_str(), t.median * 1e3, t.best * 1e3, gflops,
+                frac * 100, dtype == DType::kBF16 ? peaks.bf16_unit.c_str() : "fp32", peak);
+  }
+  return Status::Ok();
+}
+
+struct AttentionArgs {
+  int64_t batch = 4, heads = 12, kv_heads = 0, seq = 1024, head_dim = 64;
+  std::string backend = "flash";
+  int warmup = 2, iters = 5;
+  bool json = false;
+};
+
+Status run_attention(const AttentionArgs& a) {
+  const int64_t G = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  if (a.batch <= 0 || a.heads <= 0 || a.seq <= 0 || a.head_dim <= 0)
+    return InvalidArgument("--batch, --heads, --seq and --head-dim must be positive");
+  if (a.heads % G != 0)
+    return InvalidArgument("--heads " + std::to_string(a.heads) + " is not a multiple of --kv-heads " +
+                               std::to_string(G),
+                           "choose kv heads that divide the query heads (e.g. 12 and 4)");
+  kernels::AttentionBackend which;
+  if (a.backend == "flash") which = kernels::AttentionBackend::kFlash;
+  else if (a.backend == "naive") which = kernels::AttentionBackend::kNaive;
+  else return InvalidArgument("--backend '" + a.backend + "' is unknown", "use flash or naive");
+
+  kernels::Backend& be = kernels::cpu_backend();
+  Rng rng(2);
+  const int64_t B = a.batch, T = a.seq, NH = a.heads, HD = a.head_dim;
+  Tensor q = random_tensor({B, T, NH, HD}, DType::kF32, rng), k = random_tensor({B, T, G, HD}, DType::kF32, rng),
+         v = random_tensor({B, T, G, HD}, DType::kF32, rng), dout = random_tensor({B, T, NH, HD}, DType::kF32, rng);
+  Tensor out({B, T, NH, HD}, DType::kF32), lse({B, NH, T}, DType::kF32);
+  Tensor dq({B, T, NH, HD}, DType::kF32), dk({B, T, G, HD}, DType::kF32), dv({B, T, G, HD}, DType::kF32);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  auto fwd = [&] { be.attention_forward(which, out, lse, q, k, v, TensorView(), scale); };
+  auto bwd = [&] { be.attention_backward(which, dq, dk, dv, dout, q, k, v, out, lse, TensorView(), scale); };
+  Timing tf = time_it(a.warmup, a.iters, fwd);
+  Timing tb = time_it(a.warmup, a.iters, bwd);
+  // Causal attention: the two forward GEMMs cover half the T×T square; backward does 2.5× forward.
+  const double flops_fwd = 2.0 * B * NH * static_cast<double>(T) * T * HD;
+  const double flops = 3.5 * flops_fwd;
+  const double secs = tf.median + tb.median;
+  const double gflops = flops / secs * 1e-9;
+  const double peak = metrics::measured_peaks().fp32_gflops;
+  const double frac = peak > 0 ? gflops / peak : 0;
+  const size_t ws = be.workspace_bytes();
+  if (a.json) {
+    nlohmann::json j = {{"bench", "attention"}, {"batch", B}, {"heads", NH}, {"kv_heads", G},
+                        {"seq", T}, {"head_dim", HD}, {"backend", a.backend},
+                        {"seconds", secs}, {"seconds_forward", tf.median},
+                        {"seconds_backward", tb.median}, {"gflops", gflops},
+                        {"gflops_forward", flops_fwd / tf.median * 1e-9},
+                        {"gflops_backward", 2.5 * flops_fwd / tb.median * 1e-9},
+                        {"peak_gflops", peak}, {"fraction_of_peak", frac},
+                        {"workspace_bytes", ws}, {"threads", metrics::cpu_info().threads},
+                        {"machine", metrics::machine_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("machine: %s\n", metrics::machine_summary().c_str());
+    std::printf("attention %s B=%lld NH=%lld G=%lld T=%lld HD=%lld: forward %.3f ms (%.1f GFLOP/s), "
+                "backward %.3f ms (%.1f GFLOP/s), forward+backward %.3f ms, %.1f GFLOP/s, "
+                "%.1f%% of fp32 peak %.0f GFLOP/s; workspace %.2f MiB\n",
+                a.backend.c_str(), static_cast<long long>(B), static_cast<long long>(NH),
+                static_cast<long long>(G), static_cast<long long>(T), static_cast<long long>(HD),
+                tf.median * 1e3, flops_fwd / tf.median * 1e-9, tb.median * 1e3,
+                2.5 * flops_fwd / tb.median * 1e-9, secs * 1e3, gflops, frac * 100, peak,
+                static_cast<double>(ws) / (1 << 20));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Runner& runner) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks: kernel and end-to-end throughput");
+  bench->require_subcommand(1);
+
+  static MatmulArgs mm;
+  CLI::App* m = bench->add_subcommand("matmul", "GEMM throughput (oneDNN) vs this machine's peak");
+  m->add_option("--m", mm.m, "rows of A and C")->capture_default_str();
+  m->add_option("--k", mm.k, "inner dimension")->capture_default_str();
+  m->add_option("--n", mm.n, "columns of B and C")->capture_default_str();
+  m->add_option("--dtype", mm.dtype, "bf16 (f32 accumulate) or fp32")->capture_default_str();
+  m->add_option("--form", mm.form,
+                "plain: C=A·B; linear-fwd: y=x·Wᵀ; linear-dx: dx=dy·W; linear-dw: dW+=dyᵀ·x "
+                "(x[M,K], W[N,K])")->capture_default_str();
+  m->add_option("--warmup", mm.warmup, "untimed repetitions")->capture_default_str();
+  m->add_option("--iters", mm.iters, "timed repetitions (the median is reported)")->capture_default_str();
+  m->add_flag("--json", mm.json, "print one JSON object");
+  m->callback([&runner] { runner.set(run_matmul(mm)); });
+
+  static AttentionArgs at;
+  CLI::App* t = bench->add_subcommand("attention", "causal attention forward+backward throughput");
+  t->add_option("--batch", at.batch, "B")->capture_default_str();
+  t->add_option("--heads", at.heads, "query heads NH")->capture_default_str();
+  t->add_option("--kv-heads", at.kv_heads, "key/value heads G (default: NH)");
+  t->add_option("--seq", at.seq, "sequence length T")->capture_default_str();
+  t->add_option("--head-dim", at.head_dim, "head dimension HD")->capture_default_str();
+  t->add_option("--backend", at.backend, "flash or naive")->capture_default_str();
+  t->add_option("--warmup", at.warmup, "untimed repetitions")->capture_default_str();
+  t->add_option("--iters", at.iters, "timed repetitions (the median is reported)")->capture_default_str();
+  t->add_flag("--json", at.json, "print one JSON object");
+  t->callback([&runner] { runner.set(run_attention(at)); });
+}
+
+}  // namespace lmt::cli

@@ -1,0 +1,23 @@
+// Registration of lmtrain subcommands. A subcommand's callback runs its work and records the
+// outcome in the Runner, which main() turns into an exit code and an error message.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "lmt/base/status.h"
+
+namespace lmt::cli {
+
+class Runner {
+ public:
+  void set(Status s) { status_ = std::move(s); }
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+// `lmtrain bench matmul|attention ...` (apps/lmtrain/bench_cmd.cpp)
+void add_bench_command(CLI::App& app, Runner& runner);
+
+}  // namespace lmt::cli

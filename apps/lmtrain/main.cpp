@@ -1,0 +1,77 @@
+// lmtrain: the command line. Each subcommand lives in its own *_cmd.cpp and registers itself here.
+//
+// Exit codes: 0 success; 1 a command failed (bad file, bad value: the message says which and how to
+// fix it); 2 usage error (unknown subcommand or option, missing argument) with usage on stderr.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "lmt/base/status.h"
+
+#ifndef LMT_VERSION
+#define LMT_VERSION "0.0.0"
+#endif
+
+namespace {
+
+// Subcommands that later work fills in; they say so instead of pretending.
+void add_pending(CLI::App& app, const char* name, const char* what, const char* issue,
+                 lmt::cli::Runner& runner) {
+  CLI::App* sub = app.add_subcommand(name, what);
+  sub->allow_extras();
+  sub->callback([&runner, name, issue] {
+    runner.set(lmt::Unimplemented(std::string("'lmtrain ") + name + "' is not implemented yet",
+                                  std::string("tracked in issue ") + issue));
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lmtrain: pre-train decoder-only language models, end to end", "lmtrain"};
+  app.set_version_flag("--version", std::string("lmtrain ") + LMT_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  lmt::cli::Runner runner;
+  lmt::cli::add_bench_command(app, runner);
+  add_pending(app, "plan", "feasibility, memory and parallelism planning", "#7", runner);
+  add_pending(app, "tokenizer", "train, encode and decode tokenizers", "#4", runner);
+  add_pending(app, "data", "prepare token shards and inspect datasets", "#5", runner);
+  add_pending(app, "model", "inspect model presets and configs", "#3", runner);
+  add_pending(app, "train", "train a model from a TOML recipe", "#6", runner);
+  add_pending(app, "eval", "validation loss and multiple-choice benchmarks", "#8", runner);
+  add_pending(app, "generate", "sample text from a checkpoint", "#8", runner);
+  add_pending(app, "export", "export to Hugging Face safetensors / GGUF", "the export issue", runner);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // help on stdout, exit 0
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    const std::string first = argc > 1 ? argv[1] : "";
+    auto named_first = [&](const CLI::App* sub) { return sub->get_name() == first; };
+    if (!first.empty() && first[0] != '-' && app.get_subcommands(named_first).empty())
+      what = "unknown subcommand '" + first + "'";
+    std::cerr << "lmtrain: " << what << "\n\n";
+    // Usage of the subcommand that failed to parse, else of the whole program.
+    const CLI::App* failed = &app;
+    while (!failed->get_subcommands().empty()) failed = failed->get_subcommands().front();
+    std::cerr << failed->help();
+    return 2;
+  }
+  const lmt::Status& status = runner.status();
+  if (!status.ok()) {
+    std::cerr << "lmtrain: " << status.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}

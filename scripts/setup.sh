@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs every Debian package lmtrain needs to build, test and benchmark. Idempotent: packages that
+# are already present are skipped, so a second run costs one dpkg query. Nothing is fetched from
+# anywhere but Debian's repositories.
+#
+#   scripts/setup.sh            build + test dependencies
+#   scripts/setup.sh --golden   also python3-torch/numpy, to regenerate golden reference dumps
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libdnnl-dev              # oneDNN: fp32/bf16 GEMM (AMX / AVX512-BF16)
+  libopenmpi-dev openmpi-bin  # multi-process data parallelism
+  libpcre2-dev             # Unicode regex for tokenizer pre-tokenisation
+  nlohmann-json3-dev       # JSON (tokenizer.json, metrics, safetensors headers)
+  libtomlplusplus-dev      # TOML recipes
+  libcli11-dev             # command line
+  libgtest-dev libgmock-dev libbenchmark-dev  # tests and microbenchmarks
+)
+if [[ "${1:-}" == "--golden" ]]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"

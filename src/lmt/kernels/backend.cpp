@@ -1,0 +1,458 @@
+// Argument validation for every kernel entry point, shared by all backends.
+#include "lmt/kernels/backend.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+namespace lmt::kernels {
+
+std::string_view activation_name(Activation a) {
+  switch (a) {
+    case Activation::kGeluTanh: return "gelu_tanh";
+    case Activation::kSilu: return "silu";
+    case Activation::kRelu: return "relu";
+  }
+  return "?";
+}
+
+std::string_view attention_backend_name(AttentionBackend a) {
+  return a == AttentionBackend::kNaive ? "naive" : "flash";
+}
+
+namespace {
+
+struct NamedArg {
+  const char* name = nullptr;
+  const TensorView* view = nullptr;
+};
+
+// The op being validated and its tensor arguments, for the error message.
+class Ctx {
+ public:
+  template <typename... Rest>
+  Ctx(const char* op, Rest... rest) : op_(op) {
+    (add(rest), ...);
+  }
+  [[noreturn]] void fail(const std::string& msg) const {
+    std::ostringstream s;
+    s << "kernel '" << op_ << "': " << msg << "\n  arguments:";
+    for (int i = 0; i < n_; ++i) s << " " << args_[i].name << "=" << args_[i].view->to_string();
+    std::fprintf(stderr, "%s\n", s.str().c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
+  void require(bool ok, const std::string& msg) const {
+    if (!ok) fail(msg);
+  }
+  // Rank and dims must match; -1 matches any size.
+  void shape(const char* name, const TensorView& v, std::initializer_list<int64_t> dims) const {
+    bool ok = v.present() && v.rank() == static_cast<int>(dims.size());
+    int i = 0;
+    for (int64_t d : dims) {
+      if (!ok) break;
+      if (d >= 0 && v.dim(i) != d) ok = false;
+      ++i;
+    }
+    if (!ok) {
+      std::string want = "[";
+      i = 0;
+      for (int64_t d : dims) want += (i++ ? "," : "") + (d < 0 ? std::string("*") : std::to_string(d));
+      want += "]";
+      fail(std::string(name) + " must have shape " + want + ", got " + v.to_string());
+    }
+  }
+  void dtype(const char* name, const TensorView& v, std::initializer_list<DType> allowed) const {
+    for (DType t : allowed)
+      if (v.dtype() == t) return;
+    std::string want;
+    for (DType t : allowed) want += (want.empty() ? "" : "|") + std::string(dtype_name(t));
+    fail(std::string(name) + " must be " + want + ", got " + v.to_string());
+  }
+  void same_dtype(const char* na, const TensorView& a, const char* nb, const TensorView& b) const {
+    require(a.dtype() == b.dtype(), std::string(na) + " and " + nb + " must share a dtype");
+  }
+  void cpu(const TensorView& v) const {
+    if (v.present()) require(v.device() == Device::kCpu, "tensor on a device this backend cannot reach");
+  }
+
+ private:
+  void add(NamedArg a) {
+    if (n_ < static_cast<int>(args_.size())) args_[n_++] = a;
+  }
+  const char* op_;
+  std::array<NamedArg, 12> args_{};
+  int n_ = 0;
+};
+
+#define LMT_ARG(x) NamedArg{#x, &x}
+
+constexpr std::initializer_list<DType> kAct = {DType::kF32, DType::kF64};
+constexpr std::initializer_list<DType> kGemmIn = {DType::kF32, DType::kBF16, DType::kF64};
+
+// f64 inputs go with f64 outputs (ref tests); otherwise outputs are f32.
+DType acc_dtype_for(DType in) { return in == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+}  // namespace
+
+void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                     bool trans_b, bool accumulate) {
+  Ctx x("matmul", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
+  x.dtype("a", a, kGemmIn);
+  x.same_dtype("a", a, "b", b);
+  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
+  x.shape("a", a, {-1, -1});
+  x.shape("b", b, {-1, -1});
+  int64_t M = trans_a ? a.dim(1) : a.dim(0), K = trans_a ? a.dim(0) : a.dim(1);
+  int64_t N = trans_b ? b.dim(0) : b.dim(1), Kb = trans_b ? b.dim(1) : b.dim(0);
+  x.require(K == Kb, "inner dimensions differ: K=" + std::to_string(K) + " vs " + std::to_string(Kb) +
+                         (trans_a ? " (a transposed)" : "") + (trans_b ? " (b transposed)" : ""));
+  x.shape("c", c, {M, N});
+  matmul_impl(c, a, b, trans_a, trans_b, accumulate);
+}
+
+void Backend::linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
+                             const TensorView& bias) {
+  Ctx x("linear_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(bias));
+  x.dtype("inp", inp, kGemmIn);
+  x.same_dtype("inp", inp, "weight", weight);
+  DType acc = acc_dtype_for(inp.dtype());
+  x.shape("inp", inp, {-1, -1});
+  x.shape("weight", weight, {-1, inp.dim(1)});
+  x.shape("out", out, {inp.dim(0), weight.dim(0)});
+  x.require(out.dtype() == acc, "out must be f32 (f64 for f64 inputs)");
+  if (bias.present()) {
+    x.shape("bias", bias, {weight.dim(0)});
+    x.require(bias.dtype() == acc, "bias must have out's dtype");
+  }
+  linear_forward_impl(out, inp, weight, bias);
+}
+
+void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
+                              const TensorView& dbias, const TensorView& dout,
+                              const TensorView& inp, const TensorView& weight) {
+  Ctx x("linear_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
+        LMT_ARG(inp), LMT_ARG(weight));
+  x.dtype("dout", dout, kGemmIn);
+  x.same_dtype("dout", dout, "inp", inp);
+  x.same_dtype("dout", dout, "weight", weight);
+  DType acc = acc_dtype_for(dout.dtype());
+  x.shape("inp", inp, {-1, -1});
+  x.shape("weight", weight, {-1, inp.dim(1)});
+  x.shape("dout", dout, {inp.dim(0), weight.dim(0)});
+  if (dinp.present()) {
+    x.shape("dinp", dinp, {inp.dim(0), inp.dim(1)});
+    x.require(dinp.dtype() == acc, "dinp must be f32 (f64 for f64 inputs)");
+  }
+  if (dweight.present()) {
+    x.shape("dweight", dweight, {weight.dim(0), weight.dim(1)});
+    x.require(dweight.dtype() == acc, "dweight must be f32 (f64 for f64 inputs)");
+  }
+  if (dbias.present()) {
+    x.shape("dbias", dbias, {weight.dim(0)});
+    x.require(dbias.dtype() == acc, "dbias must be f32 (f64 for f64 inputs)");
+  }
+  linear_backward_impl(dinp, dweight, dbias, dout, inp, weight);
+}
+
+void Backend::embedding_forward(const TensorView& out, const TensorView& ids,
+                                const TensorView& table, bool accumulate) {
+  Ctx x("embedding_forward", LMT_ARG(out), LMT_ARG(ids), LMT_ARG(table));
+  x.dtype("table", table, kAct);
+  x.same_dtype("out", out, "table", table);
+  x.dtype("ids", ids, {DType::kI32});
+  x.shape("table", table, {-1, -1});
+  x.shape("ids", ids, {-1});
+  x.shape("out", out, {ids.dim(0), table.dim(1)});
+  embedding_forward_impl(out, ids, table, accumulate);
+}
+
+void Backend::embedding_backward(const TensorView& dtable, const TensorView& dout,
+                                 const TensorView& ids) {
+  Ctx x("embedding_backward", LMT_ARG(dtable), LMT_ARG(dout), LMT_ARG(ids));
+  x.dtype("dout", dout, kAct);
+  x.same_dtype("dtable", dtable, "dout", dout);
+  x.dtype("ids", ids, {DType::kI32});
+  x.shape("dtable", dtable, {-1, -1});
+  x.shape("ids", ids, {-1});
+  x.shape("dout", dout, {ids.dim(0), dtable.dim(1)});
+  embedding_backward_impl(dtable, dout, ids);
+}
+
+void Backend::layernorm_forward(const TensorView& out, const TensorView& mean,
+                                const TensorView& rstd, const TensorView& inp,
+                                const TensorView& weight, const TensorView& bias, float eps) {
+  Ctx x("layernorm_forward", LMT_ARG(out), LMT_ARG(mean), LMT_ARG(rstd), LMT_ARG(inp),
+        LMT_ARG(weight), LMT_ARG(bias));
+  x.dtype("inp", inp, kAct);
+  x.shape("inp", inp, {-1, -1});
+  int64_t N = inp.dim(0), C = inp.dim(1);
+  for (auto [n, v] : {std::pair{"out", &out}, {"mean", &mean}, {"rstd", &rstd}, {"weight", &weight}})
+    x.same_dtype("inp", inp, n, *v);
+  x.shape("out", out, {N, C});
+  x.shape("mean", mean, {N});
+  x.shape("rstd", rstd, {N});
+  x.shape("weight", weight, {C});
+  if (bias.present()) {
+    x.shape("bias", bias, {C});
+    x.same_dtype("inp", inp, "bias", bias);
+  }
+  layernorm_forward_impl(out, mean, rstd, inp, weight, bias, eps);
+}
+
+void Backend::layernorm_backward(const TensorView& dinp, const TensorView& dweight,
+                                 const TensorView& dbias, const TensorView& dout,
+                                 const TensorView& inp, const TensorView& weight,
+                                 const TensorView& mean, const TensorView& rstd, bool accumulate) {
+  Ctx x("layernorm_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
+        LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(mean), LMT_ARG(rstd));
+  x.dtype("inp", inp, kAct);
+  x.shape("inp", inp, {-1, -1});
+  int64_t N = inp.dim(0), C = inp.dim(1);
+  for (auto [n, v] : {std::pair{"dinp", &dinp}, {"dweight", &dweight}, {"dout", &dout},
+                      {"weight", &weight}, {"mean", &mean}, {"rstd", &rstd}})
+    x.same_dtype("inp", inp, n, *v);
+  x.shape("dinp", dinp, {N, C});
+  x.shape("dout", dout, {N, C});
+  x.shape("dweight", dweight, {C});
+  x.shape("weight", weight, {C});
+  x.shape("mean", mean, {N});
+  x.shape("rstd", rstd, {N});
+  if (dbias.present()) {
+    x.shape("dbias", dbias, {C});
+    x.same_dtype("inp", inp, "dbias", dbias);
+  }
+  layernorm_backward_impl(dinp, dweight, dbias, dout, inp, weight, mean, rstd, accumulate);
+}
+
+void Backend::rmsnorm_forward(const TensorView& out, const TensorView& rstd,
+                              const TensorView& inp, const TensorView& weight, float eps) {
+  Ctx x("rmsnorm_forward", LMT_ARG(out), LMT_ARG(rstd), LMT_ARG(inp), LMT_ARG(weight));
+  x.dtype("inp", inp, kAct);
+  x.shape("inp", inp, {-1, -1});
+  int64_t N = inp.dim(0), C = inp.dim(1);
+  for (auto [n, v] : {std::pair{"out", &out}, {"rstd", &rstd}, {"weight", &weight}})
+    x.same_dtype("inp", inp, n, *v);
+  x.shape("out", out, {N, C});
+  x.shape("rstd", rstd, {N});
+  x.shape("weight", weight, {C});
+  rmsnorm_forward_impl(out, rstd, inp, weight, eps);
+}
+
+void Backend::rmsnorm_backward(const TensorView& dinp, const TensorView& dweight,
+                               const TensorView& dout, const TensorView& inp,
+                               const TensorView& weight, const TensorView& rstd, bool accumulate) {
+  Ctx x("rmsnorm_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dout), LMT_ARG(inp),
+        LMT_ARG(weight), LMT_ARG(rstd));
+  x.dtype("inp", inp, kAct);
+  x.shape("inp", inp, {-1, -1});
+  int64_t N = inp.dim(0), C = inp.dim(1);
+  for (auto [n, v] : {std::pair{"dinp", &dinp}, {"dweight", &dweight}, {"dout", &dout},
+                      {"weight", &weight}, {"rstd", &rstd}})
+    x.same_dtype("inp", inp, n, *v);
+  x.shape("dinp", dinp, {N, C});
+  x.shape("dout", dout, {N, C});
+  x.shape("dweight", dweight, {C});
+  x.shape("weight", weight, {C});
+  x.shape("rstd", rstd, {N});
+  rmsnorm_backward_impl(dinp, dweight, dout, inp, weight, rstd, accumulate);
+}
+
+void Backend::activation_forward(Activation act, const TensorView& out, const TensorView& inp) {
+  Ctx x("activation_forward", LMT_ARG(out), LMT_ARG(inp));
+  x.dtype("inp", inp, kAct);
+  x.same_dtype("inp", inp, "out", out);
+  x.require(out.present() && inp.present() && out.shape() == inp.shape(), "out and inp must have one shape");
+  activation_forward_impl(act, out, inp);
+}
+
+void Backend::activation_backward(Activation act, const TensorView& dinp, const TensorView& dout,
+                                  const TensorView& inp) {
+  Ctx x("activation_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
+  x.dtype("inp", inp, kAct);
+  x.same_dtype("inp", inp, "dinp", dinp);
+  x.same_dtype("inp", inp, "dout", dout);
+  x.require(dinp.present() && dout.present() && inp.present() && dinp.shape() == inp.shape() &&
+                dout.shape() == inp.shape(),
+            "dinp, dout and inp must have one shape");
+  activation_backward_impl(act, dinp, dout, inp);
+}
+
+void Backend::glu_forward(Activation act, const TensorView& out, const TensorView& inp) {
+  Ctx x("glu_forward", LMT_ARG(out), LMT_ARG(inp));
+  x.dtype("inp", inp, kAct);
+  x.same_dtype("inp", inp, "out", out);
+  x.shape("out", out, {-1, -1});
+  x.shape("inp", inp, {out.dim(0), 2 * out.dim(1)});
+  glu_forward_impl(act, out, inp);
+}
+
+void Backend::glu_backward(Activation act, const TensorView& dinp, const TensorView& dout,
+                           const TensorView& inp) {
+  Ctx x("glu_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
+  x.dtype("inp", inp, kAct);
+  x.same_dtype("inp", inp, "dinp", dinp);
+  x.same_dtype("inp", inp, "dout", dout);
+  x.shape("dout", dout, {-1, -1});
+  x.shape("inp", inp, {dout.dim(0), 2 * dout.dim(1)});
+  x.shape("dinp", dinp, {dout.dim(0), 2 * dout.dim(1)});
+  glu_backward_impl(act, dinp, dout, inp);
+}
+
+namespace {
+void check_rope(const Ctx& x, const TensorView& out, const TensorView& inp,
+                const TensorView& positions, int64_t rotary_dim) {
+  x.dtype("inp", inp, kAct);
+  x.same_dtype("inp", inp, "out", out);
+  x.shape("inp", inp, {-1, -1, -1});
+  x.shape("out", out, {inp.dim(0), inp.dim(1), inp.dim(2)});
+  x.dtype("positions", positions, {DType::kI32});
+  x.shape("positions", positions, {inp.dim(0)});
+  x.require(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= inp.dim(2),
+            "rotary_dim " + std::to_string(rotary_dim) + " must be even and in (0, HD=" +
+                std::to_string(inp.dim(2)) + "]");
+}
+}  // namespace
+
+void Backend::rope_forward(const TensorView& out, const TensorView& inp,
+                           const TensorView& positions, float theta, int64_t rotary_dim) {
+  Ctx x("rope_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(positions));
+  check_rope(x, out, inp, positions, rotary_dim);
+  rope_impl(out, inp, positions, theta, rotary_dim, /*inverse=*/false);
+}
+
+void Backend::rope_backward(const TensorView& dinp, const TensorView& dout,
+                            const TensorView& positions, float theta, int64_t rotary_dim) {
+  Ctx x("rope_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(positions));
+  check_rope(x, dinp, dout, positions, rotary_dim);
+  rope_impl(dinp, dout, positions, theta, rotary_dim, /*inverse=*/true);
+}
+
+namespace {
+void check_attention(const Ctx& x, const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TensorView& out, const TensorView& lse, const TensorView& doc_ids) {
+  x.dtype("q", q, kAct);
+  x.shape("q", q, {-1, -1, -1, -1});
+  int64_t B = q.dim(0), T = q.dim(1), NH = q.dim(2), HD = q.dim(3);
+  x.shape("k", k, {B, T, -1, HD});
+  int64_t G = k.dim(2);
+  x.require(G > 0 && NH % G == 0, "query heads NH=" + std::to_string(NH) +
+                                      " must be a multiple of key/value heads G=" + std::to_string(G));
+  x.shape("v", v, {B, T, G, HD});
+  x.shape("out", out, {B, T, NH, HD});
+  x.shape("lse", lse, {B, NH, T});
+  for (auto [n, t] : {std::pair{"k", &k}, {"v", &v}, {"out", &out}, {"lse", &lse}})
+    x.same_dtype("q", q, n, *t);
+  if (doc_ids.present()) {
+    x.dtype("doc_ids", doc_ids, {DType::kI32});
+    x.shape("doc_ids", doc_ids, {B, T});
+  }
+}
+}  // namespace
+
+void Backend::attention_forward(AttentionBackend backend, const TensorView& out,
+                                const TensorView& lse, const TensorView& q, const TensorView& k,
+                                const TensorView& v, const TensorView& doc_ids, float scale) {
+  Ctx x("attention_forward", LMT_ARG(out), LMT_ARG(lse), LMT_ARG(q), LMT_ARG(k), LMT_ARG(v),
+        LMT_ARG(doc_ids));
+  check_attention(x, q, k, v, out, lse, doc_ids);
+  attention_forward_impl(backend, out, lse, q, k, v, doc_ids, scale);
+}
+
+void Backend::attention_backward(AttentionBackend backend, const TensorView& dq,
+                                 const TensorView& dk, const TensorView& dv,
+                                 const TensorView& dout, const TensorView& q, const TensorView& k,
+                                 const TensorView& v, const TensorView& out, const TensorView& lse,
+                                 const TensorView& doc_ids, float scale) {
+  Ctx x("attention_backward", LMT_ARG(dq), LMT_ARG(dk), LMT_ARG(dv), LMT_ARG(dout), LMT_ARG(q),
+        LMT_ARG(k), LMT_ARG(v), LMT_ARG(out), LMT_ARG(lse), LMT_ARG(doc_ids));
+  check_attention(x, q, k, v, out, lse, doc_ids);
+  for (auto [n, t, ref] : {std::tuple{"dq", &dq, &q}, {"dk", &dk, &k}, {"dv", &dv, &v}, {"dout", &dout, &out}}) {
+    x.same_dtype("q", q, n, *t);
+    x.require(t->present() && t->shape() == ref->shape(), std::string(n) + " must have the shape of its primal");
+  }
+  attention_backward_impl(backend, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale);
+}
+
+void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& x_in,
+                                    const TensorView& weight, const TensorView& targets,
+                                    const CrossEntropyOptions& opts, const TensorView& dx,
+                                    const TensorView& dweight) {
+  const TensorView& x = x_in;
+  Ctx c("lm_head_cross_entropy", LMT_ARG(losses), LMT_ARG(x), LMT_ARG(weight), LMT_ARG(targets),
+        LMT_ARG(dx), LMT_ARG(dweight));
+  c.dtype("x", x, kGemmIn);
+  c.same_dtype("x", x, "weight", weight);
+  DType acc = acc_dtype_for(x.dtype());
+  c.shape("x", x, {-1, -1});
+  c.shape("weight", weight, {-1, x.dim(1)});
+  c.shape("targets", targets, {x.dim(0)});
+  c.dtype("targets", targets, {DType::kI32});
+  c.shape("losses", losses, {x.dim(0)});
+  c.require(losses.dtype() == acc, "losses must be f32 (f64 for f64 inputs)");
+  c.require(opts.vocab_size > 0 && opts.vocab_size <= weight.dim(0),
+            "vocab_size " + std::to_string(opts.vocab_size) + " must be in (0, rows of weight]");
+  c.require(opts.chunk_rows > 0, "chunk_rows must be positive");
+  if (dx.present()) {
+    c.shape("dx", dx, {x.dim(0), x.dim(1)});
+    c.require(dx.dtype() == acc, "dx must be f32 (f64 for f64 inputs)");
+  }
+  if (dweight.present()) {
+    c.shape("dweight", dweight, {weight.dim(0), weight.dim(1)});
+    c.require(dweight.dtype() == acc, "dweight must be f32 (f64 for f64 inputs)");
+  }
+  lm_head_cross_entropy_impl(losses, x, weight, targets, opts, dx, dweight);
+}
+
+void Backend::add(const TensorView& out, const TensorView& a, const TensorView& b) {
+  Ctx x("add", LMT_ARG(out), LMT_ARG(a), LMT_ARG(b));
+  x.dtype("a", a, kAct);
+  x.same_dtype("a", a, "b", b);
+  x.same_dtype("a", a, "out", out);
+  x.require(out.present() && a.present() && b.present() && a.shape() == b.shape() &&
+                out.shape() == a.shape(),
+            "out, a and b must have one shape");
+  add_impl(out, a, b);
+}
+
+void Backend::convert(const TensorView& out, const TensorView& inp) {
+  Ctx x("convert", LMT_ARG(out), LMT_ARG(inp));
+  x.dtype("inp", inp, {DType::kF32, DType::kBF16, DType::kF64});
+  x.dtype("out", out, {DType::kF32, DType::kBF16, DType::kF64});
+  x.require(out.present() && inp.present() && out.numel() == inp.numel(), "out and inp must have one numel");
+  convert_impl(out, inp);
+}
+
+double Backend::sum_squares(const TensorView& v) {
+  Ctx x("sum_squares", LMT_ARG(v));
+  x.dtype("x", v, kAct);
+  x.require(v.present(), "x must be present");
+  return sum_squares_impl(v);
+}
+
+void Backend::scale(const TensorView& v, float s) {
+  Ctx x("scale", LMT_ARG(v));
+  x.dtype("x", v, kAct);
+  x.require(v.present(), "x must be present");
+  scale_impl(v, s);
+}
+
+void Backend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
+                           const TensorView& v, const TensorView& param_bf16, const AdamWParams& p) {
+  Ctx x("adamw_update", LMT_ARG(param), LMT_ARG(grad), LMT_ARG(m), LMT_ARG(v), LMT_ARG(param_bf16));
+  x.dtype("param", param, kAct);
+  for (auto [n, t] : {std::pair{"grad", &grad}, {"m", &m}, {"v", &v}}) {
+    x.same_dtype("param", param, n, *t);
+    x.require(t->present() && t->numel() == param.numel(), std::string(n) + " must have param's numel");
+  }
+  if (param_bf16.present()) {
+    x.dtype("param_bf16", param_bf16, {DType::kBF16});
+    x.require(param_bf16.numel() == param.numel(), "param_bf16 must have param's numel");
+  }
+  x.require(p.step >= 1, "step is 1-based");
+  adamw_update_impl(param, grad, m, v, param_bf16, p);
+}
+
+}  // namespace lmt::kernels

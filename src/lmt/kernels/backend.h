@@ -1,0 +1,237 @@
+// The kernel interface: forward/backward pairs for every op family a decoder-only transformer needs.
+//
+// One interface, several implementations (kernels/ref: plain loops with fp64 accumulation, the test
+// oracle; kernels/cpu: oneDNN + OpenMP + AVX-512; kernels/cuda later). Model code calls a Backend&
+// and never knows which one it has.
+//
+// Letters used in shapes (defined once here):
+//   B batch, T time (sequence), C channels (model width), OC output channels, N = B*T rows,
+//   V vocabulary, H hidden width of the FFN, NH query heads, G key/value heads (NH % G == 0),
+//   HD head dim, M/K rows/inner dim of a plain GEMM, n length of a flat span.
+//
+// Tensors are contiguous row-major TensorViews. A default-constructed view means "absent" and is
+// allowed only where an argument says "optional".
+//
+// Gradient contract (as in llm.c): parameter gradients ACCUMULATE (+=) so that micro-batches and
+// tied weights add up; activation gradients OVERWRITE (=), except where an argument says
+// `accumulate`, which the model uses for the residual stream.
+//
+// Dtypes: activations and gradients are f32; GEMM-like inputs (matmul, linear, lm_head) may be bf16
+// (products accumulate in f32). The ref backend also takes f64 everywhere (finite-difference tests).
+// Integer inputs (ids, positions, targets, doc ids) are i32.
+//
+// Errors: a shape or dtype that does not fit the contract stops the process with a message naming the
+// op and every argument's dtype and shape (LMT_CHECK semantics: this is a programming error, never
+// user input). Validation happens once here, in the non-virtual entry points, for every backend.
+//
+// Threading: a backend is called from one thread at a time; it parallelises internally (OpenMP).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "lmt/tensor/tensor_view.h"
+
+namespace lmt::kernels {
+
+enum class Activation : uint8_t { kGeluTanh, kSilu, kRelu };
+enum class AttentionBackend : uint8_t { kNaive, kFlash };
+
+std::string_view activation_name(Activation a);
+std::string_view attention_backend_name(AttentionBackend a);
+
+struct CrossEntropyOptions {
+  int64_t vocab_size = 0;     // V: logits are computed for weight rows [0, V); rows >= V are padding
+  float z_loss = 0.0f;        // adds z_loss * logsumexp^2 per token (PaLM); 0 disables
+  int32_t ignore_index = -100;  // targets equal to this contribute no loss and no gradient
+  float grad_scale = 1.0f;    // d(total objective)/d(loss of one token), e.g. 1/num_valid_tokens
+  int64_t chunk_rows = 256;   // rows of logits materialised at a time (memory: chunk_rows * V floats)
+};
+
+struct AdamWParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;  // decoupled: param -= lr * weight_decay * param
+  int64_t step = 1;           // 1-based step, for bias correction
+  float grad_scale = 1.0f;    // gradients are multiplied by this first (e.g. the clipping factor)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  // Bytes of scratch the backend currently holds (reused across calls, grown on demand).
+  virtual size_t workspace_bytes() const { return 0; }
+
+  // ---- GEMM -------------------------------------------------------------------------------------
+  // c[M,N] (f32, or f64 with f64 inputs) = op(a) · op(b)  (+ c if accumulate)
+  // a: [M,K] or, with trans_a, [K,M];  b: [K,N] or, with trans_b, [N,K];  a and b share a dtype.
+  void matmul(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+              bool trans_b, bool accumulate);
+
+  // ---- linear (nn.Linear layout: weight[OC,C]) ------------------------------------------------
+  // out[N,OC] (f32) = inp[N,C] · weight[OC,C]ᵀ + bias[OC] (bias optional, f32).
+  void linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
+                      const TensorView& bias);
+  // dinp[N,C] = dout · weight (f32, overwrite; optional)
+  // dweight[OC,C] += doutᵀ · inp (f32; optional);  dbias[OC] += Σ_n dout[n,:] (f32; optional)
+  // dout, inp and weight share a dtype (f32 or bf16).
+  void linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                       const TensorView& dout, const TensorView& inp, const TensorView& weight);
+
+  // ---- embedding --------------------------------------------------------------------------------
+  // out[N,C] (= or += if accumulate) table[ids[n], :]; ids i32 in [0, V). Used for token and
+  // learned position embeddings (ids = positions, accumulate = true).
+  void embedding_forward(const TensorView& out, const TensorView& ids, const TensorView& table,
+                         bool accumulate);
+  // dtable[V,C] += scatter-add of dout[N,C] at rows ids[N].
+  void embedding_backward(const TensorView& dtable, const TensorView& dout, const TensorView& ids);
+
+  // ---- normalisation ----------------------------------------------------------------------------
+  // out[N,C] = (inp - mean) * rstd * weight[C] + bias[C] (bias optional); saves mean[N], rstd[N].
+  void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                         const TensorView& inp, const TensorView& weight, const TensorView& bias,
+                         float eps);
+  // dinp[N,C] (= or += if accumulate), dweight[C] +=, dbias[C] += (optional).
+  void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                          const TensorView& dout, const TensorView& inp, const TensorView& weight,
+                          const TensorView& mean, const TensorView& rstd, bool accumulate);
+  // out[N,C] = inp * rstd * weight[C], rstd = 1/sqrt(mean(inp²) + eps); saves rstd[N].
+  // QK-norm uses it with N = rows*heads and C = HD.
+  void rmsnorm_forward(const TensorView& out, const TensorView& rstd, const TensorView& inp,
+                       const TensorView& weight, float eps);
+  void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                        const TensorView& inp, const TensorView& weight, const TensorView& rstd,
+                        bool accumulate);
+
+  // ---- activations ------------------------------------------------------------------------------
+  // out[n] = act(inp[n]) (same shapes, any rank); gelu is the tanh approximation.
+  void activation_forward(Activation act, const TensorView& out, const TensorView& inp);
+  // dinp = dout * act'(inp)  (overwrite)
+  void activation_backward(Activation act, const TensorView& dinp, const TensorView& dout,
+                           const TensorView& inp);
+  // Gated linear unit (SwiGLU with kSilu, GeGLU with kGeluTanh) over a fused gate·up projection:
+  // out[N,H] = act(inp[N, 0:H]) * inp[N, H:2H].
+  void glu_forward(Activation act, const TensorView& out, const TensorView& inp);
+  // dinp[N,2H] (overwrite) from dout[N,H].
+  void glu_backward(Activation act, const TensorView& dinp, const TensorView& dout,
+                    const TensorView& inp);
+
+  // ---- rotary position embedding (Hugging Face rotate-half layout) ------------------------------
+  // x[N,NH,HD]: on the first rotary_dim dims of each head (even, <= HD), pairs (i, i + rotary_dim/2)
+  // are rotated by angle pos * theta^(-2i/rotary_dim); the remaining dims pass through.
+  // positions[N] i32. out may alias inp.
+  void rope_forward(const TensorView& out, const TensorView& inp, const TensorView& positions,
+                    float theta, int64_t rotary_dim);
+  // The inverse rotation applied to gradients. dinp may alias dout.
+  void rope_backward(const TensorView& dinp, const TensorView& dout, const TensorView& positions,
+                     float theta, int64_t rotary_dim);
+
+  // ---- causal self-attention with grouped-query heads -------------------------------------------
+  // q[B,T,NH,HD], k[B,T,G,HD], v[B,T,G,HD]; query head h reads kv head h / (NH/G).
+  // out[B,T,NH,HD] = softmax(scale · q·kᵀ + mask) · v; lse[B,NH,T] (f32) saves the log-sum-exp of
+  // each row for backward. mask: key j is visible to query i iff j <= i and, when doc_ids[B,T] (i32,
+  // optional) is given, doc_ids[b,j] == doc_ids[b,i] (packed documents, each a contiguous run).
+  // kNaive materialises the T×T scores (for checking); kFlash tiles with an online softmax and
+  // never holds more than a tile of scores.
+  void attention_forward(AttentionBackend backend, const TensorView& out, const TensorView& lse,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& doc_ids, float scale);
+  // dq, dk, dv (overwrite) from dout, given the forward's inputs, out and lse.
+  void attention_backward(AttentionBackend backend, const TensorView& dq, const TensorView& dk,
+                          const TensorView& dv, const TensorView& dout, const TensorView& q,
+                          const TensorView& k, const TensorView& v, const TensorView& out,
+                          const TensorView& lse, const TensorView& doc_ids, float scale);
+
+  // ---- LM head fused with softmax cross-entropy -------------------------------------------------
+  // logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ restricted to rows < V, computed chunk_rows at a time
+  // so the N×V logits never exist at once. losses[N] (f32, written) = logsumexp - logit[target]
+  // (+ z_loss·logsumexp²), 0 where target == ignore_index. Targets must be in [0, V) otherwise.
+  // If dx[N,C] (f32, overwrite) and/or dweight[Vp,C] (f32, +=; rows >= V untouched) are given, the
+  // gradients of grad_scale · Σ losses are computed in the same pass (no second logits pass).
+  void lm_head_cross_entropy(const TensorView& losses, const TensorView& x, const TensorView& weight,
+                             const TensorView& targets, const CrossEntropyOptions& opts,
+                             const TensorView& dx, const TensorView& dweight);
+
+  // ---- elementwise and reductions over flat spans -----------------------------------------------
+  // out = a + b (same shape; out may alias a or b).
+  void add(const TensorView& out, const TensorView& a, const TensorView& b);
+  // out = inp converted to out's dtype (f32 <-> bf16 with round-to-nearest-even; same numel).
+  void convert(const TensorView& out, const TensorView& inp);
+  // Σ x² in f64 accumulation (global-norm clipping sums this over spans, then takes the root).
+  double sum_squares(const TensorView& x);
+  // x *= s in place.
+  void scale(const TensorView& x, float s);
+  // AdamW over a flat span: param, grad, m, v f32[n]; param_bf16[n] optional, refreshed from the new
+  // param in the same pass. m, v updated in place.
+  void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
+                    const TensorView& v, const TensorView& param_bf16, const AdamWParams& p);
+
+ protected:
+  // Implementations receive validated arguments.
+  virtual void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b,
+                           bool trans_a, bool trans_b, bool accumulate) = 0;
+  virtual void linear_forward_impl(const TensorView& out, const TensorView& inp,
+                                   const TensorView& weight, const TensorView& bias) = 0;
+  virtual void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                                    const TensorView& dbias, const TensorView& dout,
+                                    const TensorView& inp, const TensorView& weight) = 0;
+  virtual void embedding_forward_impl(const TensorView& out, const TensorView& ids,
+                                      const TensorView& table, bool accumulate) = 0;
+  virtual void embedding_backward_impl(const TensorView& dtable, const TensorView& dout,
+                                       const TensorView& ids) = 0;
+  virtual void layernorm_forward_impl(const TensorView& out, const TensorView& mean,
+                                      const TensorView& rstd, const TensorView& inp,
+                                      const TensorView& weight, const TensorView& bias,
+                                      float eps) = 0;
+  virtual void layernorm_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                                       const TensorView& dbias, const TensorView& dout,
+                                       const TensorView& inp, const TensorView& weight,
+                                       const TensorView& mean, const TensorView& rstd,
+                                       bool accumulate) = 0;
+  virtual void rmsnorm_forward_impl(const TensorView& out, const TensorView& rstd,
+                                    const TensorView& inp, const TensorView& weight, float eps) = 0;
+  virtual void rmsnorm_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                                     const TensorView& dout, const TensorView& inp,
+                                     const TensorView& weight, const TensorView& rstd,
+                                     bool accumulate) = 0;
+  virtual void activation_forward_impl(Activation act, const TensorView& out,
+                                       const TensorView& inp) = 0;
+  virtual void activation_backward_impl(Activation act, const TensorView& dinp,
+                                        const TensorView& dout, const TensorView& inp) = 0;
+  virtual void glu_forward_impl(Activation act, const TensorView& out, const TensorView& inp) = 0;
+  virtual void glu_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
+                                 const TensorView& inp) = 0;
+  virtual void rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
+                         float theta, int64_t rotary_dim, bool inverse) = 0;
+  virtual void attention_forward_impl(AttentionBackend backend, const TensorView& out,
+                                      const TensorView& lse, const TensorView& q,
+                                      const TensorView& k, const TensorView& v,
+                                      const TensorView& doc_ids, float scale) = 0;
+  virtual void attention_backward_impl(AttentionBackend backend, const TensorView& dq,
+                                       const TensorView& dk, const TensorView& dv,
+                                       const TensorView& dout, const TensorView& q,
+                                       const TensorView& k, const TensorView& v,
+                                       const TensorView& out, const TensorView& lse,
+                                       const TensorView& doc_ids, float scale) = 0;
+  virtual void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
+                                          const TensorView& weight, const TensorView& targets,
+                                          const CrossEntropyOptions& opts, const TensorView& dx,
+                                          const TensorView& dweight) = 0;
+  virtual void add_impl(const TensorView& out, const TensorView& a, const TensorView& b) = 0;
+  virtual void convert_impl(const TensorView& out, const TensorView& inp) = 0;
+  virtual double sum_squares_impl(const TensorView& x) = 0;
+  virtual void scale_impl(const TensorView& x, float s) = 0;
+  virtual void adamw_update_impl(const TensorView& param, const TensorView& grad,
+                                 const TensorView& m, const TensorView& v,
+                                 const TensorView& param_bf16, const AdamWParams& p) = 0;
+};
+
+// The process-wide instances (created on first use).
+Backend& ref_backend();
+Backend& cpu_backend();
+
+}  // namespace lmt::kernels

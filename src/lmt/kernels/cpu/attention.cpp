@@ -1,0 +1,639 @@
+// cpu: causal grouped-query attention, forward and backward, in two algorithms.
+//
+// kNaive materialises the T×T probabilities of one (batch, head) at a time in the workspace. It is
+// simple on purpose: the baseline that kFlash is checked and timed against.
+//
+// kFlash is FlashAttention-2 on the CPU. Queries are cut into tiles of kQueryTile rows and keys into
+// tiles of kKeyTile; each (query tile, key tile) pair is two small GEMMs on tiles that live in L1/L2,
+// joined by an online softmax (running row max and sum), so no more than a tile of scores ever
+// exists. The forward saves lse (natural log-sum-exp of the scaled scores); the backward recomputes
+// the probabilities from it, tile by tile. Key tiles that no query of the tile can see (causal, and
+// keys before the earliest document start of the tile) are skipped; tiles that are partly visible
+// get the exact mask.
+//
+// Layouts: the GEMMs want contiguous vectors, so K is repacked once per call into key tiles
+// transposed to [HD][kKeyTile] (a row of scores is then a broadcast-FMA over HD), and rows that are
+// summed with weights (V, K, query tiles) are zero-padded to a multiple of 16 floats (HDp) so any HD
+// works without tail code in the hot loops.
+//
+// Parallelism (OpenMP, one region per phase): forward over (query tile, batch, head) items, largest
+// causal tiles first; backward over (batch, kv head) with the group's query heads inside, so the
+// thread that owns a kv head accumulates its dk/dv alone (no atomics, deterministic).
+//
+// Vector code uses GCC vector extensions: one f32x16 is one AVX-512 register with -march=native
+// (the portable x86-64-v3 build splits it into two AVX2 halves), so there are no ISA #ifdefs.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "lmt/kernels/cpu/cpu_backend.h"
+
+namespace lmt::kernels {
+namespace {
+
+// ---- vector helpers ------------------------------------------------------------------------------
+
+using f32x16 = float __attribute__((vector_size(64), __may_alias__));
+using i32x16 = int32_t __attribute__((vector_size(64), __may_alias__));
+using f32x16u = float __attribute__((vector_size(64), __may_alias__, aligned(4)));  // unaligned
+constexpr int kLanes = 16;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+[[gnu::always_inline]] inline f32x16& vec_at(float* p) { return *reinterpret_cast<f32x16*>(p); }
+[[gnu::always_inline]] inline const f32x16& vec_at(const float* p) {
+  return *reinterpret_cast<const f32x16*>(p);
+}
+
+[[gnu::always_inline]] inline f32x16 splat(float x) { return f32x16{} + x; }
+
+// e^x with ~1 ulp error (Cephes polynomial); exactly 0 below -87.3, which is how -inf (a masked
+// score) becomes a probability of 0.
+[[gnu::always_inline]] inline f32x16 vexp(f32x16 x) {
+  const f32x16 zero_below = x < -87.3f ? splat(0.0f) : splat(1.0f);
+  x = x < -87.3f ? splat(-87.3f) : x;
+  x = x > 88.3f ? splat(88.3f) : x;
+  // Round x·log2(e) to the nearest integer n: adding 1.5·2^23 leaves n in the low mantissa bits.
+  const float kRoundMagic = 12582912.0f;
+  const f32x16 shifted = x * 1.44269504088896341f + kRoundMagic;
+  const f32x16 n = shifted - kRoundMagic;
+  const f32x16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n·ln2 in two parts
+  f32x16 p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const f32x16 poly = p * r * r + r + 1.0f;
+  const i32x16 n_int = (i32x16)shifted - (i32x16)splat(kRoundMagic);
+  const f32x16 two_to_n = (f32x16)((n_int + 127) << 23);
+  return poly * two_to_n * zero_below;
+}
+
+float horizontal_max(f32x16 v) {
+  float m = v[0];
+  for (int i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
+  return m;
+}
+float horizontal_sum(f32x16 v) {
+  float s = 0.0f;
+  for (int i = 0; i < kLanes; ++i) s += v[i];
+  return s;
+}
+
+// x[0:n] = exp(x - shift) in place (any alignment); returns the sum.
+float exp_shifted_inplace(float* x, int64_t n, float shift) {
+  f32x16 sum{};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    f32x16u& xv = *reinterpret_cast<f32x16u*>(x + i);
+    xv = vexp(xv - shift);
+    sum += xv;
+  }
+  if (i < n) {  // tail through a -inf padded buffer, whose extra lanes become 0
+    f32x16 tail = splat(-kInf);
+    std::memcpy(&tail, x + i, (n - i) * sizeof(float));
+    tail = vexp(tail - shift);
+    std::memcpy(x + i, &tail, (n - i) * sizeof(float));
+    sum += tail;
+  }
+  return horizontal_sum(sum);
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t e = 0; e < n; ++e) s += a[e] * b[e];
+  return s;
+}
+
+// y[0:n] += alpha · x[0:n]
+void axpy(float* y, float alpha, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t e = 0; e < n; ++e) y[e] += alpha * x[e];
+}
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// ---- problem description and scratch planning -----------------------------------------------------
+
+struct Problem {
+  int64_t B, T, NH, G, HD;
+  float scale;
+  const float* q;
+  const float* k;
+  const float* v;
+  const int32_t* doc_ids;  // [B,T] or nullptr
+
+  int64_t heads_per_group() const { return NH / G; }
+  const float* q_row(int64_t b, int64_t t, int64_t h) const { return q + ((b * T + t) * NH + h) * HD; }
+  const float* k_row(int64_t b, int64_t t, int64_t g) const { return k + ((b * T + t) * G + g) * HD; }
+  const float* v_row(int64_t b, int64_t t, int64_t g) const { return v + ((b * T + t) * G + g) * HD; }
+  int64_t q_offset(int64_t b, int64_t t, int64_t h) const { return ((b * T + t) * NH + h) * HD; }
+  int64_t kv_offset(int64_t b, int64_t t, int64_t g) const { return ((b * T + t) * G + g) * HD; }
+  bool visible(int64_t b, int64_t i, int64_t j) const {
+    return j <= i && (!doc_ids || doc_ids[b * T + j] == doc_ids[b * T + i]);
+  }
+};
+
+Problem make_problem(const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TensorView& doc_ids, float scale) {
+  return {q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3), scale, q.as<float>(), k.as<float>(),
+          v.as<float>(), doc_ids.present() ? doc_ids.as<int32_t>() : nullptr};
+}
+
+// Consecutive 64-byte aligned regions of one buffer. With a null buffer it only measures, so the
+// same layout code sizes the workspace request and then carves it (workspace() may move).
+class Carver {
+ public:
+  explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename T = float>
+  T* take(int64_t count) {
+    T* at = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
+    used_ += static_cast<size_t>(round_up(count * static_cast<int64_t>(sizeof(T)), 64));
+    return at;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  size_t used_ = 0;
+};
+
+// ---- kNaive -------------------------------------------------------------------------------------
+
+// Scaled scores of query row i against keys [0, i] (masked ones -inf) into row[0, i].
+void naive_score_row(const Problem& p, int64_t b, int64_t h, int64_t i, float* row) {
+  const int64_t g = h / p.heads_per_group();
+  const float* qi = p.q_row(b, i, h);
+  for (int64_t j = 0; j <= i; ++j)
+    row[j] = p.visible(b, i, j) ? p.scale * dot(qi, p.k_row(b, j, g), p.HD) : -kInf;
+}
+
+void naive_forward_head(const Problem& p, float* out, float* lse, int64_t b, int64_t h,
+                        float* probs) {
+  const int64_t T = p.T, g = h / p.heads_per_group();
+  for (int64_t i = 0; i < T; ++i) naive_score_row(p, b, h, i, probs + i * T);
+  for (int64_t i = 0; i < T; ++i) {
+    float* row = probs + i * T;
+    const float row_max = *std::max_element(row, row + i + 1);  // finite: key i is always visible
+    const float row_sum = exp_shifted_inplace(row, i + 1, row_max);
+    const float inv_sum = 1.0f / row_sum;
+#pragma omp simd
+    for (int64_t j = 0; j <= i; ++j) row[j] *= inv_sum;
+    lse[(b * p.NH + h) * T + i] = row_max + std::log(row_sum);
+  }
+  for (int64_t i = 0; i < T; ++i) {
+    float* o = out + p.q_offset(b, i, h);
+    std::fill(o, o + p.HD, 0.0f);
+    for (int64_t j = 0; j <= i; ++j)
+      if (probs[i * T + j] != 0.0f) axpy(o, probs[i * T + j], p.v_row(b, j, g), p.HD);
+  }
+}
+
+// Probabilities of head h from q, k and the saved lse, then every gradient row by row.
+void naive_backward_head(const Problem& p, const float* dout, const float* out, const float* lse,
+                         float* dq, float* dk, float* dv, int64_t b, int64_t h, float* probs,
+                         float* dq_row) {
+  const int64_t T = p.T, HD = p.HD, g = h / p.heads_per_group();
+  for (int64_t i = 0; i < T; ++i) {
+    float* row = probs + i * T;
+    naive_score_row(p, b, h, i, row);
+    exp_shifted_inplace(row, i + 1, lse[(b * p.NH + h) * T + i]);
+  }
+  for (int64_t i = 0; i < T; ++i) {
+    const float* do_i = dout + p.q_offset(b, i, h);
+    const float row_dot = dot(do_i, out + p.q_offset(b, i, h), HD);  // D_i = Σ_j P_ij dP_ij
+    std::fill(dq_row, dq_row + HD, 0.0f);
+    for (int64_t j = 0; j <= i; ++j) {
+      const float pij = probs[i * T + j];
+      if (pij == 0.0f) continue;
+      const float ds = pij * (dot(do_i, p.v_row(b, j, g), HD) - row_dot) * p.scale;
+      axpy(dq_row, ds, p.k_row(b, j, g), HD);
+      axpy(dk + p.kv_offset(b, j, g), ds, p.q_row(b, i, h), HD);
+      axpy(dv + p.kv_offset(b, j, g), pij, do_i, HD);
+    }
+    std::copy(dq_row, dq_row + HD, dq + p.q_offset(b, i, h));
+  }
+}
+
+// ---- kFlash: tiles and micro-kernels ------------------------------------------------------------
+
+constexpr int kQueryTile = 32;  // Br
+constexpr int kKeyTile = 64;    // Bc
+constexpr int kKeyVecs = kKeyTile / kLanes;
+constexpr int kRowBlock = 4;  // rows per register block: 4 rows × 4 vectors = 16 accumulators
+static_assert(kKeyTile % kQueryTile == 0 && kQueryTile % kRowBlock == 0 && kKeyTile % kRowBlock == 0);
+
+int64_t padded_head_dim(int64_t HD) { return round_up(HD, kLanes); }
+int64_t padded_length(int64_t T) { return round_up(T, kKeyTile); }  // a multiple of both tiles
+
+// s[r][0:kKeyTile] = Σ_d a[r·a_stride + d] · bt[d][0:kKeyTile] for r < rows.
+void tile_scores(float* s, const float* a, int64_t a_stride, const float* bt, int64_t depth,
+                 int rows) {
+  for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
+    f32x16 acc[kRowBlock][kKeyVecs] = {};
+    const float* a0 = a + r0 * a_stride;
+    for (int64_t d = 0; d < depth; ++d) {
+      const float* bt_row = bt + d * kKeyTile;
+#pragma GCC unroll 4
+      for (int r = 0; r < kRowBlock; ++r) {
+        const float ar = a0[r * a_stride + d];
+#pragma GCC unroll 4
+        for (int c = 0; c < kKeyVecs; ++c) acc[r][c] += ar * vec_at(bt_row + c * kLanes);
+      }
+    }
+    for (int r = 0; r < kRowBlock; ++r)
+      for (int c = 0; c < kKeyVecs; ++c) vec_at(s + (r0 + r) * kKeyTile + c * kLanes) = acc[r][c];
+  }
+}
+
+// One block of kRowBlock rows × kVecs vectors of tile_accumulate, held in registers over `inner`.
+template <int kVecs>
+[[gnu::always_inline]] inline void accumulate_block(float* c, const float* w, int64_t w_row,
+                                                    int64_t w_inner, const float* x, int64_t width,
+                                                    int64_t inner) {
+  f32x16 acc[kRowBlock][kVecs];
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int e = 0; e < kVecs; ++e) acc[r][e] = vec_at(c + r * width + e * kLanes);
+  for (int64_t t = 0; t < inner; ++t) {
+    f32x16 xt[kVecs];
+    for (int e = 0; e < kVecs; ++e) xt[e] = vec_at(x + t * width + e * kLanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRowBlock; ++r) {
+      const float wt = w[r * w_row + t * w_inner];
+      for (int e = 0; e < kVecs; ++e) acc[r][e] += wt * xt[e];
+    }
+  }
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int e = 0; e < kVecs; ++e) vec_at(c + r * width + e * kLanes) = acc[r][e];
+}
+
+// c[r][:] += Σ_t w[r·w_row + t·w_inner] · x[t][:] for r < rows; rows of c and x are `width` floats
+// (a multiple of 16). Strides let the same kernel take a weight tile transposed (Pᵀ·dO, dSᵀ·Q).
+void tile_accumulate(float* c, const float* w, int64_t w_row, int64_t w_inner, const float* x,
+                     int64_t width, int64_t inner, int rows) {
+  for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
+    for (int64_t d0 = 0; d0 < width; d0 += 4 * kLanes) {
+      float* cb = c + r0 * width + d0;
+      const float* wb = w + r0 * w_row;
+      switch (std::min<int64_t>(4, (width - d0) / kLanes)) {
+        case 4: accumulate_block<4>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        case 3: accumulate_block<3>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        case 2: accumulate_block<2>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        default: accumulate_block<1>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+      }
+    }
+  }
+}
+
+// Query tile [i0, i0+kQueryTile) sees keys from the start of its first row's document (documents
+// are contiguous runs, so no row of the tile starts earlier) up to its last row.
+int64_t first_key_tile(const int32_t* doc_start, int64_t b, int64_t T, int64_t i0) {
+  return doc_start ? doc_start[b * T + i0] / kKeyTile : 0;
+}
+int64_t end_key_tile(int64_t T, int64_t i0) {
+  return (std::min(i0 + kQueryTile, T) - 1) / kKeyTile + 1;
+}
+
+// Whether some query of the tile may not see some key of the tile (else the mask is skipped).
+bool tile_needs_mask(const Problem& p, const int32_t* doc_start, int64_t b, int64_t i0, int64_t j0) {
+  const int64_t last_row = std::min(i0 + kQueryTile, p.T) - 1;
+  return j0 + kKeyTile - 1 > i0 || (doc_start && doc_start[b * p.T + last_row] > j0);
+}
+
+// s = -inf where query i0+r may not see key j0+c; rows past T are masked entirely.
+void mask_tile(float* s, const Problem& p, int64_t b, int64_t i0, int64_t j0) {
+  for (int r = 0; r < kQueryTile; ++r)
+    for (int c = 0; c < kKeyTile; ++c)
+      if (i0 + r >= p.T || !p.visible(b, i0 + r, j0 + c)) s[r * kKeyTile + c] = -kInf;
+}
+
+// dst[t][0:HDp] = src row t of (b, kv head g) for t < T, zero-padded to [Tp][HDp].
+void pack_rows_padded(float* dst, const float* src, const Problem& p, int64_t b, int64_t g) {
+  const int64_t HDp = padded_head_dim(p.HD);
+  std::fill(dst, dst + padded_length(p.T) * HDp, 0.0f);
+  for (int64_t t = 0; t < p.T; ++t)
+    std::copy_n(src + p.kv_offset(b, t, g), p.HD, dst + t * HDp);
+}
+
+// dst[tile][d][c] = src[b, tile·kKeyTile + c, g, d] (zero past T): key tiles transposed, so that
+// one d of a tile is a contiguous vector of kKeyTile keys.
+void pack_key_tiles_transposed(float* dst, const float* src, const Problem& p, int64_t b,
+                               int64_t g) {
+  std::fill(dst, dst + padded_length(p.T) * p.HD, 0.0f);
+  for (int64_t t = 0; t < p.T; ++t) {
+    float* tile = dst + (t / kKeyTile) * kKeyTile * p.HD + t % kKeyTile;
+    const float* row = src + p.kv_offset(b, t, g);
+    for (int64_t d = 0; d < p.HD; ++d) tile[d * kKeyTile] = row[d];
+  }
+}
+
+// doc_start[b·T + t] = the first position of t's document.
+void find_document_starts(const Problem& p, int32_t* doc_start) {
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t t = 0; t < p.T; ++t) {
+      const int64_t i = b * p.T + t;
+      doc_start[i] = (t > 0 && p.doc_ids[i] == p.doc_ids[i - 1]) ? doc_start[i - 1] : int32_t(t);
+    }
+}
+
+// Packs query tile rows i0.. of head h, times `factor`, into dst[kQueryTile][HDp] (zero-padded).
+void pack_query_tile(float* dst, const float* src, const Problem& p, int64_t b, int64_t h,
+                     int64_t i0, float factor) {
+  const int64_t HDp = padded_head_dim(p.HD);
+  std::fill(dst, dst + kQueryTile * HDp, 0.0f);
+  for (int64_t r = 0; r < kQueryTile && i0 + r < p.T; ++r) {
+    const float* row = src + p.q_offset(b, i0 + r, h);
+    for (int64_t d = 0; d < p.HD; ++d) dst[r * HDp + d] = factor * row[d];
+  }
+}
+
+// ---- kFlash forward -----------------------------------------------------------------------------
+
+struct FlashForwardScratch {
+  float* q_tile;   // [kQueryTile][HDp], pre-scaled by `scale`
+  float* scores;   // [kQueryTile][kKeyTile], becomes unnormalised probabilities
+  float* acc;      // [kQueryTile][HDp], unnormalised output
+  float* row_max;  // [kQueryTile] running max of the scores seen so far
+  float* row_sum;  // [kQueryTile] running Σ e^(s - row_max)
+
+  void place(Carver& c, int64_t HDp) {
+    q_tile = c.take(kQueryTile * HDp);
+    scores = c.take(kQueryTile * kKeyTile);
+    acc = c.take(kQueryTile * HDp);
+    row_max = c.take(kQueryTile);
+    row_sum = c.take(kQueryTile);
+  }
+};
+
+// Online softmax over one tile of scores: s becomes e^(s - new running max), the running sum is
+// rescaled and extended, and acc rows are rescaled to the new max.
+void online_softmax_tile(float* s, FlashForwardScratch& w, int64_t HDp) {
+  for (int r = 0; r < kQueryTile; ++r) {
+    float* row = s + r * kKeyTile;
+    f32x16 m = vec_at(row);
+    for (int c = 1; c < kKeyVecs; ++c) m = m > vec_at(row + c * kLanes) ? m : vec_at(row + c * kLanes);
+    const float old_max = w.row_max[r], new_max = std::max(old_max, horizontal_max(m));
+    const float base = new_max == -kInf ? 0.0f : new_max;  // a row masked so far stays all-zero
+    f32x16 sum{};
+    for (int c = 0; c < kKeyVecs; ++c) {
+      f32x16& sv = vec_at(row + c * kLanes);
+      sv = vexp(sv - base);
+      sum += sv;
+    }
+    const float rescale = old_max == new_max ? 1.0f : std::exp(old_max - new_max);
+    w.row_sum[r] = w.row_sum[r] * rescale + horizontal_sum(sum);
+    w.row_max[r] = new_max;
+    if (rescale != 1.0f)
+      for (int64_t d = 0; d < HDp; d += kLanes) vec_at(w.acc + r * HDp + d) *= rescale;
+  }
+}
+
+// One (batch, head, query tile): out rows and lse.
+void flash_forward_tile(const Problem& p, const float* key_tiles_t, const float* values,
+                        const int32_t* doc_start, float* out, float* lse, int64_t b, int64_t h,
+                        int64_t i0, FlashForwardScratch& w) {
+  const int64_t HD = p.HD, HDp = padded_head_dim(HD);
+  pack_query_tile(w.q_tile, p.q, p, b, h, i0, p.scale);
+  std::fill(w.acc, w.acc + kQueryTile * HDp, 0.0f);
+  std::fill(w.row_max, w.row_max + kQueryTile, -kInf);
+  std::fill(w.row_sum, w.row_sum + kQueryTile, 0.0f);
+  for (int64_t kt = first_key_tile(doc_start, b, p.T, i0); kt < end_key_tile(p.T, i0); ++kt) {
+    const int64_t j0 = kt * kKeyTile;
+    tile_scores(w.scores, w.q_tile, HDp, key_tiles_t + j0 * HD, HD, kQueryTile);
+    if (tile_needs_mask(p, doc_start, b, i0, j0)) mask_tile(w.scores, p, b, i0, j0);
+    online_softmax_tile(w.scores, w, HDp);
+    tile_accumulate(w.acc, w.scores, kKeyTile, 1, values + j0 * HDp, HDp, kKeyTile, kQueryTile);
+  }
+  for (int64_t r = 0; r < kQueryTile && i0 + r < p.T; ++r) {
+    const float inv_sum = 1.0f / w.row_sum[r];  // > 0: every query sees itself
+    float* o = out + p.q_offset(b, i0 + r, h);
+    for (int64_t d = 0; d < HD; ++d) o[d] = w.acc[r * HDp + d] * inv_sum;
+    lse[(b * p.NH + h) * p.T + i0 + r] = w.row_max[r] + std::log(w.row_sum[r]);
+  }
+}
+
+// ---- kFlash backward ----------------------------------------------------------------------------
+
+struct FlashBackwardScratch {
+  float* q_tile;    // [kQueryTile][HDp], pre-scaled by `scale` (so dK needs no final scaling)
+  float* do_tile;   // [kQueryTile][HDp]
+  float* dq_tile;   // [kQueryTile][HDp], Σ dS·K (scaled on write-out)
+  float* lse_tile;  // [kQueryTile], +inf past T so those rows get probability 0
+  float* d_tile;    // [kQueryTile] D_i = rowsum(dO_i ∘ O_i)
+  float* probs;     // [kQueryTile][kKeyTile] scores, then P
+  float* dprobs;    // [kQueryTile][kKeyTile] dP, then dS
+  float* dk_acc;    // [Tp][HDp] this kv head's dK over all query heads of its group
+  float* dv_acc;    // [Tp][HDp]
+  float* key_tiles_t;    // [Tp/kKeyTile][HD][kKeyTile] K of this (b, g), see pack_key_tiles_transposed
+  float* value_tiles_t;  // [Tp/kKeyTile][HD][kKeyTile] V likewise, for dP = dO·Vᵀ
+  float* key_rows;       // [Tp][HDp] K padded, for dQ = dS·K
+
+  void place(Carver& c, int64_t Tp, int64_t HD) {
+    const int64_t HDp = padded_head_dim(HD);
+    q_tile = c.take(kQueryTile * HDp);
+    do_tile = c.take(kQueryTile * HDp);
+    dq_tile = c.take(kQueryTile * HDp);
+    lse_tile = c.take(kQueryTile);
+    d_tile = c.take(kQueryTile);
+    probs = c.take(kQueryTile * kKeyTile);
+    dprobs = c.take(kQueryTile * kKeyTile);
+    dk_acc = c.take(Tp * HDp);
+    dv_acc = c.take(Tp * HDp);
+    key_tiles_t = c.take(Tp * HD);
+    value_tiles_t = c.take(Tp * HD);
+    key_rows = c.take(Tp * HDp);
+  }
+};
+
+// Loads the per-row inputs of query tile i0 of head h.
+void load_backward_query_tile(const Problem& p, const float* dout, const float* out,
+                              const float* lse, int64_t b, int64_t h, int64_t i0,
+                              FlashBackwardScratch& w) {
+  pack_query_tile(w.q_tile, p.q, p, b, h, i0, p.scale);
+  pack_query_tile(w.do_tile, dout, p, b, h, i0, 1.0f);
+  std::fill(w.dq_tile, w.dq_tile + kQueryTile * padded_head_dim(p.HD), 0.0f);
+  for (int64_t r = 0; r < kQueryTile; ++r) {
+    const int64_t i = i0 + r;
+    w.lse_tile[r] = i < p.T ? lse[(b * p.NH + h) * p.T + i] : kInf;
+    w.d_tile[r] = i < p.T ? dot(dout + p.q_offset(b, i, h), out + p.q_offset(b, i, h), p.HD) : 0.0f;
+  }
+}
+
+// P = e^(S - lse) (masked scores are -inf, so 0) and dS = P ∘ (dP - D), in place.
+void probabilities_and_score_grads(FlashBackwardScratch& w) {
+  for (int r = 0; r < kQueryTile; ++r)
+    for (int c = 0; c < kKeyTile; c += kLanes) {
+      f32x16& pv = vec_at(w.probs + r * kKeyTile + c);
+      f32x16& dv = vec_at(w.dprobs + r * kKeyTile + c);
+      pv = vexp(pv - w.lse_tile[r]);
+      dv = pv * (dv - w.d_tile[r]);
+    }
+}
+
+// One (batch, head, query tile): dq rows, and this tile's share of dk_acc / dv_acc.
+void flash_backward_tile(const Problem& p, const int32_t* doc_start, float* dq, int64_t b,
+                         int64_t h, int64_t i0, FlashBackwardScratch& w) {
+  const int64_t HD = p.HD, HDp = padded_head_dim(HD);
+  for (int64_t kt = first_key_tile(doc_start, b, p.T, i0); kt < end_key_tile(p.T, i0); ++kt) {
+    const int64_t j0 = kt * kKeyTile;
+    tile_scores(w.probs, w.q_tile, HDp, w.key_tiles_t + j0 * HD, HD, kQueryTile);
+    if (tile_needs_mask(p, doc_start, b, i0, j0)) mask_tile(w.probs, p, b, i0, j0);
+    tile_scores(w.dprobs, w.do_tile, HDp, w.value_tiles_t + j0 * HD, HD, kQueryTile);
+    probabilities_and_score_grads(w);
+    // dV_j += Pᵀ·dO_i, dK_j += dSᵀ·(scale·Q_i), dQ_i += dS·K_j
+    tile_accumulate(w.dv_acc + j0 * HDp, w.probs, 1, kKeyTile, w.do_tile, HDp, kQueryTile, kKeyTile);
+    tile_accumulate(w.dk_acc + j0 * HDp, w.dprobs, 1, kKeyTile, w.q_tile, HDp, kQueryTile, kKeyTile);
+    tile_accumulate(w.dq_tile, w.dprobs, kKeyTile, 1, w.key_rows + j0 * HDp, HDp, kKeyTile, kQueryTile);
+  }
+  for (int64_t r = 0; r < kQueryTile && i0 + r < p.T; ++r) {
+    float* dst = dq + p.q_offset(b, i0 + r, h);
+    for (int64_t d = 0; d < HD; ++d) dst[d] = p.scale * w.dq_tile[r * HDp + d];
+  }
+}
+
+// Copies the first HD floats of each padded accumulator row into (b, kv head g) of dst.
+void store_kv_grad(float* dst, const float* acc, const Problem& p, int64_t b, int64_t g) {
+  const int64_t HDp = padded_head_dim(p.HD);
+  for (int64_t t = 0; t < p.T; ++t) std::copy_n(acc + t * HDp, p.HD, dst + p.kv_offset(b, t, g));
+}
+
+}  // namespace
+
+// ---- entry points -------------------------------------------------------------------------------
+
+void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorView& out,
+                                        const TensorView& lse, const TensorView& q,
+                                        const TensorView& k, const TensorView& v,
+                                        const TensorView& doc_ids, float scale) {
+  for (const TensorView* t : {&out, &lse, &q, &k, &v}) cpu_require_f32("attention_forward", *t);
+  const Problem p = make_problem(q, k, v, doc_ids, scale);
+  float* out_data = out.as<float>();
+  float* lse_data = lse.as<float>();
+  const int threads = omp_get_max_threads();
+
+  if (backend == AttentionBackend::kNaive) {
+    const int64_t per_thread = p.T * p.T;
+    float* probs = static_cast<float*>(workspace(threads * per_thread * sizeof(float)));
+#pragma omp parallel for schedule(static)
+    for (int64_t bh = 0; bh < p.B * p.NH; ++bh)
+      naive_forward_head(p, out_data, lse_data, bh / p.NH, bh % p.NH,
+                         probs + omp_get_thread_num() * per_thread);
+    return;
+  }
+
+  const int64_t HDp = padded_head_dim(p.HD), Tp = padded_length(p.T), BG = p.B * p.G;
+  Carver per_thread(nullptr);
+  FlashForwardScratch{}.place(per_thread, HDp);
+  float *key_tiles_t, *values;
+  int32_t* doc_start;
+  char* thread_scratch;
+  auto layout = [&](Carver& c) {
+    key_tiles_t = c.take(BG * Tp * p.HD);
+    values = c.take(BG * Tp * HDp);
+    doc_start = p.doc_ids ? c.take<int32_t>(p.B * p.T) : nullptr;
+    thread_scratch = c.take<char>(threads * per_thread.used());
+  };
+  Carver measure(nullptr);
+  layout(measure);
+  Carver carver(workspace(measure.used()));
+  layout(carver);
+  if (doc_start) find_document_starts(p, doc_start);
+
+#pragma omp parallel for schedule(static)
+  for (int64_t bg = 0; bg < BG; ++bg) {
+    pack_key_tiles_transposed(key_tiles_t + bg * Tp * p.HD, p.k, p, bg / p.G, bg % p.G);
+    pack_rows_padded(values + bg * Tp * HDp, p.v, p, bg / p.G, bg % p.G);
+  }
+  // Items ordered by query tile, last (most keys) first, so the dynamic schedule ends balanced.
+  const int64_t query_tiles = (p.T + kQueryTile - 1) / kQueryTile, heads = p.B * p.NH;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t item = 0; item < query_tiles * heads; ++item) {
+    Carver mine(thread_scratch + omp_get_thread_num() * per_thread.used());
+    FlashForwardScratch w;
+    w.place(mine, HDp);
+    const int64_t qt = query_tiles - 1 - item / heads, b = item % heads / p.NH, h = item % p.NH;
+    const int64_t bg = b * p.G + h / p.heads_per_group();
+    flash_forward_tile(p, key_tiles_t + bg * Tp * p.HD, values + bg * Tp * HDp, doc_start,
+                       out_data, lse_data, b, h, qt * kQueryTile, w);
+  }
+}
+
+void CpuBackend::attention_backward_impl(AttentionBackend backend, const TensorView& dq,
+                                         const TensorView& dk, const TensorView& dv,
+                                         const TensorView& dout, const TensorView& q,
+                                         const TensorView& k, const TensorView& v,
+                                         const TensorView& out, const TensorView& lse,
+                                         const TensorView& doc_ids, float scale) {
+  for (const TensorView* t : {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse})
+    cpu_require_f32("attention_backward", *t);
+  const Problem p = make_problem(q, k, v, doc_ids, scale);
+  const float* dout_data = dout.as<float>();
+  const float* out_data = out.as<float>();
+  const float* lse_data = lse.as<float>();
+  float* dq_data = dq.as<float>();
+  float* dk_data = dk.as<float>();
+  float* dv_data = dv.as<float>();
+  const int threads = omp_get_max_threads();
+  const int64_t BG = p.B * p.G, group = p.heads_per_group();
+
+  if (backend == AttentionBackend::kNaive) {
+    const int64_t per_thread = p.T * p.T + round_up(p.HD, kLanes);
+    float* scratch = static_cast<float*>(workspace(threads * per_thread * sizeof(float)));
+#pragma omp parallel for schedule(static)
+    for (int64_t bg = 0; bg < BG; ++bg) {
+      const int64_t b = bg / p.G, g = bg % p.G;
+      float* probs = scratch + omp_get_thread_num() * per_thread;
+      for (int64_t t = 0; t < p.T; ++t) {
+        std::fill_n(dk_data + p.kv_offset(b, t, g), p.HD, 0.0f);
+        std::fill_n(dv_data + p.kv_offset(b, t, g), p.HD, 0.0f);
+      }
+      for (int64_t h = g * group; h < (g + 1) * group; ++h)
+        naive_backward_head(p, dout_data, out_data, lse_data, dq_data, dk_data, dv_data, b, h,
+                            probs, probs + p.T * p.T);
+    }
+    return;
+  }
+
+  const int64_t Tp = padded_length(p.T);
+  Carver per_thread(nullptr);
+  FlashBackwardScratch{}.place(per_thread, Tp, p.HD);
+  int32_t* doc_start;
+  char* thread_scratch;
+  auto layout = [&](Carver& c) {
+    doc_start = p.doc_ids ? c.take<int32_t>(p.B * p.T) : nullptr;
+    thread_scratch = c.take<char>(threads * per_thread.used());
+  };
+  Carver measure(nullptr);
+  layout(measure);
+  Carver carver(workspace(measure.used()));
+  layout(carver);
+  if (doc_start) find_document_starts(p, doc_start);
+
+  // One (b, g) per item: the owner packs its K/V, runs every query head of the group over every
+  // query tile, and alone accumulates dK/dV of that kv head.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bg = 0; bg < BG; ++bg) {
+    const int64_t b = bg / p.G, g = bg % p.G;
+    Carver mine(thread_scratch + omp_get_thread_num() * per_thread.used());
+    FlashBackwardScratch w;
+    w.place(mine, Tp, p.HD);
+    pack_key_tiles_transposed(w.key_tiles_t, p.k, p, b, g);
+    pack_key_tiles_transposed(w.value_tiles_t, p.v, p, b, g);
+    pack_rows_padded(w.key_rows, p.k, p, b, g);
+    std::fill(w.dk_acc, w.dk_acc + Tp * padded_head_dim(p.HD), 0.0f);
+    std::fill(w.dv_acc, w.dv_acc + Tp * padded_head_dim(p.HD), 0.0f);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+      for (int64_t i0 = 0; i0 < p.T; i0 += kQueryTile) {
+        load_backward_query_tile(p, dout_data, out_data, lse_data, b, h, i0, w);
+        flash_backward_tile(p, doc_start, dq_data, b, h, i0, w);
+      }
+    store_kv_grad(dk_data, w.dk_acc, p, b, g);
+    store_kv_grad(dv_data, w.dv_acc, p, b, g);
+  }
+}
+
+}  // namespace lmt::kernels

@@ -1,0 +1,105 @@
+// CpuBackend: the fast CPU implementation. GEMMs go through oneDNN (primitives cached per shape and
+// dtype; bf16 dispatches to AMX or AVX512-BF16 where the CPU has them); everything else is OpenMP +
+// AVX-512 code in this folder, one op family per file. Supports f32 activations and f32/bf16 GEMM
+// inputs; f64 is the ref backend's business and is rejected with a message naming the op.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>  // rope cache (cpu/rope.cpp)
+
+#include "lmt/kernels/backend.h"
+
+namespace lmt::kernels {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  ~CpuBackend() override;
+  std::string_view name() const override { return "cpu"; }
+  size_t workspace_bytes() const override { return workspace_size_; }
+
+  // Scratch memory of at least `bytes` (64-byte aligned), reused across calls: valid until the next
+  // call to workspace(). Grows monotonically, so steady-state training never allocates.
+  void* workspace(size_t bytes);
+
+ protected:
+  void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                   bool trans_b, bool accumulate) override;
+  void linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
+                           const TensorView& bias) override;
+  void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                            const TensorView& dbias, const TensorView& dout, const TensorView& inp,
+                            const TensorView& weight) override;
+  void embedding_forward_impl(const TensorView& out, const TensorView& ids, const TensorView& table,
+                              bool accumulate) override;
+  void embedding_backward_impl(const TensorView& dtable, const TensorView& dout,
+                               const TensorView& ids) override;
+  void layernorm_forward_impl(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                              const TensorView& inp, const TensorView& weight,
+                              const TensorView& bias, float eps) override;
+  void layernorm_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                               const TensorView& dbias, const TensorView& dout,
+                               const TensorView& inp, const TensorView& weight,
+                               const TensorView& mean, const TensorView& rstd,
+                               bool accumulate) override;
+  void rmsnorm_forward_impl(const TensorView& out, const TensorView& rstd, const TensorView& inp,
+                            const TensorView& weight, float eps) override;
+  void rmsnorm_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                             const TensorView& dout, const TensorView& inp,
+                             const TensorView& weight, const TensorView& rstd,
+                             bool accumulate) override;
+  void activation_forward_impl(Activation act, const TensorView& out,
+                               const TensorView& inp) override;
+  void activation_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
+                                const TensorView& inp) override;
+  void glu_forward_impl(Activation act, const TensorView& out, const TensorView& inp) override;
+  void glu_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
+                         const TensorView& inp) override;
+  void rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
+                 float theta, int64_t rotary_dim, bool inverse) override;
+  void attention_forward_impl(AttentionBackend backend, const TensorView& out,
+                              const TensorView& lse, const TensorView& q, const TensorView& k,
+                              const TensorView& v, const TensorView& doc_ids, float scale) override;
+  void attention_backward_impl(AttentionBackend backend, const TensorView& dq,
+                               const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                               const TensorView& q, const TensorView& k, const TensorView& v,
+                               const TensorView& out, const TensorView& lse,
+                               const TensorView& doc_ids, float scale) override;
+  void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
+                                  const TensorView& weight, const TensorView& targets,
+                                  const CrossEntropyOptions& opts, const TensorView& dx,
+                                  const TensorView& dweight) override;
+  void add_impl(const TensorView& out, const TensorView& a, const TensorView& b) override;
+  void convert_impl(const TensorView& out, const TensorView& inp) override;
+  double sum_squares_impl(const TensorView& x) override;
+  void scale_impl(const TensorView& x, float s) override;
+  void adamw_update_impl(const TensorView& param, const TensorView& grad, const TensorView& m,
+                         const TensorView& v, const TensorView& param_bf16,
+                         const AdamWParams& p) override;
+
+ private:
+  struct Dnnl;  // oneDNN engine, stream and primitive cache (cpu/matmul.cpp)
+  std::unique_ptr<Dnnl> dnnl_;
+  struct FreeWorkspace {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, FreeWorkspace> workspace_;
+  size_t workspace_size_ = 0;
+
+  // rope cache (cpu/rope.cpp): cos/sin of pos·theta^(-2i/rotary_dim) for pos in [0, positions),
+  // computed in f64 and stored f32 as rows [pos][cos 0..half | sin 0..half]. Rebuilt when theta or
+  // rotary_dim change or a larger position is seen.
+  const float* rope_table(float theta, int64_t rotary_dim, int64_t max_position);
+  std::vector<float> rope_table_;
+  float rope_theta_ = 0.0f;
+  int64_t rope_rotary_dim_ = 0;
+  int64_t rope_positions_ = 0;
+
+  friend struct CpuGemm;  // cpu/matmul.cpp helpers reach dnnl_
+};
+
+// Stops with "kernel '<op>': the cpu backend does not support <dtype> ..." unless t is f32 (or absent).
+void cpu_require_f32(const char* op, const TensorView& t);
+
+}  // namespace lmt::kernels

@@ -1,0 +1,297 @@
+// cpu: embedding lookup and scatter-add, add, dtype conversion, sum of squares, scale, AdamW.
+//
+// All of these are memory-bound, so the aim is one pass over memory with AVX-512 and every core
+// busy; small spans stay on one thread, where a parallel region would cost more than the work.
+// Two things need more care than a plain loop:
+//  * f32 -> bf16 must be bit-identical to lmt::bf16 (round to nearest even, quiet NaN with sign
+//    kept, overflow to Inf). The AVX512-BF16 instruction does that except for subnormal inputs,
+//    which it flushes to zero, so vectors holding a subnormal take an integer path instead.
+//  * Reductions (embedding backward, sum_squares) must be deterministic and race-free: embedding
+//    backward gives each thread its own slice of columns of every row, and sum_squares adds
+//    per-thread f64 partials in thread order.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "lmt/base/bf16.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
+namespace lmt::kernels {
+
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 15;
+
+// Runs fn(begin, end) over [0, n) in blocks (whole vectors but the last) spread over the threads.
+template <typename Fn>
+void parallel_blocks(int64_t n, const Fn& fn) {
+  constexpr int64_t kBlock = 8192;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) fn(b * kBlock, std::min(n, (b + 1) * kBlock));
+}
+
+// [begin, end) of thread t of `threads` over n items, in multiples of 16 so slices of a float row
+// never share a cache line.
+struct Slice {
+  int64_t begin, end;
+};
+Slice thread_slice(int64_t n, int t, int threads) {
+  const int64_t per = ((n + threads - 1) / threads + 15) / 16 * 16;
+  return {std::min(n, t * per), std::min(n, (t + 1) * per)};
+}
+
+#ifdef __AVX512F__
+__mmask16 tail_mask(int64_t remaining) {
+  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
+                         : static_cast<__mmask16>((1u << remaining) - 1u);
+}
+
+// lmt::bf16::round_from_float on 16 lanes with integer ops (exact, any input).
+__m256i f32_to_bf16_exact(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  const __m512i quiet_nan = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
+  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                   _mm512_set1_epi32(0x7f800000));
+  const __m512i bits = _mm512_mask_blend_epi32(is_nan, rounded, quiet_nan);
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bits, 16));
+}
+
+// Same result, with the AVX512-BF16 instruction where it agrees (all but subnormal inputs).
+__m256i f32_to_bf16(__m512 x) {
+#ifdef __AVX512BF16__
+  // |x| bits in [1, 0x7fffff] <=> subnormal; (bits - 1) < 0x7fffff unsigned tests that in one go.
+  const __m512i abs_bits = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs_bits, _mm512_set1_epi32(1)),
+                                                      _mm512_set1_epi32(0x7fffff));
+  if (subnormal == 0) return (__m256i)_mm512_cvtneps_pbh(x);  // same bits, GCC vector cast
+#endif
+  return f32_to_bf16_exact(x);
+}
+
+__m512 bf16_to_f32(__m256i b) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+}
+#endif
+
+void f32_to_bf16_span(uint16_t* out, const float* in, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), f32_to_bf16(_mm512_loadu_ps(in + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = bf16::round_from_float(in[i]);
+}
+
+void bf16_to_f32_span(float* out, const uint16_t* in, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i, bf16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+  }
+#endif
+  for (; i < n; ++i) out[i] = bf16::to_float(in[i]);
+}
+
+// out = a + b, or out = a·s when b is null.
+void add_or_scale_span(float* out, const float* a, const float* b, float s, int64_t n) {
+#ifdef __AVX512F__
+  const __m512 vs = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 va = _mm512_maskz_loadu_ps(m, a + i);
+    _mm512_mask_storeu_ps(out + i, m, b ? _mm512_add_ps(va, _mm512_maskz_loadu_ps(m, b + i)) : _mm512_mul_ps(va, vs));
+  }
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = b ? a[i] + b[i] : a[i] * s;
+#endif
+}
+
+double sum_squares_span(const float* x, int64_t n) {
+#ifdef __AVX512F__
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+    const __m512d v_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d v_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(v_lo, v_lo, lo);
+    hi = _mm512_fmadd_pd(v_hi, v_hi, hi);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
+#else
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+#endif
+}
+
+// AdamW constants in the form the inner loop wants.
+struct AdamWStep {
+  float grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float inv_bias_correction1, inv_bias_correction2, lr, eps, weight_decay;
+  explicit AdamWStep(const AdamWParams& p)
+      : grad_scale(p.grad_scale), beta1(p.beta1), one_minus_beta1(static_cast<float>(1.0 - p.beta1)),
+        beta2(p.beta2), one_minus_beta2(static_cast<float>(1.0 - p.beta2)),
+        inv_bias_correction1(static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), static_cast<double>(p.step))))),
+        inv_bias_correction2(static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), static_cast<double>(p.step))))),
+        lr(p.lr), eps(p.eps), weight_decay(p.weight_decay) {}
+};
+
+// One fused pass: param, m, v updated in place; param_bf16 (may be null) mirrors the new param.
+void adamw_span(float* w, const float* grad, float* m, float* v, uint16_t* w_bf16, const AdamWStep& k,
+                int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  const __m512 gs = _mm512_set1_ps(k.grad_scale), b1 = _mm512_set1_ps(k.beta1), c1 = _mm512_set1_ps(k.one_minus_beta1);
+  const __m512 b2 = _mm512_set1_ps(k.beta2), c2 = _mm512_set1_ps(k.one_minus_beta2);
+  const __m512 ibc1 = _mm512_set1_ps(k.inv_bias_correction1), ibc2 = _mm512_set1_ps(k.inv_bias_correction2);
+  const __m512 lr = _mm512_set1_ps(k.lr), eps = _mm512_set1_ps(k.eps), wd = _mm512_set1_ps(k.weight_decay);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), gs);
+    const __m512 mi = _mm512_fmadd_ps(b1, _mm512_loadu_ps(m + i), _mm512_mul_ps(c1, g));
+    const __m512 vi = _mm512_fmadd_ps(b2, _mm512_loadu_ps(v + i), _mm512_mul_ps(c2, _mm512_mul_ps(g, g)));
+    const __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_mul_ps(vi, ibc2)), eps);
+    const __m512 wi = _mm512_loadu_ps(w + i);
+    const __m512 update = _mm512_fmadd_ps(wd, wi, _mm512_div_ps(_mm512_mul_ps(mi, ibc1), denom));
+    const __m512 w_new = _mm512_fnmadd_ps(lr, update, wi);
+    _mm512_storeu_ps(m + i, mi);
+    _mm512_storeu_ps(v + i, vi);
+    _mm512_storeu_ps(w + i, w_new);
+    if (w_bf16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(w_bf16 + i), f32_to_bf16(w_new));
+  }
+#endif
+  for (; i < n; ++i) {
+    const float g = grad[i] * k.grad_scale;
+    m[i] = k.beta1 * m[i] + k.one_minus_beta1 * g;
+    v[i] = k.beta2 * v[i] + k.one_minus_beta2 * g * g;
+    const float denom = std::sqrt(v[i] * k.inv_bias_correction2) + k.eps;
+    w[i] -= k.lr * ((m[i] * k.inv_bias_correction1) / denom + k.weight_decay * w[i]);
+    if (w_bf16) w_bf16[i] = bf16::round_from_float(w[i]);
+  }
+}
+
+void check_ids(const char* op, const int32_t* ids, int64_t N, int64_t V) {
+  for (int64_t n = 0; n < N; ++n) {
+    LMT_CHECK(ids[n] >= 0 && ids[n] < V) << op << ": id " << ids[n] << " at " << n << " outside [0, " << V << ")";
+  }
+}
+
+}  // namespace
+
+void CpuBackend::embedding_forward_impl(const TensorView& out, const TensorView& ids,
+                                        const TensorView& table, bool accumulate) {
+  cpu_require_f32("embedding_forward", table);
+  const int64_t N = ids.dim(0), V = table.dim(0), C = table.dim(1);
+  const int32_t* id = ids.as<int32_t>();
+  check_ids("embedding_forward", id, N, V);
+  const float* rows = table.as<float>();
+  float* y = out.as<float>();
+#pragma omp parallel for schedule(static) if (N * C >= kParallelMin)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* row = rows + static_cast<int64_t>(id[n]) * C;
+    if (accumulate) {
+      add_or_scale_span(y + n * C, y + n * C, row, 0.0f, C);
+    } else {
+      std::memcpy(y + n * C, row, sizeof(float) * C);
+    }
+  }
+}
+
+void CpuBackend::embedding_backward_impl(const TensorView& dtable, const TensorView& dout,
+                                         const TensorView& ids) {
+  cpu_require_f32("embedding_backward", dout);
+  const int64_t N = ids.dim(0), V = dtable.dim(0), C = dtable.dim(1);
+  const int32_t* id = ids.as<int32_t>();
+  check_ids("embedding_backward", id, N, V);
+  float* dt = dtable.as<float>();
+  const float* g = dout.as<float>();
+  // Each thread owns a column slice of every row: repeated ids never race, and every element sums
+  // its contributions in row order, as the ref does.
+#pragma omp parallel if (N * C >= kParallelMin)
+  {
+    const Slice cols = thread_slice(C, omp_get_thread_num(), omp_get_num_threads());
+    if (cols.end > cols.begin) {
+      for (int64_t n = 0; n < N; ++n) {
+        float* row = dt + static_cast<int64_t>(id[n]) * C + cols.begin;
+        add_or_scale_span(row, row, g + n * C + cols.begin, 0.0f, cols.end - cols.begin);
+      }
+    }
+  }
+}
+
+void CpuBackend::add_impl(const TensorView& out, const TensorView& a, const TensorView& b) {
+  cpu_require_f32("add", a);
+  float* y = out.as<float>();
+  const float *x1 = a.as<float>(), *x2 = b.as<float>();
+  parallel_blocks(out.numel(), [&](int64_t i, int64_t e) { add_or_scale_span(y + i, x1 + i, x2 + i, 0.0f, e - i); });
+}
+
+void CpuBackend::convert_impl(const TensorView& out, const TensorView& inp) {
+  if (inp.dtype() == DType::kF64) cpu_require_f32("convert", inp);
+  if (out.dtype() == DType::kF64) cpu_require_f32("convert", out);
+  const int64_t n = inp.numel();
+  if (inp.dtype() == out.dtype()) {
+    const size_t elem = dtype_size(inp.dtype());
+    char* dst = static_cast<char*>(out.data());
+    const char* src = static_cast<const char*>(inp.data());
+    parallel_blocks(n, [&](int64_t i, int64_t e) { std::memcpy(dst + i * elem, src + i * elem, (e - i) * elem); });
+  } else if (out.dtype() == DType::kBF16) {
+    uint16_t* dst = reinterpret_cast<uint16_t*>(out.as<bf16>());
+    const float* src = inp.as<float>();
+    parallel_blocks(n, [&](int64_t i, int64_t e) { f32_to_bf16_span(dst + i, src + i, e - i); });
+  } else {
+    float* dst = out.as<float>();
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(inp.as<bf16>());
+    parallel_blocks(n, [&](int64_t i, int64_t e) { bf16_to_f32_span(dst + i, src + i, e - i); });
+  }
+}
+
+double CpuBackend::sum_squares_impl(const TensorView& x) {
+  cpu_require_f32("sum_squares", x);
+  const int64_t n = x.numel();
+  const float* p = x.as<float>();
+  if (n < kParallelMin) return sum_squares_span(p, n);
+  const int threads = omp_get_max_threads();
+  double* partials = static_cast<double*>(workspace(sizeof(double) * threads));
+  std::fill_n(partials, threads, 0.0);
+#pragma omp parallel num_threads(threads)
+  {
+    const Slice s = thread_slice(n, omp_get_thread_num(), omp_get_num_threads());
+    partials[omp_get_thread_num()] = sum_squares_span(p + s.begin, s.end - s.begin);
+  }
+  double total = 0.0;
+  for (int t = 0; t < threads; ++t) total += partials[t];  // fixed order: deterministic
+  return total;
+}
+
+void CpuBackend::scale_impl(const TensorView& x, float s) {
+  cpu_require_f32("scale", x);
+  float* p = x.as<float>();
+  parallel_blocks(x.numel(), [&](int64_t i, int64_t e) { add_or_scale_span(p + i, p + i, nullptr, s, e - i); });
+}
+
+void CpuBackend::adamw_update_impl(const TensorView& param, const TensorView& grad,
+                                   const TensorView& m, const TensorView& v,
+                                   const TensorView& param_bf16, const AdamWParams& p) {
+  cpu_require_f32("adamw_update", param);
+  const AdamWStep k(p);
+  float *w = param.as<float>(), *mp = m.as<float>(), *vp = v.as<float>();
+  const float* g = grad.as<float>();
+  uint16_t* w16 = param_bf16.present() ? reinterpret_cast<uint16_t*>(param_bf16.as<bf16>()) : nullptr;
+  parallel_blocks(param.numel(), [&](int64_t i, int64_t e) {
+    adamw_span(w + i, g + i, mp + i, vp + i, w16 ? w16 + i : nullptr, k, e - i);
+  });
+}
+
+}  // namespace lmt::kernels

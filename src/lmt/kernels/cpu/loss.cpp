@@ -1,0 +1,92 @@
+// cpu: LM head fused with softmax cross-entropy, chunk_rows rows at a time.
+//
+// For each chunk: logits[rows,V] = x_chunk · W[:V]ᵀ (oneDNN), then per row (OpenMP) the max, the
+// log-sum-exp, the loss, and — when gradients are requested — dlogits overwrite the logits in
+// place: (softmax·(1 + 2·z·lse) − onehot)·grad_scale. Then dx_chunk = dlogits · W[:V] and
+// dW[:V] += dlogitsᵀ · x_chunk. The logits are computed once for forward and backward together,
+// and only chunk_rows × V floats exist at a time (plus a bf16 copy of dlogits for bf16 GEMMs).
+#include <algorithm>
+#include <cmath>
+
+#include "lmt/base/bf16.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/kernels/cpu/simd.h"
+#include "lmt/tensor/arena.h"
+
+namespace lmt::kernels {
+
+namespace {
+
+// Per row: loss, and dlogits in place of logits when grads are wanted.
+void softmax_xent_rows(float* logits, float* losses, const int32_t* targets, int64_t rows,
+                       int64_t V, const CrossEntropyOptions& o, bool want_grad) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* l = logits + r * V;
+    const int32_t t = targets[r];
+    if (t == o.ignore_index) {
+      losses[r] = 0.0f;
+      if (want_grad) std::fill_n(l, V, 0.0f);
+      continue;
+    }
+    LMT_CHECK(t >= 0 && t < V) << "lm_head_cross_entropy: target " << t << " outside [0, " << V << ")";
+    const float target_logit = l[t];
+    const float mx = simd::max_of(l, V);
+    if (!want_grad) {
+      // Sum without keeping the exponentials: write them to the row (it is scratch anyway).
+      const float sum = simd::exp_shifted_sum(l, l, V, mx);
+      const double lse = mx + std::log(static_cast<double>(sum));
+      losses[r] = static_cast<float>(lse - target_logit + o.z_loss * lse * lse);
+      continue;
+    }
+    const float sum = simd::exp_shifted_sum(l, l, V, mx);  // l = exp(logit - max)
+    const double lse = mx + std::log(static_cast<double>(sum));
+    losses[r] = static_cast<float>(lse - target_logit + o.z_loss * lse * lse);
+    const float k = static_cast<float>((1.0 + 2.0 * o.z_loss * lse) / sum) * o.grad_scale;
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) l[v] *= k;
+    l[t] -= o.grad_scale;
+  }
+}
+
+}  // namespace
+
+void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
+                                            const TensorView& weight, const TensorView& targets,
+                                            const CrossEntropyOptions& opts, const TensorView& dx,
+                                            const TensorView& dweight) {
+  LMT_CHECK(x.dtype() == DType::kF32 || x.dtype() == DType::kBF16)
+      << "kernel 'lm_head_cross_entropy': the cpu backend takes f32 or bf16 inputs, got " << x.to_string();
+  const int64_t N = x.dim(0), V = opts.vocab_size;
+  const bool want_grad = dx.present() || dweight.present();
+  const bool is_bf16 = x.dtype() == DType::kBF16;
+  const int64_t chunk = std::min<int64_t>(opts.chunk_rows, std::max<int64_t>(N, 1));
+
+  // Workspace: f32 logits [chunk, V], then (bf16 only) a bf16 copy of dlogits [chunk, V].
+  const size_t logits_bytes = Arena::round_up(static_cast<size_t>(chunk * V) * sizeof(float));
+  const size_t dlog16_bytes = is_bf16 && want_grad ? static_cast<size_t>(chunk * V) * sizeof(bf16) : 0;
+  char* ws = static_cast<char*>(workspace(logits_bytes + dlog16_bytes));
+  float* logits = reinterpret_cast<float*>(ws);
+  bf16* dlogits16 = reinterpret_cast<bf16*>(ws + logits_bytes);
+
+  const TensorView w_vocab = weight.slice_rows(0, V);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    const int64_t rows = std::min(chunk, N - r0);
+    const TensorView x_chunk = x.slice_rows(r0, r0 + rows);
+    const TensorView logits_view(logits, Shape{rows, V}, DType::kF32);
+    matmul_impl(logits_view, x_chunk, w_vocab, false, true, false);
+    softmax_xent_rows(logits, losses.as<float>() + r0, targets.as<int32_t>() + r0, rows, V, opts,
+                      want_grad);
+    if (!want_grad) continue;
+    TensorView dlogits = logits_view;
+    if (is_bf16) {
+      dlogits = TensorView(dlogits16, Shape{rows, V}, DType::kBF16);
+      convert_impl(dlogits, logits_view);
+    }
+    if (dx.present()) matmul_impl(dx.slice_rows(r0, r0 + rows), dlogits, w_vocab, false, false, false);
+    if (dweight.present())
+      matmul_impl(dweight.slice_rows(0, V), dlogits, x_chunk, true, false, true);
+  }
+}
+
+}  // namespace lmt::kernels

@@ -1,0 +1,169 @@
+// cpu: GEMM, linear forward/backward through oneDNN.
+//
+// Transposes are expressed as strides, so no operand is ever copied. Primitives are created once
+// per (M, K, N, dtype, transposes, accumulate, bias) and cached with their memory objects; a call
+// only swaps data handles. bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
+// (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
+// Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass.
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "lmt/base/bf16.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+
+namespace lmt::kernels {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+dt to_dnnl(DType t) {
+  switch (t) {
+    case DType::kF32: return dt::f32;
+    case DType::kBF16: return dt::bf16;
+    default: LMT_CHECK(false) << "oneDNN matmul: unsupported dtype " << dtype_name(t);
+  }
+  return dt::undef;
+}
+
+// One cached GEMM: C[M,N] (+)= op(A)·op(B) (+ bias[N]).
+struct GemmKey {
+  int64_t M, K, N;
+  DType in;
+  bool trans_a, trans_b, accumulate, bias;
+  auto tie() const { return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias); }
+  bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
+};
+
+struct GemmPrimitive {
+  dnnl::matmul prim;
+  dnnl::memory a, b, c, bias;
+};
+
+}  // namespace
+
+struct CpuBackend::Dnnl {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<GemmKey, GemmPrimitive> cache;
+
+  GemmPrimitive& get(const GemmKey& k) {
+    auto it = cache.find(k);
+    if (it != cache.end()) return it->second;
+    using md = dnnl::memory::desc;
+    const dt in = to_dnnl(k.in);
+    // Row-major [rows, cols] with explicit strides; a transposed operand is stored [cols, rows].
+    md a_md({k.M, k.K}, in, k.trans_a ? dnnl::memory::dims{1, k.M} : dnnl::memory::dims{k.K, 1});
+    md b_md({k.K, k.N}, in, k.trans_b ? dnnl::memory::dims{1, k.K} : dnnl::memory::dims{k.N, 1});
+    md c_md({k.M, k.N}, dt::f32, dnnl::memory::dims{k.N, 1});
+    dnnl::primitive_attr attr;
+    if (k.accumulate) {
+      dnnl::post_ops ops;
+      ops.append_sum(1.0f);
+      attr.set_post_ops(ops);
+    }
+    GemmPrimitive g;
+    dnnl::matmul::primitive_desc pd;
+    if (k.bias) {
+      md bias_md({1, k.N}, dt::f32, dnnl::memory::dims{k.N, 1});
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
+      g.bias = dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE);
+    } else {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    }
+    g.prim = dnnl::matmul(pd);
+    g.a = dnnl::memory(a_md, engine, DNNL_MEMORY_NONE);
+    g.b = dnnl::memory(b_md, engine, DNNL_MEMORY_NONE);
+    g.c = dnnl::memory(c_md, engine, DNNL_MEMORY_NONE);
+    return cache.emplace(k, std::move(g)).first->second;
+  }
+
+  void run(const GemmKey& k, const void* a, const void* b, void* c, const void* bias) {
+    if (k.M == 0 || k.N == 0) return;
+    if (k.K == 0) {  // oneDNN rejects empty reductions; the product is zero
+      if (!k.accumulate) std::fill_n(static_cast<float*>(c), k.M * k.N, 0.0f);
+      return;
+    }
+    GemmPrimitive& g = get(k);
+    g.a.set_data_handle(const_cast<void*>(a));
+    g.b.set_data_handle(const_cast<void*>(b));
+    g.c.set_data_handle(c);
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}};
+    if (k.bias) {
+      g.bias.set_data_handle(const_cast<void*>(bias));
+      args.emplace(DNNL_ARG_BIAS, g.bias);
+    }
+    g.prim.execute(stream, args);
+    stream.wait();
+  }
+};
+
+CpuBackend::CpuBackend() : dnnl_(std::make_unique<Dnnl>()) {}
+CpuBackend::~CpuBackend() = default;
+
+namespace {
+void require_gemm_dtype(const char* op, const TensorView& t) {
+  LMT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16)
+      << "kernel '" << op << "': the cpu backend takes f32 or bf16 GEMM inputs, got " << t.to_string();
+}
+
+// dbias[OC] += Σ_n dout[n, :], dout f32 or bf16, parallel over column blocks (race-free).
+template <typename T>
+void column_sums(float* dbias, const T* dout, int64_t N, int64_t OC) {
+  constexpr int64_t kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t o0 = 0; o0 < OC; o0 += kBlock) {
+    const int64_t o1 = std::min(OC, o0 + kBlock);
+    float acc[kBlock] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = dout + n * OC;
+#pragma omp simd
+      for (int64_t o = o0; o < o1; ++o) acc[o - o0] += static_cast<float>(row[o]);
+    }
+    for (int64_t o = o0; o < o1; ++o) dbias[o] += acc[o - o0];
+  }
+}
+}  // namespace
+
+void CpuBackend::matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b,
+                             bool trans_a, bool trans_b, bool accumulate) {
+  require_gemm_dtype("matmul", a);
+  const int64_t M = c.dim(0), N = c.dim(1), K = trans_a ? a.dim(0) : a.dim(1);
+  dnnl_->run({M, K, N, a.dtype(), trans_a, trans_b, accumulate, false}, a.data(), b.data(), c.data(),
+             nullptr);
+}
+
+void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& inp,
+                                     const TensorView& weight, const TensorView& bias) {
+  require_gemm_dtype("linear_forward", inp);
+  const int64_t N = inp.dim(0), C = inp.dim(1), OC = weight.dim(0);
+  // out = inp · weightᵀ: weight[OC,C] read as a transposed [C,OC] operand.
+  dnnl_->run({N, C, OC, inp.dtype(), false, true, false, bias.present()}, inp.data(), weight.data(),
+             out.data(), bias.data());
+}
+
+void CpuBackend::linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                                      const TensorView& dbias, const TensorView& dout,
+                                      const TensorView& inp, const TensorView& weight) {
+  require_gemm_dtype("linear_backward", dout);
+  const int64_t N = inp.dim(0), C = inp.dim(1), OC = weight.dim(0);
+  if (dinp.present())  // dinp[N,C] = dout[N,OC] · weight[OC,C]
+    dnnl_->run({N, OC, C, dout.dtype(), false, false, false, false}, dout.data(), weight.data(),
+               dinp.data(), nullptr);
+  if (dweight.present())  // dweight[OC,C] += doutᵀ[OC,N] · inp[N,C]
+    dnnl_->run({OC, N, C, dout.dtype(), true, false, true, false}, dout.data(), inp.data(),
+               dweight.data(), nullptr);
+  if (dbias.present()) {
+    if (dout.dtype() == DType::kF32)
+      column_sums(dbias.as<float>(), dout.as<float>(), N, OC);
+    else
+      column_sums(dbias.as<float>(), dout.as<bf16>(), N, OC);
+  }
+}
+
+}  // namespace lmt::kernels

@@ -1,0 +1,59 @@
+// ref: LM head + softmax cross-entropy (+ z-loss), one row at a time in f64.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "lmt/kernels/ref/access.h"
+#include "lmt/kernels/ref/ref_backend.h"
+
+namespace lmt::kernels {
+using ref::acc;
+using ref::ld;
+using ref::st;
+
+void RefBackend::lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
+                                            const TensorView& weight, const TensorView& targets,
+                                            const CrossEntropyOptions& opts, const TensorView& dx,
+                                            const TensorView& dweight) {
+  const int64_t N = x.dim(0), C = x.dim(1), V = opts.vocab_size;
+  std::vector<double> logits(V);
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = ref::id(targets, n);
+    if (t == opts.ignore_index) {
+      st(losses, n, 0.0);
+      if (dx.present())
+        for (int64_t c = 0; c < C; ++c) st(dx, n * C + c, 0.0);
+      continue;
+    }
+    LMT_CHECK(t >= 0 && t < V) << "lm_head_cross_entropy: target " << t << " at row " << n
+                               << " outside [0, " << V << ")";
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t v = 0; v < V; ++v) {
+      double s = 0;
+      for (int64_t c = 0; c < C; ++c) s += ld(x, n * C + c) * ld(weight, v * C + c);
+      logits[v] = s;
+      mx = std::max(mx, s);
+    }
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(logits[v] - mx);
+    const double lse = mx + std::log(sum);
+    st(losses, n, lse - logits[t] + opts.z_loss * lse * lse);
+    if (!dx.present() && !dweight.present()) continue;
+    // d loss / d logit_v = p_v - [v == t] + 2 z lse p_v
+    for (int64_t v = 0; v < V; ++v) {
+      double p = std::exp(logits[v] - lse);
+      logits[v] = (p * (1.0 + 2.0 * opts.z_loss * lse) - (v == t ? 1.0 : 0.0)) * opts.grad_scale;
+    }
+    if (dx.present())
+      for (int64_t c = 0; c < C; ++c) {
+        double s = 0;
+        for (int64_t v = 0; v < V; ++v) s += logits[v] * ld(weight, v * C + c);
+        st(dx, n * C + c, s);
+      }
+    if (dweight.present())
+      for (int64_t v = 0; v < V; ++v)
+        for (int64_t c = 0; c < C; ++c) acc(dweight, v * C + c, logits[v] * ld(x, n * C + c));
+  }
+}
+
+}  // namespace lmt::kernels

@@ -1,0 +1,175 @@
+#include "lmt/metrics/hardware.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+
+#include "lmt/base/timer.h"
+
+namespace lmt::metrics {
+namespace {
+
+constexpr int kArchReqXcompPerm = 0x1023;  // arch_prctl: request permission for an xfeature
+constexpr int kXfeatureXtiledata = 18;     // AMX tile data
+
+bool os_grants_amx() {
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+CpuInfo detect() {
+  CpuInfo info;
+  unsigned a, b, c, d;
+  char vendor[13] = {};
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+  }
+  info.vendor = vendor;
+  char brand[49] = {};
+  if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000004) {
+    for (unsigned leaf = 0; leaf < 3; ++leaf) {
+      __get_cpuid(0x80000002 + leaf, &a, &b, &c, &d);
+      unsigned regs[4] = {a, b, c, d};
+      std::memcpy(brand + 16 * leaf, regs, 16);
+    }
+  }
+  info.brand = brand;
+  while (!info.brand.empty() && info.brand.back() == ' ') info.brand.pop_back();
+  // OS must save zmm state (XCR0 bits 5-7 and 1-2).
+  bool os_zmm = false;
+  if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27))) {
+    uint32_t xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    os_zmm = (xcr0_lo & 0xE6) == 0xE6;
+  }
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    info.avx512f = os_zmm && (b & (1u << 16));
+    bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
+    info.amx_bf16 = amx_tile && amx_bf16 && os_grants_amx();
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) info.avx512_bf16 = info.avx512f && (a & (1u << 5));
+  info.threads = omp_get_max_threads();
+  return info;
+}
+
+// Runs `body(iters)` on every thread at once and returns GFLOP/s given flops per iteration.
+template <typename Body>
+double time_peak(int threads, int64_t iters, double flops_per_iter, Body body) {
+  body(iters / 16);  // warm up (clocks, AMX state)
+  double t0 = now_seconds();
+#pragma omp parallel num_threads(threads)
+  body(iters);
+  double secs = now_seconds() - t0;
+  return flops_per_iter * static_cast<double>(iters) * threads / secs * 1e-9;
+}
+
+__attribute__((target("avx512f"))) void fp32_fma_loop(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void bf16_dot_loop(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3c00), y = (__m512bh)_mm512_set1_epi16(0x2000);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+}
+
+// AMX: 3 accumulator tiles (16x16 f32) fed by bf16 tiles (16 rows x 64 bytes); each tdpbf16ps is
+// 16·16·32·2 = 16384 flops.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-bf16"))) void amx_loop(int64_t iters) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) static thread_local uint16_t buf[16 * 32];
+  for (auto& v : buf) v = 0x3c00;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_loadd(4, buf, 64);
+  _tile_loadd(5, buf, 64);
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_dpbf16ps(1, 4, 5);
+    _tile_dpbf16ps(2, 4, 5);
+  }
+  alignas(64) static thread_local float out[16 * 16];
+  _tile_stored(0, out, 64);
+  _tile_release();
+}
+
+Peaks measure(const CpuInfo& info) {
+  Peaks p;
+  const int threads = info.threads;
+  if (info.avx512f) {
+    p.fp32_gflops = time_peak(threads, 2'000'000, 16 * 16 * 2, fp32_fma_loop);
+  } else {
+    p.fp32_gflops = 0;  // unknown: benchmarks then report fraction_of_peak as 0
+  }
+  if (info.amx_bf16) {
+    p.bf16_gflops = time_peak(threads, 500'000, 3 * 16384.0, amx_loop);
+    p.bf16_unit = "amx";
+  } else if (info.avx512_bf16) {
+    p.bf16_gflops = time_peak(threads, 2'000'000, 16 * 64, bf16_dot_loop);
+    p.bf16_unit = "avx512_bf16";
+  } else {
+    p.bf16_gflops = p.fp32_gflops;
+    p.bf16_unit = "fp32";
+  }
+  return p;
+}
+
+}  // namespace
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = detect();
+  return info;
+}
+
+const Peaks& measured_peaks() {
+  static const Peaks peaks = measure(cpu_info());
+  return peaks;
+}
+
+std::string machine_summary() {
+  const CpuInfo& c = cpu_info();
+  const Peaks& p = measured_peaks();
+  std::ostringstream s;
+  s.precision(0);
+  s << std::fixed << (c.brand.empty() ? "unknown CPU" : c.brand) << " (" << c.vendor << "), "
+    << c.threads << " threads," << (c.avx512f ? " avx512f" : "") << (c.avx512_bf16 ? " avx512_bf16" : "")
+    << (c.amx_bf16 ? " amx_bf16" : "") << "; measured peaks fp32 " << p.fp32_gflops
+    << " GFLOP/s, bf16 (" << p.bf16_unit << ") " << p.bf16_gflops << " GFLOP/s";
+  return s.str();
+}
+
+}  // namespace lmt::metrics

@@ -1,0 +1,39 @@
+// Tensor: an owning, 64-byte-aligned, zero-initialised buffer with a TensorView over it.
+// For tests, tools and long-lived state; hot paths take views carved from an Arena instead.
+#pragma once
+
+#include <memory>
+
+#include "lmt/tensor/tensor_view.h"
+
+namespace lmt {
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Shape shape, DType dtype);  // zero-filled
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(Tensor&&) noexcept = default;
+
+  const TensorView& view() const { return view_; }
+  operator const TensorView&() const { return view_; }  // NOLINT: a Tensor is usable as its view
+  template <typename T>
+  T* as() const { return view_.as<T>(); }
+  int64_t numel() const { return view_.numel(); }
+  const Shape& shape() const { return view_.shape(); }
+  DType dtype() const { return view_.dtype(); }
+  size_t bytes() const { return view_.bytes(); }
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> mem_;
+  TensorView view_;
+};
+
+// Allocates `bytes` aligned to `alignment` (a power of two); freed with aligned_free.
+void* aligned_alloc_bytes(size_t bytes, size_t alignment = 64);
+void aligned_free(void* p);
+
+}  // namespace lmt

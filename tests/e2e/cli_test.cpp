@@ -1,0 +1,84 @@
+// The CLI as a user runs it: help, version, usage errors (exit 2), unimplemented subcommands saying
+// so (exit 1), and the benchmark commands' JSON contract.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;  // stdout, or stdout+stderr when asked
+};
+
+Result run(const std::string& args, bool with_stderr = false) {
+  std::string cmd = std::string(LMTRAIN_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(Cli, HelpListsEverySubcommand) {
+  Result r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* sub : {"plan", "tokenizer", "data", "train", "eval", "generate", "export", "bench"})
+    EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+}
+
+TEST(Cli, VersionPrintsNameAndVersion) {
+  Result r = run("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("lmtrain ", 0), 0u) << r.out;
+}
+
+TEST(Cli, UnknownSubcommandOrOptionIsUsageErrorExit2) {
+  Result sub = run("frobnicate", true);
+  EXPECT_EQ(sub.code, 2);
+  EXPECT_NE(sub.out.find("Usage:"), std::string::npos) << sub.out;
+  EXPECT_EQ(run("--no-such-flag").code, 2);
+  Result opt = run("bench matmul --no-such-flag", true);
+  EXPECT_EQ(opt.code, 2);
+  EXPECT_NE(opt.out.find("--no-such-flag"), std::string::npos) << opt.out;
+  EXPECT_EQ(run("bench").code, 2);  // a bench needs its kind
+}
+
+TEST(Cli, UnimplementedSubcommandSaysSoAndFails) {
+  Result r = run("train --config x.toml", true);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("not implemented yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadBenchValueIsAnErrorWithHint) {
+  Result r = run("bench matmul --dtype int7", true);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--dtype 'int7'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchMatmulJsonHasTheDocumentedKeys) {
+  Result r = run("bench matmul --m 64 --k 48 --n 80 --dtype fp32 --iters 2 --warmup 1 --json");
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"seconds", "gflops", "peak_gflops", "fraction_of_peak"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_GT(j["gflops"].get<double>(), 0.0);
+  EXPECT_GT(j["peak_gflops"].get<double>(), 0.0);
+}
+
+TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
+  Result r = run("bench attention --batch 1 --heads 4 --kv-heads 2 --seq 64 --head-dim 32 --backend flash --iters 1 --warmup 0 --json");
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"seconds", "gflops", "peak_gflops", "fraction_of_peak"}) EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["kv_heads"].get<int>(), 2);
+}
+
+}  // namespace

@@ -1,0 +1,394 @@
+#include "op_cases.h"
+
+#include <cmath>
+
+#include "lmt/base/rng.h"
+
+namespace lmt::testing {
+
+using kernels::Activation;
+using kernels::AttentionBackend;
+using kernels::Backend;
+
+TensorView Env::operator[](const std::string& name) const {
+  auto it = tensors_.find(name);
+  LMT_CHECK(it != tensors_.end()) << "test env has no tensor '" << name << "'";
+  return it->second.view();
+}
+
+namespace {
+
+void fill(const Tensor& t, const TensorSpec& s, Rng& rng) {
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::kI32) {
+    int32_t* p = t.as<int32_t>();
+    switch (s.gen) {
+      case Gen::kIds:
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(rng.below(s.hi));
+        break;
+      case Gen::kTargets:
+        for (int64_t i = 0; i < n; ++i)
+          p[i] = rng.uniform() < 0.1 ? -100 : static_cast<int32_t>(rng.below(s.hi));
+        break;
+      case Gen::kPositions:
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>(i % s.hi);
+        break;
+      case Gen::kDocIds: {
+        const int64_t T = s.shape.dim(-1);
+        for (int64_t row = 0; row < n / T; ++row) {
+          int32_t doc = 0;
+          int64_t left = 0;
+          for (int64_t t = 0; t < T; ++t) {
+            if (left == 0) {  // a new document; one in four has length 1
+              ++doc;
+              left = rng.uniform() < 0.25 ? 1 : 1 + static_cast<int64_t>(rng.below(std::max<int64_t>(T / 2, 1)));
+            }
+            p[row * T + t] = doc;
+            --left;
+          }
+        }
+        break;
+      }
+      default: LMT_CHECK(false) << "int tensor " << s.name << " needs an integer generator";
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double v = 0;
+    if (s.gen == Gen::kNormal) v = rng.normal() * s.scale;
+    else if (s.gen == Gen::kPositive) v = 0.5 + rng.uniform();
+    if (t.dtype() == DType::kF64) t.as<double>()[i] = v;
+    else if (t.dtype() == DType::kF32) t.as<float>()[i] = static_cast<float>(v);
+    else t.as<bf16>()[i] = bf16(static_cast<float>(v));
+  }
+}
+
+bool is_int(Gen g) { return g == Gen::kIds || g == Gen::kTargets || g == Gen::kPositions || g == Gen::kDocIds; }
+
+TensorSpec in(std::string name, Shape s, double scale = 1.0) { return {std::move(name), s, Gen::kNormal, scale}; }
+TensorSpec gemm(std::string name, Shape s, double scale = 1.0) {
+  TensorSpec t{std::move(name), s, Gen::kNormal, scale};
+  t.gemm_input = true;
+  return t;
+}
+TensorSpec pos_w(std::string name, Shape s) { return {std::move(name), s, Gen::kPositive}; }
+TensorSpec zero(std::string name, Shape s) { return {std::move(name), s, Gen::kZero}; }
+TensorSpec ints(std::string name, Shape s, Gen g, int64_t hi) { return {std::move(name), s, g, 1.0, hi}; }
+
+std::string shape_name(std::initializer_list<std::pair<const char*, int64_t>> dims) {
+  std::string s;
+  for (auto [k, v] : dims) s += std::string(s.empty() ? "" : "_") + k + std::to_string(v);
+  return s;
+}
+
+void add_matmul_cases(std::vector<OpCase>& out) {
+  for (auto [M, K, N] : {std::tuple{1, 1, 1}, {7, 33, 65}, {64, 96, 48}})
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int accumulate = 0; accumulate < 2; ++accumulate)
+          for (int b16 = 0; b16 < 2; ++b16) {
+            OpCase c;
+            c.name = "matmul/" + shape_name({{"M", M}, {"K", K}, {"N", N}}) + (ta ? "_ta" : "") +
+                     (tb ? "_tb" : "") + (accumulate ? "_acc" : "") + (b16 ? "_bf16" : "");
+            c.bf16 = b16;
+            c.specs = {gemm("a", ta ? Shape{K, M} : Shape{M, K}), gemm("b", tb ? Shape{N, K} : Shape{K, N}),
+                       accumulate ? in("c", {M, N}) : zero("c", {M, N})};
+            c.outputs = {"c"};
+            c.gradcheck = false;  // no backward: matmul is the building block of the others
+            c.forward = [=](Backend& be, Env& e) { be.matmul(e["c"], e["a"], e["b"], ta, tb, accumulate); };
+            out.push_back(c);
+          }
+}
+
+void add_linear_cases(std::vector<OpCase>& out) {
+  for (auto [N, C, OC] : {std::tuple{1, 1, 1}, {7, 33, 65}, {64, 96, 48}, {130, 64, 17}})
+    for (int bias = 0; bias < 2; ++bias)
+      for (int b16 = 0; b16 < 2; ++b16) {
+        OpCase c;
+        c.name = "linear/" + shape_name({{"N", N}, {"C", C}, {"OC", OC}}) + (bias ? "_bias" : "") + (b16 ? "_bf16" : "");
+        c.bf16 = b16;
+        c.specs = {gemm("inp", {N, C}), gemm("weight", {OC, C}, 0.3), in("bias", {OC}), zero("out", {N, OC}),
+                   gemm("dout", {N, OC}), zero("dinp", {N, C}), in("dweight", {OC, C}), in("dbias", {OC})};
+        // dweight/dbias start non-zero: parameter gradients must accumulate.
+        c.outputs = {"out"};
+        c.grads = {{"inp", "dinp"}, {"weight", "dweight"}};
+        if (bias) c.grads.push_back({"bias", "dbias"});
+        c.forward = [=](Backend& be, Env& e) { be.linear_forward(e["out"], e["inp"], e["weight"], bias ? e["bias"] : TensorView()); };
+        c.backward = [=](Backend& be, Env& e) {
+          be.linear_backward(e["dinp"], e["dweight"], bias ? e["dbias"] : TensorView(), e["dout"], e["inp"], e["weight"]);
+        };
+        out.push_back(c);
+      }
+}
+
+void add_embedding_cases(std::vector<OpCase>& out) {
+  for (auto [N, V, C] : {std::tuple{1, 1, 1}, {37, 11, 33}, {256, 50, 64}})
+    for (int accumulate = 0; accumulate < 2; ++accumulate) {
+      OpCase c;
+      c.name = "embedding/" + shape_name({{"N", N}, {"V", V}, {"C", C}}) + (accumulate ? "_acc" : "");
+      c.specs = {ints("ids", {N}, Gen::kIds, V), in("table", {V, C}), accumulate ? in("out", {N, C}) : zero("out", {N, C}),
+                 in("dout", {N, C}), in("dtable", {V, C})};
+      c.outputs = {"out"};
+      c.grads = {{"table", "dtable"}};
+      c.gradcheck = !accumulate;  // re-running an accumulating forward would not be a function
+      c.forward = [=](Backend& be, Env& e) { be.embedding_forward(e["out"], e["ids"], e["table"], accumulate); };
+      c.backward = [](Backend& be, Env& e) { be.embedding_backward(e["dtable"], e["dout"], e["ids"]); };
+      out.push_back(c);
+    }
+}
+
+void add_norm_cases(std::vector<OpCase>& out) {
+  for (auto [N, C] : {std::pair{1, 1}, {1, 7}, {5, 33}, {64, 768}, {130, 64}})
+    for (int accumulate = 0; accumulate < 2; ++accumulate) {
+      for (int bias = 0; bias < 2; ++bias) {
+        OpCase c;
+        c.name = "layernorm/" + shape_name({{"N", N}, {"C", C}}) + (bias ? "_bias" : "") + (accumulate ? "_acc" : "");
+        c.specs = {in("inp", {N, C}, 2.0), pos_w("weight", {C}), in("bias", {C}), zero("out", {N, C}), zero("mean", {N}),
+                   zero("rstd", {N}), in("dout", {N, C}), accumulate ? in("dinp", {N, C}) : zero("dinp", {N, C}),
+                   in("dweight", {C}), in("dbias", {C})};
+        c.outputs = {"out"};
+        c.aux = {"mean", "rstd"};
+        c.grads = {{"inp", "dinp"}, {"weight", "dweight"}};
+        if (bias) c.grads.push_back({"bias", "dbias"});
+        c.gradcheck = !accumulate && C > 1;  // C == 1 normalises to exactly 0: a flat function
+        c.forward = [=](Backend& be, Env& e) {
+          be.layernorm_forward(e["out"], e["mean"], e["rstd"], e["inp"], e["weight"], bias ? e["bias"] : TensorView(), 1e-5f);
+        };
+        c.backward = [=](Backend& be, Env& e) {
+          be.layernorm_backward(e["dinp"], e["dweight"], bias ? e["dbias"] : TensorView(), e["dout"], e["inp"],
+                                e["weight"], e["mean"], e["rstd"], accumulate);
+        };
+        out.push_back(c);
+      }
+      OpCase c;
+      c.name = "rmsnorm/" + shape_name({{"N", N}, {"C", C}}) + (accumulate ? "_acc" : "");
+      c.specs = {in("inp", {N, C}, 2.0), pos_w("weight", {C}), zero("out", {N, C}), zero("rstd", {N}), in("dout", {N, C}),
+                 accumulate ? in("dinp", {N, C}) : zero("dinp", {N, C}), in("dweight", {C})};
+      c.outputs = {"out"};
+      c.aux = {"rstd"};
+      c.grads = {{"inp", "dinp"}, {"weight", "dweight"}};
+      c.gradcheck = !accumulate;
+      c.forward = [](Backend& be, Env& e) { be.rmsnorm_forward(e["out"], e["rstd"], e["inp"], e["weight"], 1e-6f); };
+      c.backward = [=](Backend& be, Env& e) {
+        be.rmsnorm_backward(e["dinp"], e["dweight"], e["dout"], e["inp"], e["weight"], e["rstd"], accumulate);
+      };
+      out.push_back(c);
+    }
+}
+
+void add_activation_cases(std::vector<OpCase>& out) {
+  for (Activation act : {Activation::kGeluTanh, Activation::kSilu, Activation::kRelu}) {
+    const std::string a(kernels::activation_name(act));
+    for (auto [N, H] : {std::pair{1, 1}, {3, 17}, {64, 3072 / 8}}) {
+      OpCase c;
+      c.name = "activation_" + a + "/" + shape_name({{"N", N}, {"H", H}});
+      c.specs = {in("inp", {N, H}, 3.0), zero("out", {N, H}), in("dout", {N, H}), zero("dinp", {N, H})};
+      c.outputs = {"out"};
+      c.grads = {{"inp", "dinp"}};
+      c.forward = [=](Backend& be, Env& e) { be.activation_forward(act, e["out"], e["inp"]); };
+      c.backward = [=](Backend& be, Env& e) { be.activation_backward(act, e["dinp"], e["dout"], e["inp"]); };
+      out.push_back(c);
+
+      OpCase g;
+      g.name = "glu_" + a + "/" + shape_name({{"N", N}, {"H", H}});
+      g.specs = {in("inp", {N, 2 * H}, 3.0), zero("out", {N, H}), in("dout", {N, H}), zero("dinp", {N, 2 * H})};
+      g.outputs = {"out"};
+      g.grads = {{"inp", "dinp"}};
+      g.forward = [=](Backend& be, Env& e) { be.glu_forward(act, e["out"], e["inp"]); };
+      g.backward = [=](Backend& be, Env& e) { be.glu_backward(act, e["dinp"], e["dout"], e["inp"]); };
+      out.push_back(g);
+    }
+  }
+}
+
+void add_rope_cases(std::vector<OpCase>& out) {
+  struct R { int64_t T, NH, HD, rot; float theta; };
+  for (R r : {R{1, 1, 2, 2, 10000.f}, R{9, 3, 16, 16, 10000.f}, R{33, 4, 64, 32, 500000.f}, R{130, 2, 80, 20, 10000.f},
+              R{300, 2, 128, 128, 1e6f}}) {
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      OpCase c;
+      const int64_t N = 2 * r.T;  // two sequences of length T, positions restart per sequence
+      c.name = "rope/" + shape_name({{"N", N}, {"NH", r.NH}, {"HD", r.HD}, {"rot", r.rot}}) + (in_place ? "_inplace" : "");
+      c.specs = {in("inp", {N, r.NH, r.HD}), ints("positions", {N}, Gen::kPositions, r.T), zero("out", {N, r.NH, r.HD}),
+                 in("dout", {N, r.NH, r.HD}), zero("dinp", {N, r.NH, r.HD})};
+      c.outputs = {"out"};
+      c.grads = {{"inp", "dinp"}};
+      c.gradcheck = !in_place;
+      c.forward = [=](Backend& be, Env& e) {
+        if (in_place) {  // out aliases inp: copy first, then rotate in place
+          be.convert(e["out"], e["inp"]);
+          be.rope_forward(e["out"], e["out"], e["positions"], r.theta, r.rot);
+        } else {
+          be.rope_forward(e["out"], e["inp"], e["positions"], r.theta, r.rot);
+        }
+      };
+      c.backward = [=](Backend& be, Env& e) {
+        if (in_place) {
+          be.convert(e["dinp"], e["dout"]);
+          be.rope_backward(e["dinp"], e["dinp"], e["positions"], r.theta, r.rot);
+        } else {
+          be.rope_backward(e["dinp"], e["dout"], e["positions"], r.theta, r.rot);
+        }
+      };
+      out.push_back(c);
+    }
+  }
+}
+
+void add_attention_cases(std::vector<OpCase>& out) {
+  struct A { int64_t B, T, NH, G, HD; bool docs; };
+  const A shapes[] = {{1, 1, 1, 1, 8, false},  {2, 17, 4, 2, 16, true},  {1, 33, 8, 1, 12, false},
+                      {1, 40, 8, 8, 64, true}, {1, 70, 8, 4, 80, false}, {2, 130, 4, 4, 64, true},
+                      {1, 65, 8, 2, 32, true}};
+  for (const A& a : shapes)
+    for (AttentionBackend which : {AttentionBackend::kNaive, AttentionBackend::kFlash}) {
+      OpCase c;
+      c.name = "attention_" + std::string(kernels::attention_backend_name(which)) + "/" +
+               shape_name({{"B", a.B}, {"T", a.T}, {"NH", a.NH}, {"G", a.G}, {"HD", a.HD}}) + (a.docs ? "_docs" : "");
+      const Shape qs{a.B, a.T, a.NH, a.HD}, ks{a.B, a.T, a.G, a.HD};
+      c.specs = {in("q", qs), in("k", ks), in("v", ks), ints("doc_ids", {a.B, a.T}, Gen::kDocIds, 0),
+                 zero("out", qs), zero("lse", {a.B, a.NH, a.T}), in("dout", qs), zero("dq", qs), zero("dk", ks),
+                 zero("dv", ks)};
+      c.outputs = {"out"};
+      c.aux = {"lse"};
+      c.grads = {{"q", "dq"}, {"k", "dk"}, {"v", "dv"}};
+      c.gradcheck = which == AttentionBackend::kNaive && a.T <= 40;  // ref ignores the backend choice
+      const float scale = 1.0f / std::sqrt(static_cast<float>(a.HD));
+      const bool docs = a.docs;
+      c.forward = [=](Backend& be, Env& e) {
+        be.attention_forward(which, e["out"], e["lse"], e["q"], e["k"], e["v"], docs ? e["doc_ids"] : TensorView(), scale);
+      };
+      c.backward = [=](Backend& be, Env& e) {
+        be.attention_backward(which, e["dq"], e["dk"], e["dv"], e["dout"], e["q"], e["k"], e["v"], e["out"], e["lse"],
+                              docs ? e["doc_ids"] : TensorView(), scale);
+      };
+      out.push_back(c);
+    }
+}
+
+void add_lm_head_cases(std::vector<OpCase>& out) {
+  struct L { int64_t N, C, V, Vp, chunk; float z; };
+  for (L l : {L{1, 1, 2, 2, 256, 0.f}, L{37, 24, 101, 112, 16, 0.f}, L{37, 24, 101, 112, 64, 1e-3f}, L{130, 64, 500, 512, 256, 1e-4f}})
+    for (int b16 = 0; b16 < 2; ++b16) {
+      OpCase c;
+      c.name = "lm_head_xent/" + shape_name({{"N", l.N}, {"C", l.C}, {"V", l.V}, {"Vp", l.Vp}, {"chunk", l.chunk}}) +
+               (l.z > 0 ? "_zloss" : "") + (b16 ? "_bf16" : "");
+      c.bf16 = b16;
+      // bf16 backward rounds dlogits to bf16 before the two GEMMs (as autocast does): ~3 decimal digits.
+      c.tolerance_scale = b16 ? 40 : 1;
+      c.specs = {gemm("x", {l.N, l.C}), gemm("weight", {l.Vp, l.C}, 0.5), ints("targets", {l.N}, Gen::kTargets, l.V),
+                 zero("losses", {l.N}), zero("dx", {l.N, l.C}), in("dweight", {l.Vp, l.C})};
+      c.aux = {"losses"};  // the loss itself is checked; its gradient is checked through dx, dweight
+      c.grads = {{"x", "dx"}, {"weight", "dweight"}};
+      kernels::CrossEntropyOptions o;
+      o.vocab_size = l.V;
+      o.z_loss = l.z;
+      o.chunk_rows = l.chunk;
+      o.grad_scale = 1.0f / static_cast<float>(l.N);
+      c.forward = [=](Backend& be, Env& e) {
+        be.lm_head_cross_entropy(e["losses"], e["x"], e["weight"], e["targets"], o, TensorView(), TensorView());
+      };
+      c.backward = [=](Backend& be, Env& e) {
+        be.lm_head_cross_entropy(e["losses"], e["x"], e["weight"], e["targets"], o, e["dx"], e["dweight"]);
+      };
+      c.objective = [=](const Env& e) {  // what backward differentiates: grad_scale · Σ losses
+        double s = 0;
+        for (int64_t i = 0; i < l.N; ++i) s += e["losses"].as<double>()[i];
+        return s * o.grad_scale;
+      };
+      out.push_back(c);
+    }
+}
+
+void add_elementwise_cases(std::vector<OpCase>& out) {
+  for (int64_t n : {1, 17, 1000, 4099}) {
+    OpCase a;
+    a.name = "add/n" + std::to_string(n);
+    a.specs = {in("a", {n}), in("b", {n}), zero("out", {n})};
+    a.outputs = {"out"};
+    a.gradcheck = false;
+    a.forward = [](Backend& be, Env& e) { be.add(e["out"], e["a"], e["b"]); };
+    out.push_back(a);
+
+    OpCase cv;
+    cv.name = "convert_f32_bf16_f32/n" + std::to_string(n);
+    TensorSpec y16 = zero("y16", {n});
+    y16.bf16_always = true;
+    cv.specs = {in("x", {n}, 10.0), y16, zero("y", {n})};
+    cv.outputs = {"y"};
+    cv.aux = {"y16"};
+    cv.gradcheck = false;
+    cv.forward = [](Backend& be, Env& e) {
+      be.convert(e["y16"], e["x"]);
+      be.convert(e["y"], e["y16"]);
+    };
+    out.push_back(cv);
+
+    OpCase s;
+    s.name = "scale_and_sum_squares/n" + std::to_string(n);
+    s.specs = {in("x", {n}), zero("ss", {1})};
+    s.outputs = {"x"};
+    s.aux = {"ss"};
+    s.gradcheck = false;
+    s.forward = [](Backend& be, Env& e) {
+      be.scale(e["x"], 0.75f);
+      double v = be.sum_squares(e["x"]);
+      TensorView ss = e["ss"];
+      if (ss.dtype() == DType::kF64) ss.as<double>()[0] = v; else ss.as<float>()[0] = static_cast<float>(v);
+    };
+    out.push_back(s);
+
+    for (int mirror = 0; mirror < 2; ++mirror) {
+      OpCase w;
+      w.name = "adamw/n" + std::to_string(n) + (mirror ? "_bf16_mirror" : "");
+      TensorSpec mirror16 = zero("param_bf16", {n});
+      mirror16.bf16_always = true;
+      w.specs = {in("param", {n}), in("grad", {n}), in("m", {n}, 0.1), pos_w("v", {n}), mirror16};
+      w.outputs = {"param", "m", "v"};
+      if (mirror) w.aux = {"param_bf16"};
+      w.gradcheck = false;
+      w.forward = [=](Backend& be, Env& e) {
+        kernels::AdamWParams p;
+        p.lr = 1e-2f;
+        p.weight_decay = 0.1f;
+        p.step = 7;
+        p.grad_scale = 0.5f;
+        be.adamw_update(e["param"], e["grad"], e["m"], e["v"], mirror ? e["param_bf16"] : TensorView(), p);
+      };
+      out.push_back(w);
+    }
+  }
+}
+
+}  // namespace
+
+Env make_env(const OpCase& c, DType float_dtype, uint64_t seed) {
+  Env env;
+  for (size_t i = 0; i < c.specs.size(); ++i) {
+    const TensorSpec& s = c.specs[i];
+    DType t = is_int(s.gen) ? DType::kI32 : float_dtype;
+    if (s.gemm_input && c.bf16 && float_dtype != DType::kF64) t = DType::kBF16;
+    if (s.bf16_always) t = DType::kBF16;
+    Tensor tensor(s.shape, t);
+    Rng rng(seed * 1000003 + i);
+    fill(tensor, s, rng);
+    env.tensors().emplace(s.name, std::move(tensor));
+  }
+  return env;
+}
+
+std::vector<OpCase> all_op_cases() {
+  std::vector<OpCase> cases;
+  add_matmul_cases(cases);
+  add_linear_cases(cases);
+  add_embedding_cases(cases);
+  add_norm_cases(cases);
+  add_activation_cases(cases);
+  add_rope_cases(cases);
+  add_attention_cases(cases);
+  add_lm_head_cases(cases);
+  add_elementwise_cases(cases);
+  return cases;
+}
+
+}  // namespace lmt::testing
