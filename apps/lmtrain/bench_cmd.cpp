@@ -16,6 +16,7 @@
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
 #include "lmt/kernels/backend.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/tensor/tensor.h"
 
@@ -109,10 +110,11 @@ Status run_matmul(const MatmulArgs& a) {
                         {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
                         {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
                         {"fraction_of_peak", frac}, {"threads", metrics::cpu_info().threads},
-                        {"machine", metrics::machine_summary()}};
+                        {"gemm_isa", kernels::cpu_gemm_isa()}, {"machine", metrics::machine_summary()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("machine: %s\n", metrics::machine_summary().c_str());
+    std::printf("machine: %s; oneDNN GEMM ISA %s\n", metrics::machine_summary().c_str(),
+                kernels::cpu_gemm_isa().c_str());
     std::printf("matmul %s M=%lld K=%lld N=%lld (%s): median %.3f ms (best %.3f ms), %.1f GFLOP/s, "
                 "%.1f%% of %s peak %.0f GFLOP/s\n",
                 a.dtype.c_str(), static_cast<long long>(a.m), static_cast<long long>(a.k),

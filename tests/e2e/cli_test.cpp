@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +73,20 @@ TEST(Cli, BenchMatmulJsonHasTheDocumentedKeys) {
   for (const char* key : {"seconds", "gflops", "peak_gflops", "fraction_of_peak"}) EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_GT(j["gflops"].get<double>(), 0.0);
   EXPECT_GT(j["peak_gflops"].get<double>(), 0.0);
+}
+
+// On a CPU with AMX-BF16, bf16 GEMMs must run on AMX tiles (oneDNN's avx512_core_amx kernels).
+TEST(Cli, Bf16GemmsDispatchToAmxWhereTheCpuHasIt) {
+  std::ifstream cpuinfo_file("/proc/cpuinfo");
+  const std::string cpuinfo((std::istreambuf_iterator<char>(cpuinfo_file)), std::istreambuf_iterator<char>());
+  Result r = run("bench matmul --m 256 --k 256 --n 256 --dtype bf16 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(r.code, 0);
+  const std::string isa = nlohmann::json::parse(r.out)["gemm_isa"];
+  if (cpuinfo.find(" amx_bf16") == std::string::npos) {
+    EXPECT_NE(isa, "avx512_core_amx");
+    GTEST_SKIP() << "this CPU has no AMX-BF16 (oneDNN uses " << isa << "); the AMX dispatch check runs on AMX machines";
+  }
+  EXPECT_EQ(isa, "avx512_core_amx");
 }
 
 TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {

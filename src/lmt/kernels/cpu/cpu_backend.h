@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>  // rope cache (cpu/rope.cpp)
 
 #include "lmt/kernels/backend.h"
@@ -98,6 +99,10 @@ class CpuBackend final : public Backend {
 
   friend struct CpuGemm;  // cpu/matmul.cpp helpers reach dnnl_
 };
+
+// The best instruction set oneDNN uses for GEMMs here: "avx512_core_amx" means bf16 GEMMs run on
+// AMX tiles, "avx512_core_bf16" on AVX512-BF16 dot products.
+std::string cpu_gemm_isa();
 
 // Stops with "kernel '<op>': the cpu backend does not support <dtype> ..." unless t is f32 (or absent).
 void cpu_require_f32(const char* op, const TensorView& t);

@@ -104,6 +104,18 @@ struct CpuBackend::Dnnl {
 };
 
 CpuBackend::CpuBackend() : dnnl_(std::make_unique<Dnnl>()) {}
+
+std::string cpu_gemm_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    default: return "other";
+  }
+}
 CpuBackend::~CpuBackend() = default;
 
 namespace {
