@@ -1,3 +1,10 @@
+# GCC < 12.3 warns "'__Y' may be used uninitialized" inside its own AVX-512 headers
+# (_mm512_undefined_ps after inlining; GCC bug 105593) and -Wrestrict inside std::string (bug 105329).
+# Those warnings are false and drown real ones.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 12.3)
+  list(APPEND LMT_WARNINGS -Wno-maybe-uninitialized -Wno-restrict)
+endif()
+
 # lmt_library(NAME SOURCES ... DEPS ...)
 # One library per folder of src/lmt. Dependencies are named explicitly and are PUBLIC, so a module
 # that includes a header of a module it does not list fails to link (dependencies flow one way).

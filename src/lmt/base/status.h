@@ -75,6 +75,8 @@ class [[nodiscard]] StatusOr {
   T* operator->() { CheckOk(); return &*value_; }
   const T* operator->() const { CheckOk(); return &*value_; }
   T& operator*() & { CheckOk(); return *value_; }
+  const T& operator*() const& { CheckOk(); return *value_; }
+  T operator*() && { CheckOk(); return std::move(*value_); }
 
  private:
   void CheckOk() const { LMT_CHECK(status_.ok()) << "value() of a failed StatusOr: " << status_.ToString(); }

@@ -95,7 +95,8 @@ class Backend {
   void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                          const TensorView& inp, const TensorView& weight, const TensorView& bias,
                          float eps);
-  // dinp[N,C] (= or += if accumulate), dweight[C] +=, dbias[C] += (optional).
+  // dinp[N,C] (= or += if accumulate), dweight[C] +=, dbias[C] += (optional). mean and rstd are
+  // forward's; a backend may recompute mean from inp (both given backends do), never rstd (eps).
   void layernorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                           const TensorView& dout, const TensorView& inp, const TensorView& weight,
                           const TensorView& mean, const TensorView& rstd, bool accumulate);
@@ -123,7 +124,7 @@ class Backend {
   // ---- rotary position embedding (Hugging Face rotate-half layout) ------------------------------
   // x[N,NH,HD]: on the first rotary_dim dims of each head (even, <= HD), pairs (i, i + rotary_dim/2)
   // are rotated by angle pos * theta^(-2i/rotary_dim); the remaining dims pass through.
-  // positions[N] i32. out may alias inp.
+  // positions[N] i32, each >= 0 (a negative position stops the cpu backend). out may alias inp.
   void rope_forward(const TensorView& out, const TensorView& inp, const TensorView& positions,
                     float theta, int64_t rotary_dim);
   // The inverse rotation applied to gradients. dinp may alias dout.

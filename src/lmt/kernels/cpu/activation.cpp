@@ -10,6 +10,7 @@
 
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/cpu/simd.h"
+#include "lmt/kernels/cpu/vector_loop.h"
 
 namespace lmt::kernels {
 
@@ -96,23 +97,15 @@ struct Relu {
 #endif
 };
 
-#ifdef __AVX512F__
-__mmask16 tail_mask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << remaining) - 1u);
-}
-#endif
-
 // out[i] = act(x[i]) for i in [0, n).
 template <typename Act>
 void forward_span(float* out, const float* x, int64_t n) {
 #ifdef __AVX512F__
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
+  simd::for_each_vector(n, [&](int64_t i, __mmask16 m) {
     __m512 f, df;
     Act::eval(_mm512_maskz_loadu_ps(m, x + i), &f, &df);
     _mm512_mask_storeu_ps(out + i, m, f);
-  }
+  });
 #else
   for (int64_t i = 0; i < n; ++i) {
     float df;
@@ -125,12 +118,11 @@ void forward_span(float* out, const float* x, int64_t n) {
 template <typename Act>
 void backward_span(float* dinp, const float* dout, const float* x, int64_t n) {
 #ifdef __AVX512F__
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
+  simd::for_each_vector(n, [&](int64_t i, __mmask16 m) {
     __m512 f, df;
     Act::eval(_mm512_maskz_loadu_ps(m, x + i), &f, &df);
     _mm512_mask_storeu_ps(dinp + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dout + i), df));
-  }
+  });
 #else
   for (int64_t i = 0; i < n; ++i) {
     float f, df;
@@ -144,12 +136,11 @@ void backward_span(float* dinp, const float* dout, const float* x, int64_t n) {
 template <typename Act>
 void glu_forward_row(float* out, const float* gate, const float* up, int64_t H) {
 #ifdef __AVX512F__
-  for (int64_t h = 0; h < H; h += 16) {
-    const __mmask16 m = tail_mask(H - h);
+  simd::for_each_vector(H, [&](int64_t h, __mmask16 m) {
     __m512 f, df;
     Act::eval(_mm512_maskz_loadu_ps(m, gate + h), &f, &df);
     _mm512_mask_storeu_ps(out + h, m, _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, up + h)));
-  }
+  });
 #else
   for (int64_t h = 0; h < H; ++h) {
     float f, df;
@@ -164,14 +155,13 @@ template <typename Act>
 void glu_backward_row(float* dgate, float* dup, const float* dout, const float* gate,
                       const float* up, int64_t H) {
 #ifdef __AVX512F__
-  for (int64_t h = 0; h < H; h += 16) {
-    const __mmask16 m = tail_mask(H - h);
+  simd::for_each_vector(H, [&](int64_t h, __mmask16 m) {
     __m512 f, df;
     Act::eval(_mm512_maskz_loadu_ps(m, gate + h), &f, &df);
     const __m512 d = _mm512_maskz_loadu_ps(m, dout + h);
     _mm512_mask_storeu_ps(dgate + h, m, _mm512_mul_ps(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, up + h)), df));
     _mm512_mask_storeu_ps(dup + h, m, _mm512_mul_ps(d, f));
-  }
+  });
 #else
   for (int64_t h = 0; h < H; ++h) {
     float f, df;

@@ -50,7 +50,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 [[gnu::always_inline]] inline f32x16 splat(float x) { return f32x16{} + x; }
 
 // e^x with ~1 ulp error (Cephes polynomial); exactly 0 below -87.3, which is how -inf (a masked
-// score) becomes a probability of 0.
+// score) becomes a probability of 0. Inputs above 88.3 saturate.
 [[gnu::always_inline]] inline f32x16 vexp(f32x16 x) {
   const f32x16 zero_below = x < -87.3f ? splat(0.0f) : splat(1.0f);
   x = x < -87.3f ? splat(-87.3f) : x;
@@ -70,6 +70,14 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
   const i32x16 n_int = (i32x16)shifted - (i32x16)splat(kRoundMagic);
   const f32x16 two_to_n = (f32x16)((n_int + 127) << 23);
   return poly * two_to_n * zero_below;
+}
+
+// Makes GCC keep v in a register: left alone, it re-reads a vector that several FMAs share from
+// memory in each of them, and one 64-byte load per FMA makes the micro-kernels load-bound.
+[[gnu::always_inline]] inline void keep_in_register(f32x16& v) {
+#ifdef __AVX512F__
+  asm("" : "+v"(v));
+#endif
 }
 
 float horizontal_max(f32x16 v) {
@@ -237,12 +245,16 @@ void tile_scores(float* s, const float* a, int64_t a_stride, const float* bt, in
     f32x16 acc[kRowBlock][kKeyVecs] = {};
     const float* a0 = a + r0 * a_stride;
     for (int64_t d = 0; d < depth; ++d) {
-      const float* bt_row = bt + d * kKeyTile;
+      f32x16 bt_row[kKeyVecs];
+      for (int c = 0; c < kKeyVecs; ++c) {
+        bt_row[c] = vec_at(bt + d * kKeyTile + c * kLanes);
+        keep_in_register(bt_row[c]);
+      }
 #pragma GCC unroll 4
       for (int r = 0; r < kRowBlock; ++r) {
         const float ar = a0[r * a_stride + d];
 #pragma GCC unroll 4
-        for (int c = 0; c < kKeyVecs; ++c) acc[r][c] += ar * vec_at(bt_row + c * kLanes);
+        for (int c = 0; c < kKeyVecs; ++c) acc[r][c] += ar * bt_row[c];
       }
     }
     for (int r = 0; r < kRowBlock; ++r)
@@ -256,18 +268,27 @@ template <int kVecs>
                                                     int64_t w_inner, const float* x, int64_t width,
                                                     int64_t inner) {
   f32x16 acc[kRowBlock][kVecs];
+#pragma GCC unroll 4
   for (int r = 0; r < kRowBlock; ++r)
+#pragma GCC unroll 4
     for (int e = 0; e < kVecs; ++e) acc[r][e] = vec_at(c + r * width + e * kLanes);
   for (int64_t t = 0; t < inner; ++t) {
     f32x16 xt[kVecs];
-    for (int e = 0; e < kVecs; ++e) xt[e] = vec_at(x + t * width + e * kLanes);
+#pragma GCC unroll 4
+    for (int e = 0; e < kVecs; ++e) {
+      xt[e] = vec_at(x + t * width + e * kLanes);
+      keep_in_register(xt[e]);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < kRowBlock; ++r) {
       const float wt = w[r * w_row + t * w_inner];
+#pragma GCC unroll 4
       for (int e = 0; e < kVecs; ++e) acc[r][e] += wt * xt[e];
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < kRowBlock; ++r)
+#pragma GCC unroll 4
     for (int e = 0; e < kVecs; ++e) vec_at(c + r * width + e * kLanes) = acc[r][e];
 }
 
@@ -306,9 +327,17 @@ bool tile_needs_mask(const Problem& p, const int32_t* doc_start, int64_t b, int6
 
 // s = -inf where query i0+r may not see key j0+c; rows past T are masked entirely.
 void mask_tile(float* s, const Problem& p, int64_t b, int64_t i0, int64_t j0) {
-  for (int r = 0; r < kQueryTile; ++r)
-    for (int c = 0; c < kKeyTile; ++c)
-      if (i0 + r >= p.T || !p.visible(b, i0 + r, j0 + c)) s[r * kKeyTile + c] = -kInf;
+  for (int r = 0; r < kQueryTile; ++r) {
+    const int64_t i = i0 + r;
+    float* row = s + r * kKeyTile;
+    // Causal part: keys past i (and every key of a padding row) are hidden.
+    const int64_t last_visible = i < p.T ? std::min<int64_t>(i - j0, kKeyTile - 1) : -1;
+    for (int64_t c = std::max<int64_t>(last_visible + 1, 0); c < kKeyTile; ++c) row[c] = -kInf;
+    if (!p.doc_ids) continue;
+    const int32_t* docs = p.doc_ids + b * p.T;
+    for (int64_t c = 0; c <= last_visible; ++c)
+      if (docs[j0 + c] != docs[i]) row[c] = -kInf;
+  }
 }
 
 // dst[t][0:HDp] = src row t of (b, kv head g) for t < T, zero-padded to [Tp][HDp].

@@ -17,10 +17,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
-
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "lmt/kernels/cpu/vector_loop.h"
 
 namespace lmt::kernels {
 
@@ -49,11 +46,6 @@ Slice thread_slice(int64_t n, int t, int threads) {
 }
 
 #ifdef __AVX512F__
-__mmask16 tail_mask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << remaining) - 1u);
-}
-
 // lmt::bf16::round_from_float on 16 lanes with integer ops (exact, any input).
 __m256i f32_to_bf16_exact(__m512 x) {
   const __m512i u = _mm512_castps_si512(x);
@@ -103,30 +95,38 @@ void bf16_to_f32_span(float* out, const uint16_t* in, int64_t n) {
   for (; i < n; ++i) out[i] = bf16::to_float(in[i]);
 }
 
-// out = a + b, or out = a·s when b is null.
-void add_or_scale_span(float* out, const float* a, const float* b, float s, int64_t n) {
+// out = a + b (out may alias a or b).
+void add_span(float* out, const float* a, const float* b, int64_t n) {
+#ifdef __AVX512F__
+  simd::for_each_vector(n, [&](int64_t i, __mmask16 m) {
+    _mm512_mask_storeu_ps(out + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+  });
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+#endif
+}
+
+void scale_span(float* x, float s, int64_t n) {
 #ifdef __AVX512F__
   const __m512 vs = _mm512_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 va = _mm512_maskz_loadu_ps(m, a + i);
-    _mm512_mask_storeu_ps(out + i, m, b ? _mm512_add_ps(va, _mm512_maskz_loadu_ps(m, b + i)) : _mm512_mul_ps(va, vs));
-  }
+  simd::for_each_vector(n, [&](int64_t i, __mmask16 m) {
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
+  });
 #else
-  for (int64_t i = 0; i < n; ++i) out[i] = b ? a[i] + b[i] : a[i] * s;
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
 #endif
 }
 
 double sum_squares_span(const float* x, int64_t n) {
 #ifdef __AVX512F__
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+  simd::for_each_vector(n, [&](int64_t i, __mmask16 m) {
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     const __m512d v_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
     const __m512d v_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     lo = _mm512_fmadd_pd(v_lo, v_lo, lo);
     hi = _mm512_fmadd_pd(v_hi, v_hi, hi);
-  }
+  });
   return _mm512_reduce_add_pd(_mm512_add_pd(lo, hi));
 #else
   double s = 0.0;
@@ -201,7 +201,7 @@ void CpuBackend::embedding_forward_impl(const TensorView& out, const TensorView&
   for (int64_t n = 0; n < N; ++n) {
     const float* row = rows + static_cast<int64_t>(id[n]) * C;
     if (accumulate) {
-      add_or_scale_span(y + n * C, y + n * C, row, 0.0f, C);
+      add_span(y + n * C, y + n * C, row, C);
     } else {
       std::memcpy(y + n * C, row, sizeof(float) * C);
     }
@@ -224,7 +224,7 @@ void CpuBackend::embedding_backward_impl(const TensorView& dtable, const TensorV
     if (cols.end > cols.begin) {
       for (int64_t n = 0; n < N; ++n) {
         float* row = dt + static_cast<int64_t>(id[n]) * C + cols.begin;
-        add_or_scale_span(row, row, g + n * C + cols.begin, 0.0f, cols.end - cols.begin);
+        add_span(row, row, g + n * C + cols.begin, cols.end - cols.begin);
       }
     }
   }
@@ -234,7 +234,7 @@ void CpuBackend::add_impl(const TensorView& out, const TensorView& a, const Tens
   cpu_require_f32("add", a);
   float* y = out.as<float>();
   const float *x1 = a.as<float>(), *x2 = b.as<float>();
-  parallel_blocks(out.numel(), [&](int64_t i, int64_t e) { add_or_scale_span(y + i, x1 + i, x2 + i, 0.0f, e - i); });
+  parallel_blocks(out.numel(), [&](int64_t i, int64_t e) { add_span(y + i, x1 + i, x2 + i, e - i); });
 }
 
 void CpuBackend::convert_impl(const TensorView& out, const TensorView& inp) {
@@ -278,7 +278,7 @@ double CpuBackend::sum_squares_impl(const TensorView& x) {
 void CpuBackend::scale_impl(const TensorView& x, float s) {
   cpu_require_f32("scale", x);
   float* p = x.as<float>();
-  parallel_blocks(x.numel(), [&](int64_t i, int64_t e) { add_or_scale_span(p + i, p + i, nullptr, s, e - i); });
+  parallel_blocks(x.numel(), [&](int64_t i, int64_t e) { scale_span(p + i, s, e - i); });
 }
 
 void CpuBackend::adamw_update_impl(const TensorView& param, const TensorView& grad,

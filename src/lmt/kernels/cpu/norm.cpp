@@ -16,6 +16,7 @@
 
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/cpu/simd.h"
+#include "lmt/kernels/cpu/vector_loop.h"
 
 namespace lmt::kernels {
 
@@ -34,17 +35,10 @@ RowBlock row_block(int64_t N, int thread, int threads) {
   return {begin, begin + per + (thread < extra ? 1 : 0)};
 }
 
-#ifdef __AVX512F__
-__mmask16 tail_mask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << remaining) - 1u);
-}
-#endif
-
 float row_sum(const float* x, int64_t C) {
 #ifdef __AVX512F__
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t c = 0; c < C; c += 16) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail_mask(C - c), x + c));
+  simd::for_each_vector(C, [&](int64_t c, __mmask16 m) { acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, x + c)); });
   return simd::hsum(acc);
 #else
   float s = 0.0f;
@@ -59,11 +53,10 @@ float row_sum_sq_dev(const float* x, int64_t C, float shift) {
 #ifdef __AVX512F__
   const __m512 s = _mm512_set1_ps(shift);
   __m512 acc = _mm512_setzero_ps();
-  for (int64_t c = 0; c < C; c += 16) {
-    __mmask16 m = tail_mask(C - c);
-    __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + c), s);
+  simd::for_each_vector(C, [&](int64_t c, __mmask16 m) {
+    const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + c), s);
     acc = _mm512_fmadd_ps(d, d, acc);
-  }
+  });
   return simd::hsum(acc);
 #else
   float acc = 0.0f;
@@ -78,13 +71,12 @@ void normalize_row(float* out, const float* x, int64_t C, float shift, float r, 
                    const float* bias) {
 #ifdef __AVX512F__
   const __m512 vs = _mm512_set1_ps(shift), vr = _mm512_set1_ps(r);
-  for (int64_t c = 0; c < C; c += 16) {
-    __mmask16 m = tail_mask(C - c);
-    __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), vs), vr);
-    __m512 y = bias ? _mm512_fmadd_ps(xhat, _mm512_maskz_loadu_ps(m, weight + c), _mm512_maskz_loadu_ps(m, bias + c))
-                    : _mm512_mul_ps(xhat, _mm512_maskz_loadu_ps(m, weight + c));
+  simd::for_each_vector(C, [&](int64_t c, __mmask16 m) {
+    const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), vs), vr);
+    const __m512 w = _mm512_maskz_loadu_ps(m, weight + c);
+    const __m512 y = bias ? _mm512_fmadd_ps(xhat, w, _mm512_maskz_loadu_ps(m, bias + c)) : _mm512_mul_ps(xhat, w);
     _mm512_mask_storeu_ps(out + c, m, y);
-  }
+  });
 #else
   for (int64_t c = 0; c < C; ++c) out[c] = (x[c] - shift) * r * weight[c] + (bias ? bias[c] : 0.0f);
 #endif
@@ -102,21 +94,24 @@ struct NormRowBackward {
 
   void operator()(float* dinp, float* dweight_part, float* dbias_part, const float* dout,
                   const float* x, float shift, float r) const {
+    // Locals, not members: stores through float* would otherwise force reloads every vector.
+    const int64_t C = this->C;
+    const float* weight = this->weight;
+    const bool accumulate = this->accumulate;
     const float inv_c = 1.0f / static_cast<float>(C);
     float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
 #ifdef __AVX512F__
     const __m512 vs = _mm512_set1_ps(shift), vr = _mm512_set1_ps(r);
     __m512 acc_d = _mm512_setzero_ps(), acc_dx = _mm512_setzero_ps();
-    for (int64_t c = 0; c < C; c += 16) {
-      __mmask16 m = tail_mask(C - c);
-      __m512 g = _mm512_maskz_loadu_ps(m, dout + c);
-      __m512 xhat = _mm512_maskz_mul_ps(m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), vs), vr);
-      __m512 dxhat = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, weight + c));
+    simd::for_each_vector(C, [&](int64_t c, __mmask16 m) {
+      const __m512 g = _mm512_maskz_loadu_ps(m, dout + c);
+      const __m512 xhat = _mm512_maskz_mul_ps(m, _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), vs), vr);
+      const __m512 dxhat = _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, weight + c));
       acc_d = _mm512_add_ps(acc_d, dxhat);
       acc_dx = _mm512_fmadd_ps(dxhat, xhat, acc_dx);
       _mm512_mask_storeu_ps(dweight_part + c, m, _mm512_fmadd_ps(g, xhat, _mm512_maskz_loadu_ps(m, dweight_part + c)));
       if (dbias_part) _mm512_mask_storeu_ps(dbias_part + c, m, _mm512_add_ps(g, _mm512_maskz_loadu_ps(m, dbias_part + c)));
-    }
+    });
     sum_dxhat = simd::hsum(acc_d);
     sum_dxhat_xhat = simd::hsum(acc_dx);
 #else
@@ -132,14 +127,13 @@ struct NormRowBackward {
     const float mean_dxhat_xhat = sum_dxhat_xhat * inv_c;
 #ifdef __AVX512F__
     const __m512 vmd = _mm512_set1_ps(mean_dxhat), vmdx = _mm512_set1_ps(mean_dxhat_xhat);
-    for (int64_t c = 0; c < C; c += 16) {
-      __mmask16 m = tail_mask(C - c);
-      __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), vs), vr);
-      __m512 dxhat = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dout + c), _mm512_maskz_loadu_ps(m, weight + c));
+    simd::for_each_vector(C, [&](int64_t c, __mmask16 m) {
+      const __m512 xhat = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), vs), vr);
+      const __m512 dxhat = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dout + c), _mm512_maskz_loadu_ps(m, weight + c));
       __m512 g = _mm512_mul_ps(vr, _mm512_fnmadd_ps(xhat, vmdx, _mm512_sub_ps(dxhat, vmd)));
       if (accumulate) g = _mm512_add_ps(g, _mm512_maskz_loadu_ps(m, dinp + c));
       _mm512_mask_storeu_ps(dinp + c, m, g);
-    }
+    });
 #else
     for (int64_t c = 0; c < C; ++c) {
       const float xhat = (x[c] - shift) * r, dxhat = dout[c] * weight[c];

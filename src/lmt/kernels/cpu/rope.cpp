@@ -10,10 +10,7 @@
 #include <cstring>
 
 #include "lmt/kernels/cpu/cpu_backend.h"
-
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "lmt/kernels/cpu/vector_loop.h"
 
 namespace lmt::kernels {
 
@@ -26,9 +23,7 @@ constexpr int64_t kPositionGranule = 1024;
 void rotate_head(float* out, const float* in, const float* cos_row, const float* sin_row, int64_t half,
                  bool inverse) {
 #ifdef __AVX512F__
-  for (int64_t i = 0; i < half; i += 16) {
-    const __mmask16 m = half - i >= 16 ? static_cast<__mmask16>(0xffff)
-                                       : static_cast<__mmask16>((1u << (half - i)) - 1u);
+  simd::for_each_vector(half, [&](int64_t i, __mmask16 m) {
     const __m512 x1 = _mm512_maskz_loadu_ps(m, in + i), x2 = _mm512_maskz_loadu_ps(m, in + half + i);
     const __m512 c = _mm512_maskz_loadu_ps(m, cos_row + i), s = _mm512_maskz_loadu_ps(m, sin_row + i);
     // forward: (x1·c - x2·s, x2·c + x1·s); inverse flips the sign of s.
@@ -38,7 +33,7 @@ void rotate_head(float* out, const float* in, const float* cos_row, const float*
                               : _mm512_fmadd_ps(x1, s, _mm512_mul_ps(x2, c));
     _mm512_mask_storeu_ps(out + i, m, y1);
     _mm512_mask_storeu_ps(out + half + i, m, y2);
-  }
+  });
 #else
   const float sign = inverse ? -1.0f : 1.0f;
   for (int64_t i = 0; i < half; ++i) {

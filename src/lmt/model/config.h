@@ -1,0 +1,78 @@
+// ModelConfig: a decoder-only transformer described as data. A preset only chooses block variants
+// and sizes; there is one transformer implementation for all of them.
+//
+// Two naming families decide the Hugging Face tensor names (params.h): "gpt2" (transformer.h.N...,
+// learned positions, fused c_attn) and "llama" (model.layers.N..., used for Llama, SmolLM, Qwen).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lmt/base/status.h"
+#include "lmt/kernels/backend.h"
+
+namespace lmt::model {
+
+enum class NormKind : uint8_t { kLayerNorm, kLayerNormNoBias, kRmsNorm };
+enum class FfnKind : uint8_t { kMlp, kGlu };  // two matrices with an activation, or gated (SwiGLU)
+enum class PositionKind : uint8_t { kLearned, kRope, kNone };
+enum class NamingFamily : uint8_t { kGpt2, kLlama };
+
+struct ModelConfig {
+  std::string name;
+  NamingFamily family = NamingFamily::kLlama;
+
+  int64_t vocab_size = 0;   // V: real vocabulary (what the tokenizer produces)
+  int64_t vocab_pad_to = 64;  // the embedding/LM-head rows are padded to a multiple of this
+  int64_t max_seq_len = 0;  // positions (learned table size; RoPE limit)
+  int64_t n_layers = 0;
+  int64_t d_model = 0;      // C
+  int64_t n_heads = 0;      // NH
+  int64_t n_kv_heads = 0;   // G (== NH: MHA; 1: MQA; else GQA)
+  int64_t head_dim = 0;     // HD (NH·HD need not equal C)
+  int64_t ffn_hidden = 0;   // H
+
+  NormKind norm = NormKind::kRmsNorm;
+  float norm_eps = 1e-5f;
+  FfnKind ffn = FfnKind::kGlu;
+  kernels::Activation activation = kernels::Activation::kSilu;
+
+  PositionKind positions = PositionKind::kRope;
+  float rope_theta = 10000.0f;
+  float rotary_fraction = 1.0f;  // partial RoPE: rotary_dim = round(HD · fraction) (even)
+  int64_t nope_every = 0;        // > 0: every N-th layer (l % N == N-1) uses no positions (NoPE)
+
+  bool qk_norm = false;       // RMSNorm over each head of q and k (Qwen3)
+  bool attn_bias = false;     // biases on q, k, v
+  bool attn_out_bias = false; // bias on the attention output projection
+  bool mlp_bias = false;      // biases on the FFN matrices
+  bool tied_embeddings = true;
+
+  float init_std = 0.02f;
+  bool scaled_residual_init = true;  // output projections get init_std / sqrt(2·n_layers)
+
+  int64_t padded_vocab() const { return (vocab_size + vocab_pad_to - 1) / vocab_pad_to * vocab_pad_to; }
+  int64_t q_dim() const { return n_heads * head_dim; }
+  int64_t kv_dim() const { return n_kv_heads * head_dim; }
+  int64_t rotary_dim() const;
+  bool layer_uses_rope(int64_t layer) const;
+  bool has_norm_bias() const { return norm == NormKind::kLayerNorm; }
+
+  // Checks every constraint; the message names the offending values and the hint says how to fix.
+  Status validate() const;
+  // Exact trainable parameter count (unpadded vocabulary; tied embeddings counted once).
+  int64_t param_count() const;
+};
+
+// Known presets: gpt2-124m, gpt2-350m, gpt2-1.3b, llama2-1.3b, llama3-2.2b, llama3.2-1b,
+// smollm-360m, smollm2-135m, qwen3-1.8b, tiny.
+StatusOr<ModelConfig> preset(const std::string& name);
+std::vector<std::string> preset_names();
+
+std::string_view norm_name(NormKind k);
+std::string_view ffn_name(FfnKind k);
+std::string_view position_name(PositionKind k);
+std::string_view family_name(NamingFamily f);
+
+}  // namespace lmt::model
