@@ -19,6 +19,7 @@ inline __m512 exp16(__m512 x) {
   const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
   const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
   const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+  const __mmask16 representable = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
   x = _mm512_min_ps(x, _mm512_set1_ps(88.3f));
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -33,7 +34,7 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   __m512 r2 = _mm512_mul_ps(r, r);
   p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);  // p * 2^n
+  return _mm512_maskz_mov_ps(representable, _mm512_scalef_ps(p, n));  // p * 2^n, 0 below -87.3
 }
 
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
