@@ -1,0 +1,82 @@
+#include "lmt/model/activations.h"
+
+#include <algorithm>
+
+namespace lmt::model {
+namespace {
+
+BlockActs plan_block(const ModelConfig& c, int64_t B, int64_t T, DType cd, DType f, Arena& a) {
+  const int64_t N = B * T, C = c.d_model, NH = c.n_heads, G = c.n_kv_heads, HD = c.head_dim;
+  const int64_t H = c.ffn_hidden, U = c.ffn == FfnKind::kGlu ? 2 * H : H;
+  BlockActs b;
+  b.norm1_mean = a.allocate({N}, f, "norm1_mean");
+  b.norm1_rstd = a.allocate({N}, f, "norm1_rstd");
+  b.h1 = a.allocate({N, C}, cd, "h1");
+  if (c.qk_norm) {
+    b.q_pre = a.allocate({N, NH * HD}, f, "q_pre");
+    b.k_pre = a.allocate({N, G * HD}, f, "k_pre");
+    b.q_rstd = a.allocate({N * NH}, f, "q_rstd");
+    b.k_rstd = a.allocate({N * G}, f, "k_rstd");
+  }
+  b.q = a.allocate({B, T, NH, HD}, f, "q");
+  b.k = a.allocate({B, T, G, HD}, f, "k");
+  b.v = a.allocate({B, T, G, HD}, f, "v");
+  b.att = a.allocate({B, T, NH, HD}, f, "att");
+  b.lse = a.allocate({B, NH, T}, f, "lse");
+  b.att_c = cd == f ? b.att : a.allocate({B, T, NH, HD}, cd, "att_c");
+  b.res_mid = a.allocate({N, C}, f, "res_mid");
+  b.norm2_mean = a.allocate({N}, f, "norm2_mean");
+  b.norm2_rstd = a.allocate({N}, f, "norm2_rstd");
+  b.h2 = a.allocate({N, C}, cd, "h2");
+  b.u = a.allocate({N, U}, f, "u");
+  b.a = a.allocate({N, H}, cd, "a");
+  return b;
+}
+
+}  // namespace
+
+ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o, Arena& a) {
+  const int64_t N = B * T, C = c.d_model, NH = c.n_heads, G = c.n_kv_heads, HD = c.head_dim;
+  const int64_t H = c.ffn_hidden, U = c.ffn == FfnKind::kGlu ? 2 * H : H;
+  const DType cd = o.compute;
+  const DType f = activation_dtype(o.compute);
+  ActivationPlan p;
+  p.B = B;
+  p.T = T;
+  p.options = o;
+  for (int64_t l = 0; l <= c.n_layers; ++l) p.residual.push_back(a.allocate({N, C}, f, "residual"));
+  const int64_t kept = o.recompute ? 1 : c.n_layers;
+  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, B, T, cd, f, a));
+
+  Scratch& s = p.scratch;
+  s.f32_nc = a.allocate({N, C}, f, "f32_nc");
+  if (cd != f) s.f32_nh = a.allocate({N, H}, f, "f32_nh");
+  s.dres = a.allocate({N, C}, f, "dres");
+  s.dh = a.allocate({N, C}, f, "dh");
+  s.da = a.allocate({N, H}, f, "da");
+  s.du = a.allocate({N, U}, f, "du");
+  s.datt = a.allocate({B, T, NH, HD}, f, "datt");
+  s.dq = a.allocate({B, T, NH, HD}, f, "dq");
+  s.dk = a.allocate({B, T, G, HD}, f, "dk");
+  s.dv = a.allocate({B, T, G, HD}, f, "dv");
+  if (c.qk_norm) {
+    s.dq_pre = a.allocate({N, NH * HD}, f, "dq_pre");
+    s.dk_pre = a.allocate({N, G * HD}, f, "dk_pre");
+  }
+  if (cd != f) s.grad_c = a.allocate({N * std::max({C, U, NH * HD})}, cd, "grad_c");
+  s.final_mean = a.allocate({N}, f, "final_mean");
+  s.final_rstd = a.allocate({N}, f, "final_rstd");
+  s.final_h = a.allocate({N, C}, cd, "final_h");
+  s.dfinal = a.allocate({N, C}, f, "dfinal");
+  s.losses = a.allocate({N}, f, "losses");
+  s.positions = a.allocate({N}, DType::kI32, "positions");
+  return p;
+}
+
+size_t activation_bytes(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o) {
+  Arena measuring = Arena::Measuring();
+  plan_activations(c, B, T, o, measuring);
+  return measuring.peak();
+}
+
+}  // namespace lmt::model

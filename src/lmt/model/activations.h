@@ -1,0 +1,86 @@
+// The activation plan: every tensor forward and backward touch, carved from one Arena up front.
+//
+// The plan is a pure function of (config, B, T, RunOptions); building it on a measuring arena
+// (Arena::Measuring) yields the exact bytes a real arena needs, before anything is allocated.
+// Nothing is allocated during a step.
+//
+// Without recompute each block keeps its own BlockActs (what backward needs). With recompute
+// (activation checkpointing per block) only the residual stream between blocks is kept and one
+// shared BlockActs is reused: forward uses it as scratch, backward recomputes a block into it.
+//
+// "f32" below means the activation dtype (f64 in an f64 run).
+// In bf16 mode the GEMM inputs (normed activations, attention output, FFN activation) are kept in
+// bf16 only; their f32 originals live in shared scratch for the moment they are needed.
+#pragma once
+
+#include <vector>
+
+#include "lmt/model/config.h"
+#include "lmt/tensor/arena.h"
+
+namespace lmt::model {
+
+struct RunOptions {
+  // GEMM input dtype: kBF16 (mixed precision), kF32, or kF64 (ref backend only: gradient checks).
+  DType compute = DType::kBF16;
+  kernels::AttentionBackend attention = kernels::AttentionBackend::kFlash;
+  bool recompute = false;        // activation checkpointing per block
+  float z_loss = 0.0f;
+  int64_t lm_head_chunk = 256;   // rows of logits materialised at a time
+};
+
+// Float dtype of activations and gradients: f64 for an f64 run, else f32.
+inline DType activation_dtype(DType compute) { return compute == DType::kF64 ? DType::kF64 : DType::kF32; }
+
+// One block's saved activations. N = B·T rows; U = 2H (GLU) or H (MLP).
+struct BlockActs {
+  TensorView norm1_mean, norm1_rstd;  // [N]
+  TensorView h1;                      // [N,C] norm1 output, compute dtype (GEMM input)
+  TensorView q_pre, k_pre;            // [N,NH·HD], [N,G·HD] before QK-norm (qk_norm only)
+  TensorView q_rstd, k_rstd;          // [N·NH], [N·G] (qk_norm only)
+  TensorView q, k, v;                 // [B,T,NH,HD], [B,T,G,HD] f32, after QK-norm and RoPE
+  TensorView att, lse;                // [B,T,NH,HD] f32, [B,NH,T]
+  TensorView att_c;                   // att in the compute dtype (bf16 mode; else == att)
+  TensorView res_mid;                 // [N,C] residual after attention
+  TensorView norm2_mean, norm2_rstd;  // [N]
+  TensorView h2;                      // [N,C] compute dtype
+  TensorView u;                       // [N,U] f32 FFN up (and gate) projection
+  TensorView a;                       // [N,H] compute dtype FFN activation (down's input)
+};
+
+// Shared scratch for forward and backward (one of each, whatever the depth).
+struct Scratch {
+  TensorView f32_nc;        // [N,C] f32: a norm output before conversion, or a projection output
+  TensorView f32_nh;        // [N,H] f32: the FFN activation before conversion (bf16 mode)
+  TensorView dres;          // [N,C] gradient of the residual stream
+  TensorView dh;            // [N,C] gradient of a norm output
+  TensorView da;            // [N,H]
+  TensorView du;            // [N,U]
+  TensorView datt;          // [B,T,NH,HD]
+  TensorView dq, dk, dv;    // gradients of q, k, v
+  TensorView dq_pre, dk_pre;  // QK-norm input gradients (qk_norm only)
+  TensorView grad_c;        // [N, max(C,U,NH·HD)] bf16 copy of a gradient fed to a GEMM (bf16 mode)
+  TensorView final_mean, final_rstd;  // [N]
+  TensorView final_h;       // [N,C] final norm output, compute dtype
+  TensorView dfinal;        // [N,C] f32 gradient of the final norm output (from the LM head)
+  TensorView losses;        // [N] per-token loss
+  TensorView positions;     // [N] i32 position of each token (t within its row)
+};
+
+struct ActivationPlan {
+  int64_t B = 0, T = 0;
+  RunOptions options;
+  std::vector<TensorView> residual;  // L+1 tensors [N,C]: input of block l, and the final output
+  std::vector<BlockActs> blocks;     // L entries, or 1 shared entry with recompute
+  Scratch scratch;
+
+  BlockActs& block(int64_t layer) { return blocks.size() == 1 ? blocks[0] : blocks[layer]; }
+};
+
+// Carves the plan from `arena` (a real or a measuring one).
+ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o, Arena& arena);
+
+// Exact arena bytes plan_activations needs.
+size_t activation_bytes(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o);
+
+}  // namespace lmt::model

@@ -1,0 +1,197 @@
+#include "lmt/model/params.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "lmt/base/rng.h"
+
+namespace lmt::model {
+namespace {
+constexpr int64_t kAlignElems = 16;  // 64 bytes of f32
+int64_t align_up(int64_t n) { return (n + kAlignElems - 1) / kAlignElems * kAlignElems; }
+}  // namespace
+
+void ParamLayout::add(std::string name, Shape shape, ParamRole role, int64_t layer, float init_std,
+                      bool hf_transposed, Shape hf_shape) {
+  ParamInfo p;
+  p.name = std::move(name);
+  p.shape = shape;
+  p.numel = shape.numel();
+  if (hf_shape.rank() == 0) {
+    hf_shape = shape;
+    if (hf_transposed) hf_shape = Shape{shape[1], shape[0]};
+  }
+  p.hf_shape = hf_shape;
+  p.offset = total_;
+  p.layer = layer;
+  p.role = role;
+  p.hf_transposed = hf_transposed;
+  p.init_std = init_std;
+  total_ = align_up(total_ + p.numel);
+  params_.push_back(std::move(p));
+}
+
+ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
+  const int64_t C = c.d_model, V = c.vocab_size, Vp = c.padded_vocab(), H = c.ffn_hidden;
+  const int64_t qkv_rows = c.q_dim() + 2 * c.kv_dim();
+  const float std = c.init_std;
+  const float out_std = c.scaled_residual_init ? std / std::sqrt(2.0f * static_cast<float>(c.n_layers)) : std;
+  const int64_t up_rows = c.ffn == FfnKind::kGlu ? 2 * H : H;
+  const bool gpt2 = c.family == NamingFamily::kGpt2;
+  auto norm = [&](const std::string& prefix, int64_t layer) {
+    add(prefix + ".weight", {C}, ParamRole::kNorm, layer, 0);
+    if (c.has_norm_bias()) add(prefix + ".bias", {C}, ParamRole::kBias, layer, 0);
+  };
+
+  if (gpt2) {
+    add("transformer.wte.weight", {Vp, C}, ParamRole::kEmbedding, -1, std, false, {V, C});
+    add("transformer.wpe.weight", {c.max_seq_len, C}, ParamRole::kPosition, -1, std);
+  } else {
+    add("model.embed_tokens.weight", {Vp, C}, ParamRole::kEmbedding, -1, std, false, {V, C});
+    if (c.positions == PositionKind::kLearned)
+      add("model.embed_positions.weight", {c.max_seq_len, C}, ParamRole::kPosition, -1, std);
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (gpt2) {
+      const std::string p = "transformer.h." + std::to_string(l) + ".";
+      norm(p + "ln_1", l);
+      add(p + "attn.c_attn.weight", {qkv_rows, C}, ParamRole::kMatrix, l, std, true);
+      add(p + "attn.c_attn.bias", {qkv_rows}, ParamRole::kBias, l, 0);
+      add(p + "attn.c_proj.weight", {C, c.q_dim()}, ParamRole::kMatrix, l, out_std, true);
+      add(p + "attn.c_proj.bias", {C}, ParamRole::kBias, l, 0);
+      norm(p + "ln_2", l);
+      add(p + "mlp.c_fc.weight", {H, C}, ParamRole::kMatrix, l, std, true);
+      add(p + "mlp.c_fc.bias", {H}, ParamRole::kBias, l, 0);
+      add(p + "mlp.c_proj.weight", {C, H}, ParamRole::kMatrix, l, out_std, true);
+      add(p + "mlp.c_proj.bias", {C}, ParamRole::kBias, l, 0);
+      continue;
+    }
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    norm(p + "input_layernorm", l);
+    add(p + "self_attn.q_proj.weight", {c.q_dim(), C}, ParamRole::kMatrix, l, std);
+    add(p + "self_attn.k_proj.weight", {c.kv_dim(), C}, ParamRole::kMatrix, l, std);
+    add(p + "self_attn.v_proj.weight", {c.kv_dim(), C}, ParamRole::kMatrix, l, std);
+    if (c.attn_bias) {
+      add(p + "self_attn.q_proj.bias", {c.q_dim()}, ParamRole::kBias, l, 0);
+      add(p + "self_attn.k_proj.bias", {c.kv_dim()}, ParamRole::kBias, l, 0);
+      add(p + "self_attn.v_proj.bias", {c.kv_dim()}, ParamRole::kBias, l, 0);
+    }
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", {c.head_dim}, ParamRole::kNorm, l, 0);
+      add(p + "self_attn.k_norm.weight", {c.head_dim}, ParamRole::kNorm, l, 0);
+    }
+    add(p + "self_attn.o_proj.weight", {C, c.q_dim()}, ParamRole::kMatrix, l, out_std);
+    if (c.attn_out_bias) add(p + "self_attn.o_proj.bias", {C}, ParamRole::kBias, l, 0);
+    norm(p + "post_attention_layernorm", l);
+    if (c.ffn == FfnKind::kGlu) {
+      add(p + "mlp.gate_proj.weight", {H, C}, ParamRole::kMatrix, l, std);
+      add(p + "mlp.up_proj.weight", {H, C}, ParamRole::kMatrix, l, std);
+      if (c.mlp_bias) {
+        add(p + "mlp.gate_proj.bias", {H}, ParamRole::kBias, l, 0);
+        add(p + "mlp.up_proj.bias", {H}, ParamRole::kBias, l, 0);
+      }
+    } else {
+      add(p + "mlp.up_proj.weight", {H, C}, ParamRole::kMatrix, l, std);
+      if (c.mlp_bias) add(p + "mlp.up_proj.bias", {H}, ParamRole::kBias, l, 0);
+    }
+    add(p + "mlp.down_proj.weight", {C, H}, ParamRole::kMatrix, l, out_std);
+    if (c.mlp_bias) add(p + "mlp.down_proj.bias", {C}, ParamRole::kBias, l, 0);
+  }
+  norm(gpt2 ? "transformer.ln_f" : "model.norm", -1);
+  if (!c.tied_embeddings) add("lm_head.weight", {Vp, C}, ParamRole::kLmHead, -1, std, false, {V, C});
+  (void)up_rows;
+}
+
+const ParamInfo* ParamLayout::find(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+TensorView ParamLayout::view(const ParamInfo& p, void* base, DType dtype) const {
+  char* ptr = static_cast<char*>(base) + static_cast<size_t>(p.offset) * dtype_size(dtype);
+  return TensorView(ptr, p.shape, dtype);
+}
+
+ModelViews ParamLayout::views(void* base, DType dtype) const {
+  const ModelConfig& c = config_;
+  ModelViews m;
+  m.blocks.resize(c.n_layers);
+  // Consecutive tensors (q,k,v; gate,up; their biases) are joined into one view.
+  auto join = [&](const ParamInfo& first, int64_t rows, int64_t cols) {
+    char* ptr = static_cast<char*>(base) + static_cast<size_t>(first.offset) * dtype_size(dtype);
+    return cols > 0 ? TensorView(ptr, Shape{rows, cols}, dtype) : TensorView(ptr, Shape{rows}, dtype);
+  };
+  const int64_t C = c.d_model, qkv_rows = c.q_dim() + 2 * c.kv_dim();
+  const int64_t up_rows = c.ffn == FfnKind::kGlu ? 2 * c.ffn_hidden : c.ffn_hidden;
+  for (const ParamInfo& p : params_) {
+    TensorView v = view(p, base, dtype);
+    const std::string& n = p.name;
+    auto ends = [&](const char* suffix) {
+      const size_t s = std::strlen(suffix);
+      return n.size() >= s && n.compare(n.size() - s, s, suffix) == 0;
+    };
+    if (p.layer < 0) {
+      if (p.role == ParamRole::kEmbedding) m.embed = v;
+      else if (p.role == ParamRole::kPosition) m.pos_embed = v;
+      else if (p.role == ParamRole::kLmHead) m.lm_head = v;
+      else if (p.role == ParamRole::kNorm) m.final_norm_w = v;
+      else if (p.role == ParamRole::kBias) m.final_norm_b = v;
+      continue;
+    }
+    BlockViews& b = m.blocks[p.layer];
+    if (ends("ln_1.weight") || ends("input_layernorm.weight")) b.attn_norm_w = v;
+    else if (ends("ln_1.bias") || ends("input_layernorm.bias")) b.attn_norm_b = v;
+    else if (ends("c_attn.weight") || ends("q_proj.weight")) b.qkv_w = join(p, qkv_rows, C);
+    else if (ends("c_attn.bias") || ends("q_proj.bias")) b.qkv_b = join(p, qkv_rows, 0);
+    else if (ends("q_norm.weight")) b.q_norm_w = v;
+    else if (ends("k_norm.weight")) b.k_norm_w = v;
+    else if (ends("c_proj.weight") && n.find(".attn.") != std::string::npos) b.o_w = v;
+    else if (ends("c_proj.bias") && n.find(".attn.") != std::string::npos) b.o_b = v;
+    else if (ends("o_proj.weight")) b.o_w = v;
+    else if (ends("o_proj.bias")) b.o_b = v;
+    else if (ends("ln_2.weight") || ends("post_attention_layernorm.weight")) b.ffn_norm_w = v;
+    else if (ends("ln_2.bias") || ends("post_attention_layernorm.bias")) b.ffn_norm_b = v;
+    else if (ends("c_fc.weight") || ends("gate_proj.weight") ||
+             (ends("up_proj.weight") && c.ffn == FfnKind::kMlp)) b.up_w = join(p, up_rows, C);
+    else if (ends("c_fc.bias") || ends("gate_proj.bias") ||
+             (ends("up_proj.bias") && c.ffn == FfnKind::kMlp)) b.up_b = join(p, up_rows, 0);
+    else if (ends("c_proj.weight") || ends("down_proj.weight")) b.down_w = v;
+    else if (ends("c_proj.bias") || ends("down_proj.bias")) b.down_b = v;
+  }
+  if (c.tied_embeddings) m.lm_head = m.embed;
+  const int64_t q = c.q_dim(), kv = c.kv_dim();
+  for (BlockViews& b : m.blocks) {
+    b.q_w = b.qkv_w.slice_rows(0, q);
+    b.k_w = b.qkv_w.slice_rows(q, q + kv);
+    b.v_w = b.qkv_w.slice_rows(q + kv, q + 2 * kv);
+    if (b.qkv_b.present()) {
+      b.q_b = b.qkv_b.slice_rows(0, q);
+      b.k_b = b.qkv_b.slice_rows(q, q + kv);
+      b.v_b = b.qkv_b.slice_rows(q + kv, q + 2 * kv);
+    }
+  }
+  return m;
+}
+
+void init_params(const ParamLayout& layout, float* params, uint64_t seed) {
+  std::memset(params, 0, static_cast<size_t>(layout.total_numel()) * sizeof(float));
+  const int64_t V = layout.config().vocab_size, C = layout.config().d_model;
+  Rng rng(seed);
+  for (const ParamInfo& p : layout.params()) {
+    float* w = params + p.offset;
+    switch (p.role) {
+      case ParamRole::kNorm:
+        for (int64_t i = 0; i < p.numel; ++i) w[i] = 1.0f;
+        break;
+      case ParamRole::kBias: break;
+      default: {
+        // Embeddings: only the real vocabulary rows; padding rows stay zero.
+        const int64_t n = (p.role == ParamRole::kEmbedding || p.role == ParamRole::kLmHead) ? V * C : p.numel;
+        for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(rng.normal() * p.init_std);
+      }
+    }
+  }
+}
+
+}  // namespace lmt::model

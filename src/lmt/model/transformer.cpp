@@ -1,0 +1,141 @@
+// Transformer: storage, the step-level forward/backward, and the embedding and LM head ends.
+// One block's forward and backward live in block.cpp.
+#include "lmt/model/transformer.h"
+
+#include <cmath>
+
+namespace lmt::model {
+
+using kernels::CrossEntropyOptions;
+
+Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, DType master)
+    : layout_(config), backend_(backend), master_(master) {
+  Status s = config.validate();
+  LMT_CHECK(s.ok()) << s.ToString();
+  LMT_CHECK(master == DType::kF32 || master == DType::kF64) << "master dtype must be f32 or f64";
+  params_ = Tensor({layout_.total_numel()}, master);
+  grads_ = Tensor({layout_.total_numel()}, master);
+  w_ = param_views();
+  gw_ = grad_views();
+  wc_ = w_;
+}
+
+void Transformer::init(uint64_t seed) {
+  if (master_ == DType::kF32) {
+    init_params(layout_, params_.as<float>(), seed);
+  } else {
+    Tensor f32({layout_.total_numel()}, DType::kF32);
+    init_params(layout_, f32.as<float>(), seed);
+    backend_.convert(params_, f32);
+  }
+  refresh_compute_weights();
+}
+
+void Transformer::refresh_compute_weights() {
+  if (mirror_.view().present()) backend_.convert(mirror_, params_);
+}
+
+void Transformer::zero_grads() { backend_.scale(grads_, 0.0f); }
+
+void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
+  LMT_CHECK(B > 0 && T > 0 && T <= config().max_seq_len)
+      << "prepare(B=" << B << ", T=" << T << "): T must be in [1, max_seq_len=" << config().max_seq_len << "]";
+  LMT_CHECK((options.compute == DType::kF64) == (master_ == DType::kF64))
+      << "compute dtype f64 goes with an f64 master, and only with it";
+  if (options.compute == DType::kBF16) {
+    if (!mirror_.view().present()) mirror_ = Tensor({layout_.total_numel()}, DType::kBF16);
+    wc_ = layout_.views(mirror_.view().data(), DType::kBF16);
+    refresh_compute_weights();
+  } else {
+    wc_ = w_;
+  }
+  arena_ = std::make_unique<Arena>(activation_bytes(config(), B, T, options));
+  plan_ = plan_activations(config(), B, T, options, *arena_);
+  int32_t* pos = plan_.scratch.positions.as<int32_t>();
+  for (int64_t n = 0; n < B * T; ++n) pos[n] = static_cast<int32_t>(n % T);
+  have_train_forward_ = false;
+}
+
+void Transformer::norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                               const TensorView& inp, const TensorView& w, const TensorView& b) {
+  if (config().norm == NormKind::kRmsNorm)
+    backend_.rmsnorm_forward(out, rstd, inp, w, config().norm_eps);
+  else
+    backend_.layernorm_forward(out, mean, rstd, inp, w, b, config().norm_eps);
+}
+
+void Transformer::norm_backward(const TensorView& dinp, const TensorView& dw, const TensorView& db,
+                                const TensorView& dout, const TensorView& inp, const TensorView& w,
+                                const TensorView& mean, const TensorView& rstd, bool accumulate) {
+  if (config().norm == NormKind::kRmsNorm)
+    backend_.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, accumulate);
+  else
+    backend_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, accumulate);
+}
+
+TensorView Transformer::compute_copy(const TensorView& g) {
+  const TensorView& buf = plan_.scratch.grad_c;
+  if (!buf.present()) return g;
+  TensorView c(buf.data(), g.shape(), buf.dtype());
+  backend_.convert(c, g);
+  return c;
+}
+
+double Transformer::forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids,
+                            bool train, float loss_scale) {
+  LMT_CHECK(arena_ != nullptr) << "forward() before prepare()";
+  const int64_t B = plan_.B, T = plan_.T, N = B * T, C = config().d_model;
+  const RunOptions& o = plan_.options;
+  Scratch& s = plan_.scratch;
+  tokens_ = TensorView(const_cast<int32_t*>(tokens), Shape{N}, DType::kI32);
+  targets_ = TensorView(const_cast<int32_t*>(targets), Shape{N}, DType::kI32);
+  doc_ids_ = doc_ids ? TensorView(const_cast<int32_t*>(doc_ids), Shape{B, T}, DType::kI32) : TensorView();
+
+  backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
+  if (config().positions == PositionKind::kLearned)
+    backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
+  for (int64_t l = 0; l < config().n_layers; ++l) forward_block(l, plan_.block(l));
+
+  const TensorView& last = plan_.residual[config().n_layers];
+  const bool bf = o.compute == DType::kBF16;
+  const TensorView hf = bf ? s.f32_nc : s.final_h;
+  norm_forward(hf, s.final_mean, s.final_rstd, last, w_.final_norm_w, w_.final_norm_b);
+  if (bf) backend_.convert(s.final_h, hf);
+
+  num_valid_ = 0;
+  for (int64_t n = 0; n < N; ++n) num_valid_ += targets[n] != -100;
+  CrossEntropyOptions xo;
+  xo.vocab_size = config().vocab_size;
+  xo.z_loss = o.z_loss;
+  xo.chunk_rows = o.lm_head_chunk;
+  xo.grad_scale = num_valid_ > 0 ? loss_scale / static_cast<float>(num_valid_) : 0.0f;
+  loss_scale_ = loss_scale;
+  have_train_forward_ = train;
+  backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
+                                 train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
+  (void)C;
+  if (num_valid_ == 0) return 0.0;
+  double sum = 0;
+  for (int64_t n = 0; n < N; ++n)
+    sum += s.losses.dtype() == DType::kF64 ? s.losses.as<double>()[n] : s.losses.as<float>()[n];
+  return sum / static_cast<double>(num_valid_);
+}
+
+void Transformer::backward() {
+  LMT_CHECK(have_train_forward_) << "backward() needs a preceding forward(..., train=true)";
+  have_train_forward_ = false;
+  Scratch& s = plan_.scratch;
+  const int64_t L = config().n_layers;
+  norm_backward(s.dres, gw_.final_norm_w, gw_.final_norm_b, s.dfinal, plan_.residual[L], w_.final_norm_w,
+                s.final_mean, s.final_rstd, /*accumulate=*/false);
+  for (int64_t l = L - 1; l >= 0; --l) {
+    BlockActs& acts = plan_.block(l);
+    if (plan_.options.recompute) forward_block(l, acts);  // rebuild what the checkpoint dropped
+    backward_block(l, acts);
+    if (block_grads_ready_) block_grads_ready_(l);
+  }
+  backend_.embedding_backward(gw_.embed, s.dres, tokens_);
+  if (config().positions == PositionKind::kLearned) backend_.embedding_backward(gw_.pos_embed, s.dres, s.positions);
+}
+
+}  // namespace lmt::model

@@ -1,0 +1,96 @@
+// Transformer: parameters, gradients and the forward/backward passes of any ModelConfig.
+//
+// Storage: one flat master buffer (f32; f64 for gradient checks) laid out by ParamLayout, one
+// gradient buffer of the same dtype, and in bf16 mode one bf16 mirror of the master weights that
+// GEMMs read (refresh_compute_weights() after every update). Norm weights and biases are always
+// read from the master buffer.
+//
+// A training step: prepare(B, T, options) once; then per micro-batch forward(..., train=true)
+// followed by backward(). forward computes the LM head's gradients in the same pass as its loss
+// (the logits are never recomputed), so backward() must follow a training forward.
+// Gradients accumulate into grads(); zero_grads() between optimizer steps.
+//
+// The model never talks to other processes: a data-parallel wrapper reduces grads() (a flat
+// buffer), optionally block by block via set_block_grads_ready().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "lmt/kernels/backend.h"
+#include "lmt/model/activations.h"
+#include "lmt/model/config.h"
+#include "lmt/model/params.h"
+#include "lmt/tensor/arena.h"
+#include "lmt/tensor/tensor.h"
+
+namespace lmt::model {
+
+class Transformer {
+ public:
+  // `config` must be valid (validate() is checked). master: kF32, or kF64 for gradient checks.
+  Transformer(const ModelConfig& config, kernels::Backend& backend, DType master = DType::kF32);
+
+  const ModelConfig& config() const { return layout_.config(); }
+  const ParamLayout& layout() const { return layout_; }
+  kernels::Backend& backend() { return backend_; }
+
+  // Flat buffers of layout().total_numel() elements, dtype master().
+  DType master() const { return master_; }
+  TensorView params() const { return params_.view(); }
+  TensorView grads() const { return grads_.view(); }
+  ModelViews param_views() const { return layout_.views(params_.view().data(), master_); }
+  ModelViews grad_views() const { return layout_.views(grads_.view().data(), master_); }
+
+  void init(uint64_t seed);            // init_params, then refresh_compute_weights()
+  void refresh_compute_weights();      // master -> bf16 mirror (no-op unless prepared for bf16)
+  void zero_grads();
+
+  // Plans and allocates the activation arena for (B, T, options); its size is exactly
+  // activation_bytes(config(), B, T, options). Calling again with other values re-plans.
+  void prepare(int64_t B, int64_t T, const RunOptions& options);
+  const Arena& arena() const { return *arena_; }
+  const ActivationPlan& plan() const { return plan_; }
+
+  // tokens, targets: [B·T] i32 (targets == -100 are ignored); doc_ids: [B·T] i32 or nullptr.
+  // Returns the mean loss over non-ignored targets (0 if there are none). With train, also computes
+  // the LM head gradients of loss_scale · mean loss (e.g. loss_scale = 1/grad_accum).
+  double forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids, bool train,
+                 float loss_scale = 1.0f);
+  // grads += d(loss_scale · mean loss)/dθ for the last training forward.
+  void backward();
+
+  // Per-token losses of the last forward ([B·T], 0 where ignored).
+  TensorView token_losses() const { return plan_.scratch.losses; }
+
+  // Called with the block index as soon as that block's parameter gradients are final in backward
+  // (blocks finish from last to first; embeddings and the final norm finish after block 0).
+  void set_block_grads_ready(std::function<void(int64_t layer)> hook) { block_grads_ready_ = std::move(hook); }
+
+ private:
+  void forward_block(int64_t layer, BlockActs& acts);
+  void backward_block(int64_t layer, BlockActs& acts);
+  void norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                    const TensorView& inp, const TensorView& w, const TensorView& b);
+  void norm_backward(const TensorView& dinp, const TensorView& dw, const TensorView& db,
+                     const TensorView& dout, const TensorView& inp, const TensorView& w,
+                     const TensorView& mean, const TensorView& rstd, bool accumulate);
+  // GEMM-ready copy of a gradient in grad_c (bf16 mode) or the gradient itself.
+  TensorView compute_copy(const TensorView& g);
+
+  ParamLayout layout_;
+  kernels::Backend& backend_;
+  DType master_;
+  Tensor params_, grads_, mirror_;
+  ModelViews w_, gw_, wc_;  // master, gradient and GEMM (compute dtype) views
+  std::unique_ptr<Arena> arena_;
+  ActivationPlan plan_;
+  TensorView tokens_, targets_, doc_ids_;
+  int64_t num_valid_ = 0;
+  float loss_scale_ = 1.0f;
+  bool have_train_forward_ = false;
+  std::function<void(int64_t)> block_grads_ready_;
+};
+
+}  // namespace lmt::model
