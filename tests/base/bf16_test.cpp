@@ -57,7 +57,9 @@ TEST(Bf16, SubnormalsRoundAndToFloatIsExact) {
   EXPECT_EQ(bits_of(from_u32(0x00008000)), 0x0000);  // tie to even (0)
   for (uint32_t b = 0; b < 0x10000; b += 0x101) {
     float f = bf16::to_float(static_cast<uint16_t>(b));
-    if (!std::isnan(f)) EXPECT_EQ(bits_of(f), b) << "round trip of " << b;
+    if (!std::isnan(f)) {
+      EXPECT_EQ(bits_of(f), b) << "round trip of " << b;
+    }
   }
 }
 

@@ -81,26 +81,35 @@ TensorView Transformer::compute_copy(const TensorView& g) {
   return c;
 }
 
-double Transformer::forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids,
-                            bool train, float loss_scale) {
-  LMT_CHECK(arena_ != nullptr) << "forward() before prepare()";
-  const int64_t B = plan_.B, T = plan_.T, N = B * T, C = config().d_model;
-  const RunOptions& o = plan_.options;
+void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids) {
+  LMT_CHECK(arena_ != nullptr) << "forward before prepare()";
+  const int64_t B = plan_.B, T = plan_.T, N = B * T;
   Scratch& s = plan_.scratch;
   tokens_ = TensorView(const_cast<int32_t*>(tokens), Shape{N}, DType::kI32);
-  targets_ = TensorView(const_cast<int32_t*>(targets), Shape{N}, DType::kI32);
   doc_ids_ = doc_ids ? TensorView(const_cast<int32_t*>(doc_ids), Shape{B, T}, DType::kI32) : TensorView();
-
   backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
   if (config().positions == PositionKind::kLearned)
     backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
   for (int64_t l = 0; l < config().n_layers; ++l) forward_block(l, plan_.block(l));
-
-  const TensorView& last = plan_.residual[config().n_layers];
-  const bool bf = o.compute == DType::kBF16;
+  const bool bf = plan_.options.compute == DType::kBF16;
   const TensorView hf = bf ? s.f32_nc : s.final_h;
-  norm_forward(hf, s.final_mean, s.final_rstd, last, w_.final_norm_w, w_.final_norm_b);
+  norm_forward(hf, s.final_mean, s.final_rstd, plan_.residual[config().n_layers], w_.final_norm_w, w_.final_norm_b);
   if (bf) backend_.convert(s.final_h, hf);
+}
+
+void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out) {
+  forward_trunk(tokens, doc_ids);
+  have_train_forward_ = false;
+  backend_.linear_forward(out, plan_.scratch.final_h, wc_.lm_head.slice_rows(0, config().vocab_size), TensorView());
+}
+
+double Transformer::forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids,
+                            bool train, float loss_scale) {
+  forward_trunk(tokens, doc_ids);
+  const int64_t N = plan_.B * plan_.T;
+  const RunOptions& o = plan_.options;
+  Scratch& s = plan_.scratch;
+  targets_ = TensorView(const_cast<int32_t*>(targets), Shape{N}, DType::kI32);
 
   num_valid_ = 0;
   for (int64_t n = 0; n < N; ++n) num_valid_ += targets[n] != -100;
@@ -109,11 +118,9 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   xo.z_loss = o.z_loss;
   xo.chunk_rows = o.lm_head_chunk;
   xo.grad_scale = num_valid_ > 0 ? loss_scale / static_cast<float>(num_valid_) : 0.0f;
-  loss_scale_ = loss_scale;
   have_train_forward_ = train;
   backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
                                  train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
-  (void)C;
   if (num_valid_ == 0) return 0.0;
   double sum = 0;
   for (int64_t n = 0; n < N; ++n)

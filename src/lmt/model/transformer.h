@@ -61,6 +61,10 @@ class Transformer {
   // grads += d(loss_scale · mean loss)/dθ for the last training forward.
   void backward();
 
+  // Inference: logits[B·T, V] (f32, or f64 in an f64 run) of every position; doc_ids may be null.
+  // Causal, so the logits of position t depend only on tokens [0, t] of its row.
+  void logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out);
+
   // Per-token losses of the last forward ([B·T], 0 where ignored).
   TensorView token_losses() const { return plan_.scratch.losses; }
 
@@ -69,6 +73,8 @@ class Transformer {
   void set_block_grads_ready(std::function<void(int64_t layer)> hook) { block_grads_ready_ = std::move(hook); }
 
  private:
+  // Embeddings, every block and the final norm (into plan_.scratch.final_h).
+  void forward_trunk(const int32_t* tokens, const int32_t* doc_ids);
   void forward_block(int64_t layer, BlockActs& acts);
   void backward_block(int64_t layer, BlockActs& acts);
   void norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
@@ -88,7 +94,6 @@ class Transformer {
   ActivationPlan plan_;
   TensorView tokens_, targets_, doc_ids_;
   int64_t num_valid_ = 0;
-  float loss_scale_ = 1.0f;
   bool have_train_forward_ = false;
   std::function<void(int64_t)> block_grads_ready_;
 };

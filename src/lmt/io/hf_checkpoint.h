@@ -1,0 +1,25 @@
+// Hugging Face checkpoints: a directory with config.json and model.safetensors.
+//
+// config_from_hf() maps the architectures this project models (LlamaForCausalLM, Qwen2/Qwen3,
+// MistralForCausalLM, GPT2LMHeadModel) to a ModelConfig. load_hf_weights() copies every tensor
+// the layout names into a flat f32 buffer, transposing GPT-2's Conv1D weights and leaving padded
+// vocabulary rows at zero. A config and weights that disagree (a missing tensor, a wrong shape, an
+// extra tensor the config has no place for) are rejected with the tensor named.
+#pragma once
+
+#include <string>
+
+#include "lmt/base/status.h"
+#include "lmt/model/config.h"
+#include "lmt/model/params.h"
+
+namespace lmt::io {
+
+// Parses `path` (a config.json). The model name is the file's directory name.
+StatusOr<model::ModelConfig> config_from_hf(const std::string& path);
+
+// Fills params (layout.total_numel() f32 values) from a safetensors file laid out with HF names.
+// GPT-2 checkpoints whose keys lack the "transformer." prefix are accepted too.
+Status load_hf_weights(const std::string& safetensors_path, const model::ParamLayout& layout, float* params);
+
+}  // namespace lmt::io
