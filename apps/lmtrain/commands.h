@@ -20,4 +20,7 @@ class Runner {
 // `lmtrain bench matmul|attention ...` (apps/lmtrain/bench_cmd.cpp)
 void add_bench_command(CLI::App& app, Runner& runner);
 
+// `lmtrain plan ...`: feasibility, memory and parallelism planning (apps/lmtrain/plan_cmd.cpp)
+void add_plan_command(CLI::App& app, Runner& runner);
+
 }  // namespace lmt::cli

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
 
   lmt::cli::Runner runner;
   lmt::cli::add_bench_command(app, runner);
-  add_pending(app, "plan", "feasibility, memory and parallelism planning", "#7", runner);
+  lmt::cli::add_plan_command(app, runner);
   add_pending(app, "tokenizer", "train, encode and decode tokenizers", "#4", runner);
   add_pending(app, "data", "prepare token shards and inspect datasets", "#5", runner);
   add_pending(app, "model", "inspect model presets and configs", "#3", runner);

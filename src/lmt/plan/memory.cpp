@@ -1,0 +1,158 @@
+#include "lmt/plan/memory.h"
+
+#include <algorithm>
+
+namespace lmt::plan {
+namespace {
+
+using metrics::Precision;
+
+// Parameters outside the layers: embeddings (+ learned positions), final norm, untied LM head.
+struct ParamSplit {
+  double embedding = 0, final_norm = 0, head = 0, per_layer = 0;
+};
+
+ParamSplit split_params(const model::ModelConfig& c) {
+  ParamSplit s;
+  const double C = static_cast<double>(c.d_model), V = static_cast<double>(c.vocab_size);
+  s.embedding = V * C + (c.positions == model::PositionKind::kLearned ? static_cast<double>(c.max_seq_len) * C : 0);
+  s.final_norm = c.has_norm_bias() ? 2 * C : C;
+  s.head = c.tied_embeddings ? 0 : V * C;
+  s.per_layer = (static_cast<double>(c.param_count()) - s.embedding - s.final_norm - s.head) /
+                static_cast<double>(c.n_layers);
+  return s;
+}
+
+// Parameters held by the first and the last pipeline stage of one TP rank.
+struct StageParams {
+  double first = 0, last = 0;
+};
+
+StageParams stage_params(const MemoryInputs& in) {
+  const double tp = static_cast<double>(in.tp), pp = static_cast<double>(in.pp);
+  if (!in.config) return {in.params / (tp * pp), in.params / (tp * pp)};
+  const model::ModelConfig& c = *in.config;
+  if (in.pp == 1) {
+    const double all = static_cast<double>(c.param_count()) / tp;
+    return {all, all};
+  }
+  const ParamSplit s = split_params(c);
+  const double layers = static_cast<double>(c.n_layers) / pp * s.per_layer;
+  const double head_copy = c.tied_embeddings ? static_cast<double>(c.vocab_size) * static_cast<double>(c.d_model) : s.head;
+  return {(s.embedding + layers) / tp, (layers + head_copy) / tp + s.final_norm};
+}
+
+struct StageActivations {
+  double first = 0, last = 0;
+};
+
+// Activations of the first and last stage for one (recompute, flash) choice.
+StageActivations stage_activations(const MemoryInputs& in, bool recompute, bool flash) {
+  const model::ModelConfig& c = *in.config;
+  const double e = (in.precision == Precision::kFp32 || in.precision == Precision::kTf32) ? 4.0 : 2.0;
+  const double tp = static_cast<double>(in.tp);
+  const double sbh = static_cast<double>(in.seq_len) * static_cast<double>(in.micro_batch) * static_cast<double>(c.d_model);
+  const double layer = layer_activation_bytes(c, in.seq_len, in.micro_batch, flash, in.dropout, e) / tp;
+  const double layer_input = e * sbh / tp;
+  const double layers_per_stage = static_cast<double>(c.n_layers / std::max<int64_t>(in.pp, 1));
+  const double logits = 4.0 * static_cast<double>(in.seq_len) * static_cast<double>(in.micro_batch) *
+                            static_cast<double>(c.vocab_size) / tp +
+                        e * sbh / tp;  // fp32 logits (their grad overwrites them) + final-norm input
+  auto stash = [&](double in_flight) {
+    return recompute ? in_flight * layers_per_stage * layer_input + layer : in_flight * layers_per_stage * layer;
+  };
+  StageActivations a;
+  if (in.pp == 1) {
+    a.first = a.last = stash(1) + logits;
+    return a;
+  }
+  const double in_flight_first = static_cast<double>(std::min(in.pp, std::max<int64_t>(in.micro_batches_per_step, 1)));
+  a.first = stash(in_flight_first);
+  a.last = stash(1) + logits;
+  return a;
+}
+
+}  // namespace
+
+StateBytes state_bytes_per_param(Precision p) {
+  if (p == Precision::kFp32 || p == Precision::kTf32) return {4, 4, 0, 4, 4};
+  return {2, 2, 4, 4, 4};  // bf16 (and fp8, V100 fp16): mixed-precision Adam
+}
+
+double layer_activation_bytes(const model::ModelConfig& c, int64_t seq_len, int64_t micro_batch, bool flash,
+                              bool dropout, double e) {
+  const double s = static_cast<double>(seq_len), b = static_cast<double>(micro_batch);
+  const double h = static_cast<double>(c.d_model), q = static_cast<double>(c.q_dim());
+  const double kv = static_cast<double>(c.kv_dim()), H = static_cast<double>(c.ffn_hidden);
+  const double a = static_cast<double>(c.n_heads);
+  const double sb = s * b;
+  double bytes = 0;
+  bytes += 2 * e * sb * h;                 // the two norm inputs
+  bytes += e * sb * h;                     // QKV matmul input
+  bytes += e * sb * (q + kv);              // Q and K (for QKᵀ)
+  bytes += e * sb * kv;                    // V
+  bytes += e * sb * q;                     // attention output = out-projection input
+  bytes += e * sb * h;                     // FFN input
+  bytes += (c.ffn == model::FfnKind::kGlu ? 3 : 2) * e * sb * H;  // FFN hidden tensors
+  if (dropout) bytes += 2 * sb * h;        // attention-output and FFN-output dropout masks (1 B)
+  if (flash) {
+    bytes += 4 * a * sb;                   // fp32 log-sum-exp per query row
+  } else {
+    bytes += e * a * s * sb;               // softmax probabilities
+    if (dropout) bytes += a * s * sb + e * a * s * sb;  // their dropout mask and output
+  }
+  return bytes;
+}
+
+MemoryBreakdown estimate_memory(const MemoryInputs& in) {
+  const StateBytes sb = state_bytes_per_param(in.precision);
+  const double dp = static_cast<double>(std::max<int64_t>(in.dp, 1));
+  const double w_div = in.zero_stage >= 3 ? dp : 1, g_div = in.zero_stage >= 2 ? dp : 1,
+               o_div = in.zero_stage >= 1 ? dp : 1;
+  const StageParams params = stage_params(in);
+
+  auto states_for = [&](double n, MemoryBreakdown& m) {
+    m.stage_params = n;
+    m.weights = sb.weights * n / w_div;
+    m.grads = sb.grads * n / g_div;
+    m.master = sb.master * n / o_div;
+    m.adam_m = sb.adam_m * n / o_div;
+    m.adam_v = sb.adam_v * n / o_div;
+    m.zero3_gather = 0;
+    if (in.zero_stage >= 3) {
+      const double per_layer = in.config ? split_params(*in.config).per_layer / static_cast<double>(in.tp)
+                                         : n / 32.0;  // no shape: assume ~32 layers
+      m.zero3_gather = 2 * sb.weights * per_layer;
+    }
+  };
+  auto finish = [&](MemoryBreakdown& m, double activations) {
+    m.activations = activations;
+    m.runtime_overhead = in.runtime_overhead_bytes;
+    m.fragmentation = in.fragmentation * (m.model_states() + m.zero3_gather + activations);
+    m.total = m.model_states() + m.zero3_gather + activations + m.runtime_overhead + m.fragmentation;
+  };
+
+  MemoryBreakdown first, last;
+  states_for(params.first, first);
+  states_for(params.last, last);
+  first.stage = 0;
+  last.stage = std::max<int64_t>(in.pp, 1) - 1;
+  if (!in.config) {
+    finish(first, 0);
+    return first;  // first and last hold the same N/(tp·pp)
+  }
+  first.activations_known = last.activations_known = true;
+  const StageActivations plain = stage_activations(in, false, false), flash = stage_activations(in, false, true),
+                         rc = stage_activations(in, true, false), rc_flash = stage_activations(in, true, true);
+  first.activation_variants = {plain.first, flash.first, rc.first, rc_flash.first};
+  last.activation_variants = {plain.last, flash.last, rc.last, rc_flash.last};
+  auto chosen = [&](const ActivationVariants& v) {
+    return in.recompute ? (in.flash_attention ? v.recompute_flash : v.recompute)
+                        : (in.flash_attention ? v.flash : v.plain);
+  };
+  finish(first, chosen(first.activation_variants));
+  finish(last, chosen(last.activation_variants));
+  return last.total > first.total ? last : first;
+}
+
+}  // namespace lmt::plan

@@ -1,0 +1,94 @@
+// `lmtrain plan` as a user runs it: the JSON contract, the table, and exit codes (2: usage error such
+// as an unknown or malformed flag; 1: a value that parses but is wrong, with a hint).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+Result run(const std::string& args, bool with_stderr = false) {
+  std::string cmd = std::string(LMTRAIN_BIN) + " plan " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(PlanCli, JsonHasTheDocumentedKeys) {
+  Result r = run("--model llama3.2-1b --hardware h100-sxm --devices 8 --hours 24 --mfu 0.4 --price 2.5 "
+                 "--throughput 300000 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"params", "flops_per_token_6n", "flops_per_token_detailed", "total_flops",
+                          "chinchilla_params", "chinchilla_tokens", "tokens_feasible", "hours", "cost",
+                          "memory_per_device_bytes", "fits", "parallelism", "implied_mfu"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["params"].get<double>(), 1235814400.0);
+  EXPECT_GT(j["implied_mfu"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["cost"].get<double>(), 8 * 24 * 2.5);
+  EXPECT_TRUE(j["memory_per_device_bytes"]["total"].is_number());
+}
+
+TEST(PlanCli, EightBillionOn32GpusFromAJsonConfig) {
+  Result r = run(std::string("--model ") + PLAN_TEST_DATA + "/llama3-8b.json --hardware a100-80gb --devices 32 "
+                 "--devices-per-node 8 --seq-len 4096 --global-batch 256 --tp 4 --pp 2 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["params"].get<double>(), 8030261248.0);
+  EXPECT_EQ(j["layout"]["dp"], 4);
+  EXPECT_EQ(j["layout"]["grad_accum"], 64);
+  EXPECT_TRUE(j["fits"].get<bool>());
+}
+
+TEST(PlanCli, TableIsReadable) {
+  Result r = run("--model smollm-360m --hardware a100-80gb --hours 30 --mfu 0.4");
+  ASSERT_EQ(r.code, 0);
+  for (const char* s : {"FLOPs/token (6N)", "chinchilla", "memory per device", "parallelism", "fits"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+TEST(PlanCli, ImpossibleThroughputIsFlagged) {
+  Result r = run("--model llama3.2-1b --hardware h100-sxm --devices 8 --throughput 2e7", true);
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("IMPOSSIBLE"), std::string::npos) << r.out;
+}
+
+TEST(PlanCli, BadValuesExit1WithHint) {
+  Result hw = run("--params 7e9 --hardware tpu", true);
+  EXPECT_EQ(hw.code, 1);
+  EXPECT_NE(hw.out.find("h100-sxm"), std::string::npos) << hw.out;
+  EXPECT_NE(hw.out.find("hint:"), std::string::npos) << hw.out;
+  Result model = run("--model gpt5 --hardware h100-sxm", true);
+  EXPECT_EQ(model.code, 1);
+  EXPECT_NE(model.out.find("llama3.2-1b"), std::string::npos) << model.out;
+  Result heads = run("--model gpt2-124m --hardware h100-sxm --devices 8 --tp 8", true);
+  EXPECT_EQ(heads.code, 1);
+  EXPECT_NE(heads.out.find("does not divide n_heads = 12"), std::string::npos) << heads.out;
+  Result layers = run("--model llama3-2.2b --hardware h100-sxm --devices 8 --pp 4", true);
+  EXPECT_EQ(layers.code, 1);
+  EXPECT_NE(layers.out.find("does not divide n_layers = 30"), std::string::npos) << layers.out;
+  EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --mfu 2").code, 1);
+}
+
+TEST(PlanCli, BadFlagsExit2) {
+  EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --no-such-flag").code, 2);
+  EXPECT_EQ(run("--params 7e9").code, 2);                             // --hardware is required
+  EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --devices many").code, 2);
+  EXPECT_EQ(run("--params 7e9 --model tiny --hardware cpu").code, 2);  // mutually exclusive
+}
+
+}  // namespace
