@@ -221,6 +221,8 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   t->add_option("--iters", at.iters, "timed repetitions (the median is reported)")->capture_default_str();
   t->add_flag("--json", at.json, "print one JSON object");
   t->callback([&runner] { runner.set(run_attention(at)); });
+
+  add_model_bench(bench, runner);
 }
 
 }  // namespace lmt::cli

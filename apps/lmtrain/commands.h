@@ -22,5 +22,9 @@ void add_bench_command(CLI::App& app, Runner& runner);
 
 // `lmtrain plan ...`: feasibility, memory and parallelism planning (apps/lmtrain/plan_cmd.cpp)
 void add_plan_command(CLI::App& app, Runner& runner);
+// `lmtrain model info ...` (apps/lmtrain/model_cmd.cpp)
+void add_model_command(CLI::App& app, Runner& runner);
+// `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
+void add_model_bench(CLI::App* bench, Runner& runner);
 
 }  // namespace lmt::cli

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   lmt::cli::add_plan_command(app, runner);
   add_pending(app, "tokenizer", "train, encode and decode tokenizers", "#4", runner);
   add_pending(app, "data", "prepare token shards and inspect datasets", "#5", runner);
-  add_pending(app, "model", "inspect model presets and configs", "#3", runner);
+  lmt::cli::add_model_command(app, runner);
   add_pending(app, "train", "train a model from a TOML recipe", "#6", runner);
   add_pending(app, "eval", "validation loss and multiple-choice benchmarks", "#8", runner);
   add_pending(app, "generate", "sample text from a checkpoint", "#8", runner);

@@ -97,4 +97,28 @@ TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
   EXPECT_EQ(j["kv_heads"].get<int>(), 2);
 }
 
+TEST(Cli, ModelInfoGivesExactParamsAndComponents) {
+  Result r = run("model info --preset gpt2-124m --json");
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["params"].get<int64_t>(), 124439808);
+  int64_t sum = 0;
+  for (auto& [k, v] : j["components"].items()) sum += v["params"].get<int64_t>();
+  EXPECT_EQ(sum, 124439808);  // the components add up to the whole
+  Result text = run("model info --preset qwen3-1.8b");
+  EXPECT_NE(text.out.find("1829195776"), std::string::npos) << text.out;
+}
+
+TEST(Cli, BenchModelJsonHasTokensPerSecondAndMfu) {
+  Result r = run("bench model --preset tiny --batch 1 --seq 32 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(r.code, 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"tokens_per_s", "mfu", "mfu_6n", "seconds_forward", "seconds_backward", "params"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+  Result bad = run("bench model --preset gpt7", true);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("valid presets:"), std::string::npos) << bad.out;
+}
+
 }  // namespace

@@ -65,8 +65,8 @@ struct ModelConfig {
   int64_t param_count() const;
 };
 
-// Known presets: gpt2-124m, gpt2-350m, gpt2-1.3b, llama2-1.3b, llama3-2.2b, llama3.2-1b,
-// smollm-360m, smollm2-135m, qwen3-1.8b, tiny.
+// Known presets: gpt2-124m, gpt2-350m, gpt2-1.3b, llama-124m, llama2-1.3b, llama3-2.2b,
+// llama3.2-1b, smollm-360m, smollm2-135m, qwen3-1.8b, tiny.
 StatusOr<ModelConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -72,6 +72,9 @@ const std::map<std::string, std::function<ModelConfig()>>& registry() {
          c.norm_eps = 1e-6f;
          return c;
        }},
+      // Llama-style block at GPT-2 small's size (SwiGLU H = 2048, RoPE, RMSNorm, tied): the
+      // "Llama-style 124M" of the benchmarks, same shape as bench/torch_baseline.py's llama-124m.
+      {"llama-124m", [] { return llama("llama-124m", 50257, 12, 768, 12, 12, 64, 2048, true, 10000.f, 1024); }},
       // For tests and the demo: small enough to train for real in minutes on 2 cores.
       {"tiny", [] {
          ModelConfig c = llama("tiny", 4096, 4, 256, 8, 4, 32, 688, true, 10000.f, 256);

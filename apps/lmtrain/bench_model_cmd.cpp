@@ -1,0 +1,120 @@
+// `lmtrain bench model`: forward + backward throughput of a preset, tokens/s and MFU.
+//
+// MFU = achieved model FLOP/s / this machine's dense peak for the compute dtype (metrics/hardware).
+// "mfu" counts the detailed training FLOPs (matmuls incl. attention over the full T×T, PaLM's
+// convention); "mfu_6n" counts 6·N per token.
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/base/rng.h"
+#include "lmt/base/timer.h"
+#include "lmt/metrics/hardware.h"
+#include "lmt/model/flops.h"
+#include "lmt/model/transformer.h"
+
+namespace lmt::cli {
+namespace {
+
+struct ModelBenchArgs {
+  std::string preset = "gpt2-124m";
+  int64_t batch = 4, seq = 256;
+  std::string dtype = "bf16";
+  std::string attention = "flash";
+  bool recompute = false;
+  int warmup = 1, iters = 5;
+  bool json = false;
+};
+
+Status run_model_bench(const ModelBenchArgs& a) {
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
+  if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len)
+    return InvalidArgument("--batch must be positive and --seq in [1, " + std::to_string(config.max_seq_len) + "]",
+                           "the preset's max_seq_len bounds --seq");
+  model::RunOptions o;
+  if (a.dtype == "bf16") o.compute = DType::kBF16;
+  else if (a.dtype == "fp32") o.compute = DType::kF32;
+  else return InvalidArgument("--dtype '" + a.dtype + "' is unknown", "use bf16 or fp32");
+  if (a.attention == "flash") o.attention = kernels::AttentionBackend::kFlash;
+  else if (a.attention == "naive") o.attention = kernels::AttentionBackend::kNaive;
+  else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use flash or naive");
+  o.recompute = a.recompute;
+
+  model::Transformer m(config, kernels::cpu_backend());
+  m.init(1);
+  m.prepare(a.batch, a.seq, o);
+  const int64_t N = a.batch * a.seq;
+  std::vector<int32_t> tokens(N), targets(N);
+  Rng rng(2);
+  for (int64_t i = 0; i < N; ++i) {
+    tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
+    targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
+  }
+  std::vector<double> fwd, bwd;
+  for (int i = 0; i < a.warmup + a.iters; ++i) {
+    Timer t;
+    m.forward(tokens.data(), targets.data(), nullptr, true);
+    const double tf = t.seconds();
+    m.backward();
+    if (i >= a.warmup) {
+      fwd.push_back(tf);
+      bwd.push_back(t.seconds() - tf);
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> step(fwd.size());
+  for (size_t i = 0; i < fwd.size(); ++i) step[i] = fwd[i] + bwd[i];
+  const double secs = median(step);
+  const double tokens_per_s = static_cast<double>(N) / secs;
+  const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
+  const auto& peaks = metrics::measured_peaks();
+  const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
+  const double mfu = f.training * tokens_per_s / peak, mfu_6n = f.six_n * tokens_per_s / peak;
+  const size_t arena = m.arena().capacity(), ws = kernels::cpu_backend().workspace_bytes();
+  if (a.json) {
+    nlohmann::json j = {{"bench", "model"}, {"preset", a.preset}, {"batch", a.batch}, {"seq", a.seq},
+                        {"dtype", a.dtype}, {"attention", a.attention}, {"recompute", a.recompute},
+                        {"params", config.param_count()}, {"seconds", secs},
+                        {"seconds_forward", median(fwd)}, {"seconds_backward", median(bwd)},
+                        {"tokens_per_s", tokens_per_s}, {"mfu", mfu}, {"mfu_6n", mfu_6n},
+                        {"tflops", f.training * tokens_per_s * 1e-12}, {"peak_tflops", peak * 1e-12},
+                        {"activation_bytes", arena}, {"workspace_bytes", ws},
+                        {"threads", metrics::cpu_info().threads}, {"machine", metrics::machine_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("machine: %s\n", metrics::machine_summary().c_str());
+    std::printf("model %s (%.1fM params) B=%lld T=%lld %s, attention %s%s: forward %.1f ms + backward %.1f ms "
+                "= %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s, MFU %.1f%% (6N: %.1f%%); activations %.1f MiB, "
+                "kernel workspace %.1f MiB\n",
+                a.preset.c_str(), config.param_count() / 1e6, static_cast<long long>(a.batch),
+                static_cast<long long>(a.seq), a.dtype.c_str(), a.attention.c_str(),
+                a.recompute ? ", recompute" : "", median(fwd) * 1e3, median(bwd) * 1e3, secs * 1e3, tokens_per_s,
+                f.training * tokens_per_s * 1e-12, mfu * 100, mfu_6n * 100, arena / 1048576.0, ws / 1048576.0);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_model_bench(CLI::App* bench, Runner& runner) {
+  static ModelBenchArgs mb;
+  CLI::App* m = bench->add_subcommand("model", "forward+backward throughput of a model preset (tokens/s, MFU)");
+  m->add_option("--preset", mb.preset, "model preset (lmtrain model info lists them)")->capture_default_str();
+  m->add_option("--batch", mb.batch, "micro-batch B")->capture_default_str();
+  m->add_option("--seq", mb.seq, "sequence length T")->capture_default_str();
+  m->add_option("--dtype", mb.dtype, "bf16 (mixed precision) or fp32")->capture_default_str();
+  m->add_option("--attention", mb.attention, "flash or naive")->capture_default_str();
+  m->add_flag("--recompute", mb.recompute, "activation checkpointing per block");
+  m->add_option("--warmup", mb.warmup, "untimed steps")->capture_default_str();
+  m->add_option("--iters", mb.iters, "timed steps (the median is reported)")->capture_default_str();
+  m->add_flag("--json", mb.json, "print one JSON object");
+  m->callback([&runner] { runner.set(run_model_bench(mb)); });
+}
+
+}  // namespace lmt::cli

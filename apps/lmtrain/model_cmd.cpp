@@ -1,0 +1,97 @@
+// `lmtrain model info --preset NAME [--json]`: a preset's configuration, exact parameter count and
+// the parameters (and fp32 bytes) of each component.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/model/config.h"
+#include "lmt/model/flops.h"
+#include "lmt/model/params.h"
+
+namespace lmt::cli {
+namespace {
+
+struct ModelInfoArgs {
+  std::string preset;
+  int64_t seq = 0;
+  bool json = false;
+};
+
+// Which component a parameter belongs to, for the breakdown.
+std::string component(const model::ParamInfo& p) {
+  switch (p.role) {
+    case model::ParamRole::kEmbedding: return "embedding";
+    case model::ParamRole::kPosition: return "position_embedding";
+    case model::ParamRole::kLmHead: return "lm_head";
+    default: break;
+  }
+  if (p.layer < 0) return "final_norm";
+  const bool attn = p.name.find("attn") != std::string::npos;
+  if (p.role == model::ParamRole::kNorm || p.role == model::ParamRole::kBias) {
+    if (p.name.find("norm") != std::string::npos || p.name.find("ln_") != std::string::npos) return "norms";
+  }
+  return attn ? "attention" : "ffn";
+}
+
+// A float as the shortest decimal that reads back to it (JSON would print the double's digits).
+double f7(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.7g", static_cast<double>(v));
+  return std::strtod(buf, nullptr);
+}
+
+Status run_model_info(const ModelInfoArgs& a) {
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig c, model::preset(a.preset));
+  model::ParamLayout layout(c);
+  std::map<std::string, int64_t> counts;
+  for (const auto& p : layout.params()) counts[component(p)] += p.hf_shape.numel();
+  const int64_t seq = a.seq > 0 ? a.seq : c.max_seq_len;
+  const model::FlopsPerToken f = model::flops_per_token(c, seq);
+  nlohmann::json comps = nlohmann::json::object();
+  for (const auto& [k, n] : counts) comps[k] = {{"params", n}, {"bytes_fp32", 4 * n}};
+  nlohmann::json cfg = {
+      {"family", model::family_name(c.family)}, {"vocab_size", c.vocab_size}, {"padded_vocab", c.padded_vocab()},
+      {"max_seq_len", c.max_seq_len}, {"n_layers", c.n_layers}, {"d_model", c.d_model}, {"n_heads", c.n_heads},
+      {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim}, {"ffn_hidden", c.ffn_hidden},
+      {"ffn", model::ffn_name(c.ffn)}, {"activation", kernels::activation_name(c.activation)},
+      {"norm", model::norm_name(c.norm)}, {"norm_eps", f7(c.norm_eps)}, {"positions", model::position_name(c.positions)},
+      {"rope_theta", f7(c.rope_theta)}, {"rotary_fraction", f7(c.rotary_fraction)}, {"nope_every", c.nope_every},
+      {"qk_norm", c.qk_norm}, {"attn_bias", c.attn_bias}, {"attn_out_bias", c.attn_out_bias},
+      {"mlp_bias", c.mlp_bias}, {"tied_embeddings", c.tied_embeddings}, {"init_std", f7(c.init_std)}};
+  if (a.json) {
+    nlohmann::json j = {{"preset", a.preset}, {"params", c.param_count()}, {"bytes_fp32", 4 * c.param_count()},
+                        {"config", cfg}, {"components", comps}, {"seq_len", seq},
+                        {"flops_per_token_6n", f.six_n}, {"flops_per_token_training", f.training}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return Status::Ok();
+  }
+  std::printf("model %s: %lld parameters (%.2f M), %.1f MiB in fp32\n", a.preset.c_str(),
+              static_cast<long long>(c.param_count()), c.param_count() / 1e6, 4.0 * c.param_count() / 1048576.0);
+  for (auto it = cfg.begin(); it != cfg.end(); ++it) std::printf("  %-16s %s\n", it.key().c_str(), it.value().dump().c_str());
+  std::printf("components:\n");
+  for (const auto& [k, n] : counts)
+    std::printf("  %-20s %14lld params  %10.1f MiB fp32  %5.1f%%\n", k.c_str(), static_cast<long long>(n),
+                4.0 * n / 1048576.0, 100.0 * n / c.param_count());
+  std::printf("FLOPs per token at seq %lld: 6N %.3e, training (detailed) %.3e\n", static_cast<long long>(seq), f.six_n,
+              f.training);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_model_command(CLI::App& app, Runner& runner) {
+  CLI::App* model = app.add_subcommand("model", "inspect model presets and configs");
+  model->require_subcommand(1);
+  static ModelInfoArgs args;
+  CLI::App* info = model->add_subcommand("info", "configuration, parameter count and bytes per component");
+  info->add_option("--preset", args.preset, "preset name")->required();
+  info->add_option("--seq", args.seq, "sequence length for the FLOP count (default: max_seq_len)");
+  info->add_flag("--json", args.json, "print JSON");
+  info->callback([&runner] { runner.set(run_model_info(args)); });
+}
+
+}  // namespace lmt::cli
