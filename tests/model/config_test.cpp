@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "lmt/model/config_json.h"
 #include "lmt/model/flops.h"
 
 namespace lmt::model {
@@ -75,6 +76,25 @@ TEST(Flops, SixNAndDetailedForGpt2) {
   const double C = 768, L = 12, T = 1024, V = 50257;
   EXPECT_DOUBLE_EQ(f.forward, L * (24 * C * C + 4 * T * C) + 2 * C * V);
   EXPECT_DOUBLE_EQ(f.training, 3 * f.forward);
+}
+
+TEST(ConfigJson, RoundTripsEveryPreset) {
+  for (const auto& name : preset_names()) {
+    ModelConfig c = *preset(name);
+    auto back = model_config_from_json(model_config_to_json(c), name);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(model_config_to_json(*back), model_config_to_json(c)) << name;
+    EXPECT_EQ(back->param_count(), c.param_count()) << name;
+  }
+}
+
+TEST(ConfigJson, UnknownKeyAndWrongTypeAreNamed) {
+  auto typo = model_config_from_json(nlohmann::json{{"n_layer", 4}}, "m.json");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("m.json: unknown key 'n_layer'"), std::string::npos);
+  auto type = model_config_from_json(nlohmann::json{{"n_layers", "four"}}, "m.json");
+  ASSERT_FALSE(type.ok());
+  EXPECT_NE(type.status().message().find("'n_layers'"), std::string::npos);
 }
 
 }  // namespace

@@ -2,10 +2,8 @@
 //
 // `load_model(arg)`: a preset name (model/config.h), or a path to a JSON file holding either
 // ModelConfig fields (vocab_size, n_layers, d_model, n_heads, n_kv_heads, head_dim, ffn_hidden,
-// ffn "glu"|"mlp", norm, positions, tied_embeddings, max_seq_len, qk_norm, ...; unknown keys are
-// errors, so typos do not silently fall back to defaults) or a Hugging Face config.json (recognised
-// by `num_hidden_layers`; its standard Llama/Qwen keys are mapped, the rest ignored). Omitted keys:
-// n_kv_heads = n_heads, head_dim = d_model / n_heads, the rest as ModelConfig's defaults. TOML
+// ffn "glu"|"mlp", norm, positions, tied_embeddings, max_seq_len, qk_norm, ...: model/config_json.h)
+// or a Hugging Face config.json (recognised by `model_type`: io/hf_checkpoint.h). TOML
 // configs are the config module's (not yet here): a .toml path is an Unimplemented error.
 //
 // `mfu_from_metrics(path)`: a run's metrics.jsonl, one JSON object per line; the lines that carry a
@@ -23,9 +21,6 @@
 namespace lmt::plan {
 
 StatusOr<model::ModelConfig> load_model(const std::string& preset_or_path);
-
-// `source` names the file in error messages.
-StatusOr<model::ModelConfig> model_from_json(const nlohmann::json& j, const std::string& source);
 
 StatusOr<double> mfu_from_metrics(const std::string& path);
 

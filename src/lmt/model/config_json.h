@@ -1,0 +1,25 @@
+// ModelConfig <-> JSON with our own key names (those of ModelConfig: vocab_size, n_layers,
+// d_model, n_heads, n_kv_heads, head_dim, ffn_hidden, ffn "glu"|"mlp", norm, positions, ...).
+// Used by model config files, checkpoints (the resolved config) and golden-test dumps.
+//
+// from_json: unknown keys are errors naming the key and listing the valid ones (typos must not
+// fall back to defaults silently); wrong types name the key; omitted keys take ModelConfig's
+// defaults, except n_kv_heads = n_heads, head_dim = d_model / n_heads and max_seq_len = 2048.
+// The result is validated. to_json writes every key, so from_json(to_json(c)) == c.
+// Hugging Face config.json files use other names: io/hf_checkpoint.h reads those.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lmt/base/status.h"
+#include "lmt/model/config.h"
+
+namespace lmt::model {
+
+// `source` names the file (or other origin) in error messages.
+StatusOr<ModelConfig> model_config_from_json(const nlohmann::json& j, const std::string& source);
+nlohmann::json model_config_to_json(const ModelConfig& c);
+
+}  // namespace lmt::model
