@@ -38,9 +38,10 @@ Status run_model_bench(const ModelBenchArgs& a) {
   if (a.dtype == "bf16") o.compute = DType::kBF16;
   else if (a.dtype == "fp32") o.compute = DType::kF32;
   else return InvalidArgument("--dtype '" + a.dtype + "' is unknown", "use bf16 or fp32");
-  if (a.attention == "flash") o.attention = kernels::AttentionBackend::kFlash;
-  else if (a.attention == "naive") o.attention = kernels::AttentionBackend::kNaive;
-  else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use flash or naive");
+  if (a.attention == "flash") o.attention = model::AttentionChoice::kFlash;
+  else if (a.attention == "naive") o.attention = model::AttentionChoice::kNaive;
+  else if (a.attention == "auto") o.attention = model::AttentionChoice::kAuto;
+  else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use auto, flash or naive");
   o.recompute = a.recompute;
 
   model::Transformer m(config, kernels::cpu_backend());
@@ -109,7 +110,7 @@ void add_model_bench(CLI::App* bench, Runner& runner) {
   m->add_option("--batch", mb.batch, "micro-batch B")->capture_default_str();
   m->add_option("--seq", mb.seq, "sequence length T")->capture_default_str();
   m->add_option("--dtype", mb.dtype, "bf16 (mixed precision) or fp32")->capture_default_str();
-  m->add_option("--attention", mb.attention, "flash or naive")->capture_default_str();
+  m->add_option("--attention", mb.attention, "auto, flash or naive")->capture_default_str();
   m->add_flag("--recompute", mb.recompute, "activation checkpointing per block");
   m->add_option("--warmup", mb.warmup, "untimed steps")->capture_default_str();
   m->add_option("--iters", mb.iters, "timed steps (the median is reported)")->capture_default_str();

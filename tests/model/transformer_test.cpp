@@ -171,6 +171,12 @@ TEST(ActivationPlan, ArenaPeakEqualsTheReportForEveryMode) {
             (c.n_layers - 1) * block);
 }
 
+TEST(AttentionChoice, AutoTakesFlashWhereTheBackendHasItElseNaive) {
+  EXPECT_EQ(resolve_attention(AttentionChoice::kAuto, kernels::cpu_backend()), kernels::AttentionBackend::kFlash);
+  EXPECT_EQ(resolve_attention(AttentionChoice::kAuto, kernels::ref_backend()), kernels::AttentionBackend::kNaive);
+  EXPECT_EQ(resolve_attention(AttentionChoice::kNaive, kernels::cpu_backend()), kernels::AttentionBackend::kNaive);
+}
+
 TEST(ParamLayout, HuggingFaceNamesAdjacencyAndPadding) {
   ParamLayout gpt2(*preset("gpt2-124m"));
   const ParamInfo* c_attn = gpt2.find("transformer.h.3.attn.c_attn.weight");

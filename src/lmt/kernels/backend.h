@@ -65,6 +65,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Bytes of scratch the backend currently holds (reused across calls, grown on demand).
   virtual size_t workspace_bytes() const { return 0; }
+  // Whether AttentionBackend::kFlash is a real tiled kernel here (the ref oracle computes both
+  // backends with the same exact loops, so it says no).
+  virtual bool has_flash_attention() const { return true; }
 
   // ---- GEMM -------------------------------------------------------------------------------------
   // c[M,N] (f32, or f64 with f64 inputs) = op(a) · op(b)  (+ c if accumulate)

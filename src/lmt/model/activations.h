@@ -20,10 +20,14 @@
 
 namespace lmt::model {
 
+// kAuto takes flash where the backend has a flash kernel and falls back to naive otherwise, saying
+// so in one log line.
+enum class AttentionChoice : uint8_t { kAuto, kFlash, kNaive };
+
 struct RunOptions {
   // GEMM input dtype: kBF16 (mixed precision), kF32, or kF64 (ref backend only: gradient checks).
   DType compute = DType::kBF16;
-  kernels::AttentionBackend attention = kernels::AttentionBackend::kFlash;
+  AttentionChoice attention = AttentionChoice::kAuto;
   bool recompute = false;        // activation checkpointing per block
   float z_loss = 0.0f;
   int64_t lm_head_chunk = 256;   // rows of logits materialised at a time
@@ -70,6 +74,7 @@ struct Scratch {
 struct ActivationPlan {
   int64_t B = 0, T = 0;
   RunOptions options;
+  kernels::AttentionBackend attention = kernels::AttentionBackend::kFlash;  // options.attention resolved
   std::vector<TensorView> residual;  // L+1 tensors [N,C]: input of block l, and the final output
   std::vector<BlockActs> blocks;     // L entries, or 1 shared entry with recompute
   Scratch scratch;

@@ -38,7 +38,7 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
     be.rope_forward(k3, k3, s.positions, c.rope_theta, c.rotary_dim());
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  be.attention_forward(plan_.options.attention, a.att, a.lse, a.q, a.k, a.v, doc_ids_, scale);
+  be.attention_forward(plan_.attention, a.att, a.lse, a.q, a.k, a.v, doc_ids_, scale);
   if (bf) be.convert(a.att_c, a.att);
   be.linear_forward(s.f32_nc, a.att_c.reshape({N, NH * HD}), wc.o_w, w.o_b);
   be.add(a.res_mid, res_in, s.f32_nc);
@@ -77,7 +77,7 @@ void Transformer::backward_block(int64_t l, BlockActs& a) {
   be.linear_backward(s.datt.reshape({N, NH * HD}), gw.o_w, gw.o_b, compute_copy(s.dres),
                      a.att_c.reshape({N, NH * HD}), wc.o_w);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  be.attention_backward(plan_.options.attention, s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse,
+  be.attention_backward(plan_.attention, s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse,
                         doc_ids_, scale);
   if (c.layer_uses_rope(l)) {
     const TensorView dq3 = s.dq.reshape({N, NH, HD}), dk3 = s.dk.reshape({N, G, HD});

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "lmt/base/log.h"
+
 namespace lmt::model {
 
 using kernels::CrossEntropyOptions;
@@ -18,6 +20,18 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, D
   w_ = param_views();
   gw_ = grad_views();
   wc_ = w_;
+}
+
+kernels::AttentionBackend resolve_attention(AttentionChoice choice, const kernels::Backend& backend) {
+  switch (choice) {
+    case AttentionChoice::kFlash: return kernels::AttentionBackend::kFlash;
+    case AttentionChoice::kNaive: return kernels::AttentionBackend::kNaive;
+    case AttentionChoice::kAuto: break;
+  }
+  if (backend.has_flash_attention()) return kernels::AttentionBackend::kFlash;
+  LMT_LOG(INFO) << "attention auto: the '" << backend.name()
+                << "' backend has no flash kernel; using naive attention (materialises T x T scores)";
+  return kernels::AttentionBackend::kNaive;
 }
 
 void Transformer::init(uint64_t seed) {
@@ -51,6 +65,7 @@ void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
   }
   arena_ = std::make_unique<Arena>(activation_bytes(config(), B, T, options));
   plan_ = plan_activations(config(), B, T, options, *arena_);
+  plan_.attention = resolve_attention(options.attention, backend_);
   int32_t* pos = plan_.scratch.positions.as<int32_t>();
   for (int64_t n = 0; n < B * T; ++n) pos[n] = static_cast<int32_t>(n % T);
   have_train_forward_ = false;

@@ -27,6 +27,9 @@
 
 namespace lmt::model {
 
+// What RunOptions::attention means on `backend` (kAuto: flash if it has one; logs a fallback).
+kernels::AttentionBackend resolve_attention(AttentionChoice choice, const kernels::Backend& backend);
+
 class Transformer {
  public:
   // `config` must be valid (validate() is checked). master: kF32, or kF64 for gradient checks.

@@ -11,6 +11,7 @@ namespace lmt::kernels {
 class RefBackend final : public Backend {
  public:
   std::string_view name() const override { return "ref"; }
+  bool has_flash_attention() const override { return false; }
 
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
