@@ -1,0 +1,219 @@
+#include "lmt/config/config.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace lmt::config {
+namespace {
+
+std::string describe(const toml::node& n) {
+  std::ostringstream s;
+  if (n.is_table()) return "a table";
+  if (n.is_string()) return "the string \"" + n.value<std::string>().value_or("") + "\"";
+  n.visit([&](const auto& x) { s << x; });
+  return (n.is_array() ? "an array " : "") + s.str();
+}
+
+// Converts a TOML node to the key's type; the error names `where` (file or flag) and the key.
+StatusOr<Value> convert(const toml::node& n, const KeyInfo& info, const std::string& where) {
+  auto wrong = [&] {
+    const std::string t = type_name(info.type);
+    const std::string article = (t[0] == 'i') ? "an " : "a ";
+    return InvalidArgument(where + ": key '" + info.key + "' must be " + article + t + ", got " + describe(n),
+                           info.key + " = " + (info.presence == Presence::kDefault ? value_to_string(info.default_value) : "...") +
+                               "  # " + info.doc);
+  };
+  switch (info.type) {
+    case Type::kInt:
+      if (auto v = n.as_integer()) return Value(static_cast<int64_t>(v->get()));
+      return wrong();
+    case Type::kFloat:
+      if (auto v = n.as_floating_point()) return Value(v->get());
+      if (auto v = n.as_integer()) return Value(static_cast<double>(v->get()));
+      return wrong();
+    case Type::kBool:
+      if (auto v = n.as_boolean()) return Value(v->get());
+      return wrong();
+    case Type::kString:
+      if (auto v = n.as_string()) return Value(v->get());
+      return wrong();
+    case Type::kFloatList: {
+      const toml::array* a = n.as_array();
+      if (!a) return wrong();
+      std::vector<double> out;
+      for (const auto& e : *a) {
+        if (auto f = e.as_floating_point()) out.push_back(f->get());
+        else if (auto i = e.as_integer()) out.push_back(static_cast<double>(i->get()));
+        else return wrong();
+      }
+      return Value(out);
+    }
+    case Type::kStringList: {
+      const toml::array* a = n.as_array();
+      if (!a) return wrong();
+      std::vector<std::string> out;
+      for (const auto& e : *a) {
+        if (auto s = e.as_string()) out.push_back(s->get());
+        else return wrong();
+      }
+      return Value(out);
+    }
+  }
+  return wrong();
+}
+
+Status unknown_key(const std::string& where, const std::string& key) {
+  return InvalidArgument(where + ": unknown key '" + key + "'",
+                         "did you mean '" + closest_key(key) + "'? (`lmtrain train --print-keys` lists every key)");
+}
+
+// Flattens nested tables into dotted keys and sets each leaf.
+Status apply_table(Config& c, const toml::table& t, const std::string& prefix, const std::string& where) {
+  for (const auto& [k, node] : t) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const toml::table* sub = node.as_table()) {
+      LMT_RETURN_IF_ERROR(apply_table(c, *sub, key, where));
+      continue;
+    }
+    const KeyInfo* info = find_key(key);
+    if (!info) return unknown_key(where, key);
+    LMT_ASSIGN_OR_RETURN(Value v, convert(node, *info, where));
+    LMT_RETURN_IF_ERROR(c.set(key, v, where));
+  }
+  return Status::Ok();
+}
+
+// toml++ as Debian builds it reports syntax errors by exception; it is caught here, never escapes.
+StatusOr<toml::table> parse(const std::string& text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    return InvalidArgument(msg.str(), "see https://toml.io for the syntax; keys look like `lr = 3e-4` under `[optim]`");
+  }
+}
+
+}  // namespace
+
+std::string value_to_string(const Value& v) {
+  std::ostringstream s;
+  s.precision(10);
+  std::visit([&](const auto& x) {
+    using V = std::decay_t<decltype(x)>;
+    if constexpr (std::is_same_v<V, bool>) s << (x ? "true" : "false");
+    else if constexpr (std::is_same_v<V, std::string>) s << toml::value<std::string>(x);
+    else if constexpr (std::is_same_v<V, double>) s << toml::value<double>(x);
+    else if constexpr (std::is_same_v<V, int64_t>) s << x;
+    else {
+      s << "[";
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (i) s << ", ";
+        if constexpr (std::is_same_v<V, std::vector<double>>) s << toml::value<double>(x[i]);
+        else s << toml::value<std::string>(x[i]);
+      }
+      s << "]";
+    }
+  }, v);
+  return s.str();
+}
+
+Config Config::defaults() {
+  Config c;
+  for (const auto& i : schema())
+    if (i.presence == Presence::kDefault) c.values_[i.key] = i.default_value;
+  return c;
+}
+
+StatusOr<Config> Config::from_toml_string(const std::string& text, const std::string& source) {
+  LMT_ASSIGN_OR_RETURN(toml::table t, parse(text, source));
+  Config c = defaults();
+  LMT_RETURN_IF_ERROR(apply_table(c, t, "", source));
+  return c;
+}
+
+StatusOr<Config> Config::from_toml_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return NotFound("cannot read config file '" + path + "'", "pass --config configs/<recipe>.toml");
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  return from_toml_string(text, path);
+}
+
+Status Config::set(const std::string& key, const Value& value, const std::string& source) {
+  const KeyInfo* info = find_key(key);
+  if (!info) return unknown_key(source, key);
+  values_[key] = value;
+  return Status::Ok();
+}
+
+Status Config::apply_override(const std::string& assignment) {
+  const std::string where = "--set " + assignment;
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return InvalidArgument(where + ": expected section.key=value", "e.g. --set optim.lr=3e-4");
+  const std::string key = assignment.substr(0, eq), raw = assignment.substr(eq + 1);
+  const KeyInfo* info = find_key(key);
+  if (!info) return unknown_key("--set", key);
+  StatusOr<toml::table> parsed = parse("v = " + raw, where);
+  if (!parsed.ok() && info->type == Type::kString) return set(key, Value(raw), where);  // a bare string
+  if (!parsed.ok())
+    return InvalidArgument(where + ": cannot read '" + raw + "' as: " + type_name(info->type),
+                           "e.g. --set " + key + "=" +
+                               (info->presence == Presence::kDefault ? value_to_string(info->default_value) : "..."));
+  const toml::node* node = parsed->get("v");
+  StatusOr<Value> v = convert(*node, *info, where);
+  if (!v.ok() && info->type == Type::kString) return set(key, Value(raw), where);
+  if (!v.ok()) return v.status();
+  return set(key, *v, where);
+}
+
+Status Config::check_complete(const std::string& source) const {
+  for (const auto& i : schema())
+    if (i.presence == Presence::kRequired && !has(i.key))
+      return InvalidArgument(source + ": required key '" + i.key + "' is not set", i.key + " = ...  # " + i.doc);
+  return Status::Ok();
+}
+
+const Value& Config::get(const std::string& key, Type type) const {
+  const KeyInfo* info = find_key(key);
+  LMT_CHECK(info != nullptr) << "config key '" << key << "' is not in the schema";
+  LMT_CHECK(info->type == type) << "config key '" << key << "' is a " << type_name(info->type) << ", read as " << type_name(type);
+  auto it = values_.find(key);
+  LMT_CHECK(it != values_.end()) << "config key '" << key << "' is not set (check has() first)";
+  return it->second;
+}
+
+int64_t Config::get_int(const std::string& k) const { return std::get<int64_t>(get(k, Type::kInt)); }
+double Config::get_float(const std::string& k) const { return std::get<double>(get(k, Type::kFloat)); }
+bool Config::get_bool(const std::string& k) const { return std::get<bool>(get(k, Type::kBool)); }
+const std::string& Config::get_string(const std::string& k) const { return std::get<std::string>(get(k, Type::kString)); }
+const std::vector<double>& Config::get_float_list(const std::string& k) const {
+  return std::get<std::vector<double>>(get(k, Type::kFloatList));
+}
+const std::vector<std::string>& Config::get_string_list(const std::string& k) const {
+  return std::get<std::vector<std::string>>(get(k, Type::kStringList));
+}
+
+std::string Config::to_toml() const {
+  std::string out = "# Resolved lmtrain recipe: every key, defaults included.\n";
+  std::string section;
+  for (const auto& i : schema()) {
+    auto it = values_.find(i.key);
+    if (it == values_.end()) continue;
+    const std::string sec = i.key.substr(0, i.key.find('.'));
+    if (sec != section) {
+      section = sec;
+      out += "\n[" + sec + "]\n";
+    }
+    out += i.key.substr(sec.size() + 1) + " = " + value_to_string(it->second) + "\n";
+  }
+  return out;
+}
+
+}  // namespace lmt::config
