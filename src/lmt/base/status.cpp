@@ -10,6 +10,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kIoError: return "i/o error";
     case StatusCode::kDataLoss: return "data loss";
     case StatusCode::kFailedPrecondition: return "failed precondition";
+    case StatusCode::kOutOfRange: return "out of range";
     case StatusCode::kUnimplemented: return "unimplemented";
     case StatusCode::kInternal: return "internal";
   }

@@ -21,6 +21,7 @@ enum class StatusCode {
   kIoError,             // read/write/fsync failed
   kDataLoss,            // corrupt or truncated file (bad magic, checksum, size)
   kFailedPrecondition,  // the request is valid but the state does not allow it
+  kOutOfRange,          // a sequence ended (e.g. a data loader's single pass): expected, not a fault
   kUnimplemented,       // a feature that lmtrain does not support (yet): named in the message
   kInternal,
 };
@@ -55,6 +56,7 @@ inline Status NotFound(std::string m, std::string h = "") { return {StatusCode::
 inline Status IoError(std::string m, std::string h = "") { return {StatusCode::kIoError, std::move(m), std::move(h)}; }
 inline Status DataLoss(std::string m, std::string h = "") { return {StatusCode::kDataLoss, std::move(m), std::move(h)}; }
 inline Status FailedPrecondition(std::string m, std::string h = "") { return {StatusCode::kFailedPrecondition, std::move(m), std::move(h)}; }
+inline Status OutOfRange(std::string m, std::string h = "") { return {StatusCode::kOutOfRange, std::move(m), std::move(h)}; }
 inline Status Unimplemented(std::string m, std::string h = "") { return {StatusCode::kUnimplemented, std::move(m), std::move(h)}; }
 inline Status Internal(std::string m, std::string h = "") { return {StatusCode::kInternal, std::move(m), std::move(h)}; }
 

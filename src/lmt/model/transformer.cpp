@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lmt/base/log.h"
+#include "lmt/base/trace.h"
 
 namespace lmt::model {
 
@@ -120,6 +121,7 @@ void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const Te
 
 double Transformer::forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids,
                             bool train, float loss_scale) {
+  LMT_TRACE_SCOPE("forward");
   forward_trunk(tokens, doc_ids);
   const int64_t N = plan_.B * plan_.T;
   const RunOptions& o = plan_.options;
@@ -134,6 +136,7 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   xo.chunk_rows = o.lm_head_chunk;
   xo.grad_scale = num_valid_ > 0 ? loss_scale / static_cast<float>(num_valid_) : 0.0f;
   have_train_forward_ = train;
+  LMT_TRACE_SCOPE("lm_head_loss");
   backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
                                  train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
   if (num_valid_ == 0) return 0.0;
@@ -145,6 +148,7 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
 
 void Transformer::backward() {
   LMT_CHECK(have_train_forward_) << "backward() needs a preceding forward(..., train=true)";
+  LMT_TRACE_SCOPE("backward");
   have_train_forward_ = false;
   Scratch& s = plan_.scratch;
   const int64_t L = config().n_layers;

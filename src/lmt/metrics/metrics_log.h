@@ -1,0 +1,33 @@
+// MetricsLog: RUN/metrics.jsonl, one JSON object per line, flushed after every line so a crashed
+// run keeps everything it logged. Only one process (rank 0) writes it.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "lmt/base/status.h"
+
+namespace lmt::metrics {
+
+class MetricsLog {
+ public:
+  // Opens for appending (a resumed run continues the same file).
+  static StatusOr<MetricsLog> open(const std::string& path);
+  MetricsLog(MetricsLog&& o) noexcept : f_(o.f_), path_(std::move(o.path_)) { o.f_ = nullptr; }
+  MetricsLog& operator=(MetricsLog&& o) noexcept;
+  ~MetricsLog();
+  Status write(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  MetricsLog(FILE* f, std::string path) : f_(f), path_(std::move(path)) {}
+  FILE* f_ = nullptr;
+  std::string path_;
+};
+
+// Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
+int64_t rss_bytes();
+
+}  // namespace lmt::metrics

@@ -1,0 +1,53 @@
+#include "lmt/metrics/profiler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace lmt::metrics {
+
+Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : events)
+    list.push_back({{"name", e.name}, {"ph", "X"}, {"ts", e.start_us}, {"dur", e.duration_us}, {"pid", 0}, {"tid", e.thread}});
+  const std::string text = nlohmann::json{{"traceEvents", list}, {"displayTimeUnit", "ms"}}.dump();
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return IoError("cannot write " + tmp, "check that the run directory is writable");
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return IoError("failed writing " + tmp, "is the disk full?");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError("cannot rename " + tmp + " to " + path);
+  return Status::Ok();
+}
+
+std::string profile_summary(const std::vector<TraceEvent>& events, const std::string& root) {
+  struct Row {
+    double total = 0;
+    int64_t count = 0;
+  };
+  std::map<std::string, Row> rows;
+  double root_total = 0, first = 1e300, last = 0;
+  for (const auto& e : events) {
+    Row& r = rows[e.name];
+    r.total += e.duration_us;
+    ++r.count;
+    if (e.name == root) root_total += e.duration_us;
+    first = std::min(first, e.start_us);
+    last = std::max(last, e.start_us + e.duration_us);
+  }
+  const double denom = root_total > 0 ? root_total : std::max(last - first, 1e-9);
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.total > b.second.total; });
+  std::string out = "range                     % time     total ms    count     avg ms\n";
+  char line[160];
+  for (const auto& [name, r] : sorted) {
+    std::snprintf(line, sizeof line, "%-24s %7.1f%% %12.2f %8lld %10.3f\n", name.c_str(), 100.0 * r.total / denom,
+                  r.total / 1e3, static_cast<long long>(r.count), r.total / 1e3 / static_cast<double>(r.count));
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace lmt::metrics
