@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model_test_util.h"
@@ -198,7 +199,32 @@ TEST(ParamLayout, HuggingFaceNamesAdjacencyAndPadding) {
   EXPECT_NE(qwen.find("lm_head.weight"), nullptr);  // untied
   const ParamInfo* gate = qwen.find("model.layers.0.mlp.gate_proj.weight");
   EXPECT_EQ(qwen.find("model.layers.0.mlp.up_proj.weight")->offset, gate->offset + gate->numel);
-  for (const ParamInfo& p : qwen.params()) EXPECT_EQ(p.offset % 16, 0) << p.name;
+}
+
+// Regression: fused groups stay contiguous when their sizes are not multiples of the 16-float
+// alignment (a gap made the fused views read padding instead of v_proj.bias and up_proj.bias).
+TEST(ParamLayout, FusedGroupsAreContiguousForOddSizes) {
+  ModelConfig c = *preset("tiny");
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 3;  // q 12, k/v 6: not multiples of 16
+  c.d_model = 20;
+  c.ffn_hidden = 21;
+  c.attn_bias = c.mlp_bias = true;
+  ParamLayout l(c);
+  for (const char* group : {"self_attn.q_proj.", "self_attn.k_proj.", "mlp.gate_proj."})
+    for (const char* kind : {"weight", "bias"}) {
+      const std::string first = std::string("model.layers.1.") + group + kind;
+      const ParamInfo* a = l.find(first);
+      ASSERT_NE(a, nullptr) << first;
+      const ParamInfo* next = &*(std::find_if(l.params().begin(), l.params().end(), [&](const ParamInfo& p) { return &p == a; }) + 1);
+      EXPECT_EQ(next->offset, a->offset + a->numel) << first << " then " << next->name;
+    }
+  std::vector<char> base(1);
+  const BlockViews& b = l.views(base.data(), DType::kF32).blocks[1];
+  auto elems = [&](const TensorView& t) { return (static_cast<char*>(t.data()) - base.data()) / 4; };
+  EXPECT_EQ(elems(b.v_b), l.find("model.layers.1.self_attn.v_proj.bias")->offset);
+  EXPECT_EQ(elems(b.up_b) + c.ffn_hidden, l.find("model.layers.1.mlp.up_proj.bias")->offset);
 }
 
 }  // namespace

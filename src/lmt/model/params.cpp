@@ -12,7 +12,7 @@ int64_t align_up(int64_t n) { return (n + kAlignElems - 1) / kAlignElems * kAlig
 }  // namespace
 
 void ParamLayout::add(std::string name, Shape shape, ParamRole role, int64_t layer, float init_std,
-                      bool hf_transposed, Shape hf_shape) {
+                      bool hf_transposed, Shape hf_shape, bool joined) {
   ParamInfo p;
   p.name = std::move(name);
   p.shape = shape;
@@ -27,7 +27,7 @@ void ParamLayout::add(std::string name, Shape shape, ParamRole role, int64_t lay
   p.role = role;
   p.hf_transposed = hf_transposed;
   p.init_std = init_std;
-  total_ = align_up(total_ + p.numel);
+  total_ = joined ? total_ + p.numel : align_up(total_ + p.numel);
   params_.push_back(std::move(p));
 }
 
@@ -68,12 +68,13 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
     }
     const std::string p = "model.layers." + std::to_string(l) + ".";
     norm(p + "input_layernorm", l);
-    add(p + "self_attn.q_proj.weight", {c.q_dim(), C}, ParamRole::kMatrix, l, std);
-    add(p + "self_attn.k_proj.weight", {c.kv_dim(), C}, ParamRole::kMatrix, l, std);
+    const bool join = true;  // q|k|v are one matrix (and one bias vector)
+    add(p + "self_attn.q_proj.weight", {c.q_dim(), C}, ParamRole::kMatrix, l, std, false, {}, join);
+    add(p + "self_attn.k_proj.weight", {c.kv_dim(), C}, ParamRole::kMatrix, l, std, false, {}, join);
     add(p + "self_attn.v_proj.weight", {c.kv_dim(), C}, ParamRole::kMatrix, l, std);
     if (c.attn_bias) {
-      add(p + "self_attn.q_proj.bias", {c.q_dim()}, ParamRole::kBias, l, 0);
-      add(p + "self_attn.k_proj.bias", {c.kv_dim()}, ParamRole::kBias, l, 0);
+      add(p + "self_attn.q_proj.bias", {c.q_dim()}, ParamRole::kBias, l, 0, false, {}, join);
+      add(p + "self_attn.k_proj.bias", {c.kv_dim()}, ParamRole::kBias, l, 0, false, {}, join);
       add(p + "self_attn.v_proj.bias", {c.kv_dim()}, ParamRole::kBias, l, 0);
     }
     if (c.qk_norm) {
@@ -84,10 +85,10 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
     if (c.attn_out_bias) add(p + "self_attn.o_proj.bias", {C}, ParamRole::kBias, l, 0);
     norm(p + "post_attention_layernorm", l);
     if (c.ffn == FfnKind::kGlu) {
-      add(p + "mlp.gate_proj.weight", {H, C}, ParamRole::kMatrix, l, std);
+      add(p + "mlp.gate_proj.weight", {H, C}, ParamRole::kMatrix, l, std, false, {}, join);
       add(p + "mlp.up_proj.weight", {H, C}, ParamRole::kMatrix, l, std);
       if (c.mlp_bias) {
-        add(p + "mlp.gate_proj.bias", {H}, ParamRole::kBias, l, 0);
+        add(p + "mlp.gate_proj.bias", {H}, ParamRole::kBias, l, 0, false, {}, join);
         add(p + "mlp.up_proj.bias", {H}, ParamRole::kBias, l, 0);
       }
     } else {
@@ -125,7 +126,7 @@ ModelViews ParamLayout::views(void* base, DType dtype) const {
   const int64_t C = c.d_model, qkv_rows = c.q_dim() + 2 * c.kv_dim();
   const int64_t up_rows = c.ffn == FfnKind::kGlu ? 2 * c.ffn_hidden : c.ffn_hidden;
   for (const ParamInfo& p : params_) {
-    TensorView v = view(p, base, dtype);
+    TensorView v = view(p, base, dtype);  // (fused groups are contiguous: see add()'s `joined`)
     const std::string& n = p.name;
     auto ends = [&](const char* suffix) {
       const size_t s = std::strlen(suffix);

@@ -83,8 +83,10 @@ class ParamLayout {
   TensorView view(const ParamInfo& p, void* base, DType dtype) const;
 
  private:
+  // `joined`: the next tensor continues this one without an alignment gap (members of a fused
+  // q|k|v or gate|up group must be contiguous, whatever their sizes).
   void add(std::string name, Shape shape, ParamRole role, int64_t layer, float init_std,
-           bool hf_transposed = false, Shape hf_shape = Shape());
+           bool hf_transposed = false, Shape hf_shape = Shape(), bool joined = false);
   ModelConfig config_;
   std::vector<ParamInfo> params_;
   int64_t total_ = 0;
