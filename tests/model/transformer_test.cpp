@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "model_test_util.h"
 
@@ -170,6 +171,17 @@ TEST(ActivationPlan, ArenaPeakEqualsTheReportForEveryMode) {
   EXPECT_GT(block, 0);
   EXPECT_EQ(static_cast<int64_t>(activation_bytes(c, 4, 256, o)) - static_cast<int64_t>(activation_bytes(c, 4, 256, r)),
             (c.n_layers - 1) * block);
+}
+
+// Regression: zero_grads scaled by 0, and NaN * 0 = NaN, so one non-finite step poisoned all later ones.
+TEST(Transformer, ZeroGradsClearsNonFiniteGradients) {
+  Transformer m(*preset("tiny"), kernels::cpu_backend());
+  float* g = m.grads().as<float>();
+  g[0] = std::numeric_limits<float>::quiet_NaN();
+  g[1] = std::numeric_limits<float>::infinity();
+  m.zero_grads();
+  EXPECT_EQ(g[0], 0.0f);
+  EXPECT_EQ(g[1], 0.0f);
 }
 
 TEST(AttentionChoice, AutoTakesFlashWhereTheBackendHasItElseNaive) {

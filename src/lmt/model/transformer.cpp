@@ -3,6 +3,7 @@
 #include "lmt/model/transformer.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "lmt/base/log.h"
 #include "lmt/base/trace.h"
@@ -50,7 +51,9 @@ void Transformer::refresh_compute_weights() {
   if (mirror_.view().present()) backend_.convert(mirror_, params_);
 }
 
-void Transformer::zero_grads() { backend_.scale(grads_, 0.0f); }
+// Written as zeros, not scaled by 0: a NaN gradient times 0 is still NaN, and one bad step
+// would poison every later one.
+void Transformer::zero_grads() { std::memset(grads_.view().data(), 0, grads_.bytes()); }
 
 void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
   LMT_CHECK(B > 0 && T > 0 && T <= config().max_seq_len)

@@ -46,6 +46,10 @@ class Transformer {
   ModelViews param_views() const { return layout_.views(params_.view().data(), master_); }
   ModelViews grad_views() const { return layout_.views(grads_.view().data(), master_); }
 
+  // The bf16 mirror GEMMs read in bf16 mode (absent otherwise); an optimizer may refresh it in its
+  // update pass instead of refresh_compute_weights().
+  TensorView compute_mirror() const { return mirror_.view(); }
+
   void init(uint64_t seed);            // init_params, then refresh_compute_weights()
   void refresh_compute_weights();      // master -> bf16 mirror (no-op unless prepared for bf16)
   void zero_grads();
