@@ -14,7 +14,8 @@
 // Adjacency is part of the contract: q, k, v (and their biases) are consecutive, so together they
 // are one [(NH+2G)·HD, C] matrix; gate and up are consecutive ([2H, C], gate first), matching
 // glu_forward's fused input. The token embedding has padded_vocab() rows; rows >= vocab_size are
-// zero and never read (the HF shape has vocab_size rows). Every tensor starts 64-byte aligned.
+// zero and never read (the HF shape has vocab_size rows). Every tensor starts 64-byte aligned except
+// the later members of a fused group (k, v; up), which follow their predecessor without a gap.
 #pragma once
 
 #include <cstdint>
