@@ -12,6 +12,7 @@ packages=(
   libdnnl-dev              # oneDNN: fp32/bf16 GEMM (AMX / AVX512-BF16)
   libopenmpi-dev openmpi-bin  # multi-process data parallelism
   libpcre2-dev             # Unicode regex for tokenizer pre-tokenisation
+  libicu-dev               # Unicode NFC for tokenizer.json normalizers (Qwen3)
   nlohmann-json3-dev       # JSON (tokenizer.json, metrics, safetensors headers)
   libtomlplusplus-dev      # TOML recipes
   libcli11-dev             # command line

@@ -22,6 +22,13 @@ void add_bench_command(CLI::App& app, Runner& runner);
 
 // `lmtrain plan ...`: feasibility, memory and parallelism planning (apps/lmtrain/plan_cmd.cpp)
 void add_plan_command(CLI::App& app, Runner& runner);
+// `lmtrain tokenizer encode|decode ...` (apps/lmtrain/tokenizer_cmd.cpp). Returns the `tokenizer`
+// App so that further tokenizer subcommands (train) hang under it.
+CLI::App* add_tokenizer_command(CLI::App& app, Runner& runner);
+// `lmtrain tokenizer train ...` (apps/lmtrain/tokenizer_train_cmd.cpp), registered under `tokenizer`.
+void add_tokenizer_train_command(CLI::App* tokenizer, Runner& runner);
+// `lmtrain bench tokenizer ...` (apps/lmtrain/bench_tokenizer_cmd.cpp), registered under `bench`.
+void add_tokenizer_bench(CLI::App* bench, Runner& runner);
 // `lmtrain model info ...` (apps/lmtrain/model_cmd.cpp)
 void add_model_command(CLI::App& app, Runner& runner);
 // `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
