@@ -29,6 +29,11 @@ CLI::App* add_tokenizer_command(CLI::App& app, Runner& runner);
 void add_tokenizer_train_command(CLI::App* tokenizer, Runner& runner);
 // `lmtrain bench tokenizer ...` (apps/lmtrain/bench_tokenizer_cmd.cpp), registered under `bench`.
 void add_tokenizer_bench(CLI::App* bench, Runner& runner);
+// `lmtrain data prepare|info ...` (apps/lmtrain/data_cmd.cpp); also registers `bench data` under the
+// `bench` subcommand, so add_bench_command() must run first.
+void add_data_command(CLI::App& app, Runner& runner);
+// `lmtrain bench data ...` (apps/lmtrain/bench_data_cmd.cpp), registered under `bench`.
+void add_data_bench(CLI::App* bench, Runner& runner);
 // `lmtrain model info ...` (apps/lmtrain/model_cmd.cpp)
 void add_model_command(CLI::App& app, Runner& runner);
 // `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   lmt::cli::add_plan_command(app, runner);
   CLI::App* tokenizer_cmd = lmt::cli::add_tokenizer_command(app, runner);
   lmt::cli::add_tokenizer_train_command(tokenizer_cmd, runner);
-  add_pending(app, "data", "prepare token shards and inspect datasets", "#5", runner);
+  lmt::cli::add_data_command(app, runner);
   lmt::cli::add_model_command(app, runner);
   add_pending(app, "train", "train a model from a TOML recipe", "#6", runner);
   add_pending(app, "eval", "validation loss and multiple-choice benchmarks", "#8", runner);

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lmt/base/checksum.h"
+#include "lmt/base/xxh64.h"
 #include "lmt/io/atomic_file.h"
 #include "lmt/io/hf_checkpoint.h"
 #include "lmt/io/mapped_file.h"
@@ -38,7 +38,7 @@ Status fsync_dir(const std::string& dir) {
 
 StatusOr<std::pair<int64_t, uint64_t>> size_and_checksum(const std::string& path) {
   LMT_ASSIGN_OR_RETURN(MappedFile f, MappedFile::open_read_only(path));
-  return std::make_pair(static_cast<int64_t>(f.size()), checksum64(f.data(), f.size()));
+  return std::make_pair(static_cast<int64_t>(f.size()), xxh64(f.data(), f.size()));
 }
 
 // Parses "step_00001234" (committed checkpoints only).
@@ -95,7 +95,7 @@ Status save_checkpoint(const std::string& checkpoints_dir, int64_t step, const C
   nlohmann::json manifest = {{"step", step}, {"files", nlohmann::json::object()}};
   for (const char* f : kFiles) {
     LMT_ASSIGN_OR_RETURN(auto sc, size_and_checksum(tmp_dir + "/" + f));
-    manifest["files"][f] = {{"bytes", sc.first}, {"checksum64", checksum_hex(sc.second)}};
+    manifest["files"][f] = {{"bytes", sc.first}, {"xxh64", hex64(sc.second)}};
   }
   LMT_RETURN_IF_ERROR(write_text(tmp_dir + "/manifest.json", manifest.dump(2) + "\n"));
   LMT_RETURN_IF_ERROR(fsync_dir(tmp_dir));
@@ -121,8 +121,8 @@ Status verify_checkpoint(const std::string& step_dir) {
     const auto& entry = m["files"][name];
     auto sc = size_and_checksum(step_dir + "/" + name);
     if (!sc.ok()) return DataLoss(step_dir + "/" + name + " cannot be read: " + sc.status().message(), "the checkpoint is damaged");
-    if (!entry.contains("bytes") || !entry.contains("checksum64") || entry["bytes"] != sc->first ||
-        entry["checksum64"] != checksum_hex(sc->second))
+    if (!entry.contains("bytes") || !entry.contains("xxh64") || entry["bytes"] != sc->first ||
+        entry["xxh64"] != hex64(sc->second))
       return DataLoss(step_dir + "/" + name + " does not match its manifest (size or checksum)",
                       "the file was truncated or modified; use an older checkpoint");
   }

@@ -8,7 +8,7 @@
 //   trainer_state.json     step, tokens, schedule, RNG, data cursor: whatever the trainer needs to
 //                          continue bit for bit
 //   config.toml            the resolved training recipe
-//   manifest.json          every file above with its size and checksum64, written last
+//   manifest.json          every file above with its size and XXH64, written last
 // Commit protocol: everything goes into step_XXXXXXXX.tmp/ (each file fsynced), the directory is
 // fsynced, renamed to step_XXXXXXXX and the parent fsynced. A crash leaves either the previous
 // checkpoints untouched or a *.tmp directory that the next save removes. A checkpoint whose files

@@ -1,0 +1,133 @@
+#include "lmt/data/prepare_inputs.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+namespace lmt::data {
+namespace fs = std::filesystem;
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".ndjson"); }
+
+bool is_compressed(const std::string& path) {
+  for (const char* ext : {".gz", ".zst", ".bz2", ".xz", ".zip"})
+    if (ends_with(path, ext)) return true;
+  return false;
+}
+
+Status add_file(const fs::path& p, std::vector<InputFile>* out) {
+  const std::string path = p.string();
+  if (is_compressed(path))
+    return InvalidArgument("input " + path + " is compressed", "decompress it first (e.g. `zstd -d` or `gunzip -k`)");
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(p, ec);
+  if (ec) return IoError("cannot read the size of input " + path + ": " + ec.message());
+  out->push_back({path, is_jsonl(path), static_cast<uint64_t>(size)});
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths) {
+  if (paths.empty()) return InvalidArgument("no inputs given", "pass --input FILE_OR_DIR ...");
+  std::vector<InputFile> files;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st)) return NotFound("input " + path + " does not exist", "check the --input paths");
+    if (!fs::is_directory(st)) {
+      LMT_RETURN_IF_ERROR(add_file(path, &files));
+      continue;
+    }
+    std::vector<fs::path> found;
+    fs::recursive_directory_iterator it(path, ec), end;  // symlinked directories are not entered (no cycles)
+    if (ec) return IoError("cannot list input directory " + path + ": " + ec.message());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return IoError("cannot list input directory " + path + ": " + ec.message());
+      const std::string name = it->path().filename().string();
+      if (!name.empty() && name[0] == '.') {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file(ec)) found.push_back(it->path());
+    }
+    if (found.empty()) return InvalidArgument("input directory " + path + " holds no files", "check the --input paths");
+    std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) { return a.string() < b.string(); });
+    for (const fs::path& p : found) LMT_RETURN_IF_ERROR(add_file(p, &files));
+  }
+  return files;
+}
+
+std::string DocumentReader::where(const Document& doc) const {
+  const std::string& path = files_[static_cast<size_t>(doc.file)].path;
+  return doc.line > 0 ? path + ":" + std::to_string(doc.line) : path;
+}
+
+StatusOr<bool> DocumentReader::next(Document* doc) {
+  uint64_t skipped = 0;  // blank lines' bytes, credited to the next document for progress
+  while (file_index_ < files_.size()) {
+    const InputFile& f = files_[file_index_];
+    doc->file = static_cast<int>(file_index_);
+    if (!f.jsonl) {  // one file, one document
+      ++file_index_;
+      doc->line = 0;
+      doc->input_bytes = skipped + f.bytes;
+      doc->text.clear();
+      if (f.bytes == 0) return true;
+      LMT_ASSIGN_OR_RETURN(io::MappedFile m, io::MappedFile::open_read_only(f.path));
+      doc->text.assign(reinterpret_cast<const char*>(m.data()), m.size());
+      doc->input_bytes = skipped + m.size();
+      return true;
+    }
+    if (!file_open_) {
+      map_ = io::MappedFile();
+      if (f.bytes > 0) {
+        LMT_ASSIGN_OR_RETURN(map_, io::MappedFile::open_read_only(f.path));
+      }
+      file_open_ = true;
+      offset_ = 0;
+      line_ = 0;
+    }
+    const char* base = reinterpret_cast<const char*>(map_.data());
+    while (offset_ < map_.size()) {
+      const char* begin = base + offset_;
+      const size_t left = map_.size() - offset_;
+      const char* nl = static_cast<const char*>(std::memchr(begin, '\n', left));
+      const size_t len = nl ? static_cast<size_t>(nl - begin) : left;
+      offset_ += len + (nl ? 1 : 0);
+      ++line_;
+      const std::string_view line(begin, len);
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) {  // blank line
+        skipped += len + (nl ? 1 : 0);
+        continue;
+      }
+      const std::string at = f.path + ":" + std::to_string(line_);
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object())
+        return InvalidArgument(at + ": not a JSON object (or not valid UTF-8 JSON)",
+                               "a .jsonl input holds one JSON object per line");
+      auto field = j.find(text_field_);
+      if (field == j.end() || !field->is_string())
+        return InvalidArgument(at + ": no string field '" + text_field_ + "'",
+                               "--text-field NAME chooses the field that holds the document text");
+      doc->text = std::move(field->get_ref<std::string&>());
+      doc->line = line_;
+      doc->input_bytes = skipped + len + (nl ? 1 : 0);
+      return true;
+    }
+    file_open_ = false;
+    map_ = io::MappedFile();
+    ++file_index_;
+  }
+  return false;
+}
+
+}  // namespace lmt::data

@@ -1,0 +1,64 @@
+// Input documents for `lmtrain data prepare`: resolves files and directories and reads whole
+// documents from them in a fixed order.
+//
+// Rules (the same as the tokenizer trainer's CorpusReader, so both see the same text): a path is a
+// file or a directory, walked recursively with files in byte order of their paths and names
+// starting with '.' skipped. A *.jsonl / *.ndjson file holds one JSON object per line whose string
+// field `text_field` is one document (blank lines skipped); any other file is one document of raw
+// bytes. Compressed files (.gz .zst .bz2 .xz .zip) are refused. Empty documents are returned too
+// (the caller decides to skip them).
+//
+// Memory: a JSONL file is memory-mapped and parsed line by line; a plain-text document is read
+// whole (one document = one file). One thread at a time; movable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lmt/base/status.h"
+#include "lmt/io/mapped_file.h"
+
+namespace lmt::data {
+
+struct InputFile {
+  std::string path;
+  bool jsonl = false;
+  uint64_t bytes = 0;
+};
+
+// Errors: kNotFound (a path that does not exist), kInvalidArgument (a compressed file; a directory
+// without files; no inputs), kIoError.
+StatusOr<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths);
+
+struct Document {
+  std::string text;
+  int file = 0;             // index into the input files
+  int64_t line = 0;         // 1-based JSONL line; 0 for a plain-text file
+  uint64_t input_bytes = 0; // bytes of the input file this document accounts for (progress)
+};
+
+class DocumentReader {
+ public:
+  DocumentReader(std::vector<InputFile> files, std::string text_field)
+      : files_(std::move(files)), text_field_(std::move(text_field)) {}
+
+  // Replaces *doc with the next document; false at the end of the input. Errors name the file and
+  // line (kInvalidArgument: a line that is not a JSON object or lacks the string field).
+  StatusOr<bool> next(Document* doc);
+
+  const std::vector<InputFile>& files() const { return files_; }
+  // "path:line" (or "path") of a document, for messages.
+  std::string where(const Document& doc) const;
+
+ private:
+  std::vector<InputFile> files_;
+  std::string text_field_;
+  size_t file_index_ = 0;      // the file being read
+  bool file_open_ = false;
+  io::MappedFile map_;         // the current JSONL file
+  uint64_t offset_ = 0;        // next byte of it
+  int64_t line_ = 0;
+};
+
+}  // namespace lmt::data
