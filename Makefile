@@ -19,7 +19,7 @@ configure: setup
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Until the trainer lands (issue #6), the demo shows what the kernels do on this machine.
+# The demo trains a tokenizer and a small model on a public-domain corpus (scripts/demo.sh).
 demo: build
 	@bash scripts/demo.sh $(BUILD)
 

@@ -223,6 +223,7 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   t->callback([&runner] { runner.set(run_attention(at)); });
 
   add_model_bench(bench, runner);
+  add_train_bench(bench, runner);
   add_tokenizer_bench(bench, runner);
 }
 

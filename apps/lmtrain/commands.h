@@ -34,6 +34,10 @@ void add_tokenizer_bench(CLI::App* bench, Runner& runner);
 void add_data_command(CLI::App& app, Runner& runner);
 // `lmtrain bench data ...` (apps/lmtrain/bench_data_cmd.cpp), registered under `bench`.
 void add_data_bench(CLI::App* bench, Runner& runner);
+// `lmtrain train ...` (apps/lmtrain/train_cmd.cpp)
+void add_train_command(CLI::App& app, Runner& runner);
+// `lmtrain bench train ...` (apps/lmtrain/bench_train_cmd.cpp), registered under `bench`.
+void add_train_bench(CLI::App* bench, Runner& runner);
 // `lmtrain model info ...` (apps/lmtrain/model_cmd.cpp)
 void add_model_command(CLI::App& app, Runner& runner);
 // `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 namespace lmt::config {
 namespace {
 
@@ -108,6 +112,28 @@ TEST(Config, ResolvedTomlReadsBackToTheSameValues) {
 TEST(Config, SchemaMarkdownDocumentsEveryKey) {
   const std::string md = schema_markdown();
   for (const auto& k : schema()) EXPECT_NE(md.find("`" + k.key + "`"), std::string::npos) << k.key;
+}
+
+// Every shipped recipe uses only schema keys with the right types.
+TEST(Config, EveryShippedRecipeParses) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(LMT_CONFIGS_DIR)) {
+    if (e.path().extension() != ".toml") continue;
+    auto c = Config::from_toml_file(e.path().string());
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (c.ok()) EXPECT_TRUE(c->check_complete(e.path().string()).ok()) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 11);
+}
+
+// docs/CONFIG.md embeds the generated key reference; regenerate it with
+// `build/bin/lmtrain train --print-keys` when the schema changes.
+TEST(Config, DocsConfigMdHasTheCurrentKeyReference) {
+  std::ifstream in(LMT_DOCS_DIR "/CONFIG.md");
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(doc.find(schema_markdown()), std::string::npos)
+      << "docs/CONFIG.md is out of date: paste the output of `lmtrain train --print-keys` into it";
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ std::vector<KeyInfo> build() {
       key("train.seed", I{1337}, "seed of initialisation and data order"),
       key("train.dtype", std::string("bf16"), "\"bf16\" (bf16 compute, fp32 master weights and optimizer state) or \"fp32\""),
       key("train.attention", std::string("auto"), "\"auto\", \"flash\" or \"naive\""),
+      key("train.doc_masking", true, "attention stays within each packed document (document ids from the data)"),
       key("train.recompute", false, "activation checkpointing per block (less memory, ~1/3 more compute)"),
       key("train.z_loss", 0.0, "z-loss coefficient (adds z·logsumexp² per token)"),
       key("train.grad_clip", 1.0, "clip the global gradient norm to this (0: off)"),

@@ -1,0 +1,122 @@
+// `lmtrain bench train`: full training steps of a preset on random tokens: forward + backward for
+// each micro-batch, the global gradient norm, and the fused optimizer update (which also refreshes
+// the bf16 mirror). Prints tokens/s, MFU and the time split.
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/base/rng.h"
+#include "lmt/base/timer.h"
+#include "lmt/metrics/hardware.h"
+#include "lmt/model/flops.h"
+#include "lmt/model/transformer.h"
+#include "lmt/optim/gradients.h"
+#include "lmt/optim/optimizer.h"
+
+namespace lmt::cli {
+namespace {
+
+struct TrainBenchArgs {
+  std::string preset = "gpt2-124m", optimizer = "adamw", dtype = "bf16";
+  int64_t batch = 4, seq = 256, accum = 1;
+  int warmup = 1, iters = 5;
+  bool recompute = false, json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Status run_train_bench(const TrainBenchArgs& a) {
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
+  if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len || a.accum <= 0)
+    return InvalidArgument("--batch and --accum must be positive and --seq in [1, " + std::to_string(config.max_seq_len) + "]");
+  model::RunOptions o;
+  if (a.dtype == "bf16") o.compute = DType::kBF16;
+  else if (a.dtype == "fp32") o.compute = DType::kF32;
+  else return InvalidArgument("--dtype '" + a.dtype + "' is unknown", "use bf16 or fp32");
+  o.recompute = a.recompute;
+  model::Transformer m(config, kernels::cpu_backend());
+  m.init(1);
+  m.prepare(a.batch, a.seq, o);
+  optim::OptimizerConfig oc;
+  oc.name = a.optimizer;
+  LMT_ASSIGN_OR_RETURN(auto opt, optim::Optimizer::create(oc, m.layout(), m.backend()));
+  const int64_t N = a.batch * a.seq;
+  std::vector<int32_t> tokens(N), targets(N);
+  Rng rng(3);
+  for (int64_t i = 0; i < N; ++i) {
+    tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
+    targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
+  }
+  std::vector<double> t_fwd, t_bwd, t_opt, t_step;
+  for (int it = 0; it < a.warmup + a.iters; ++it) {
+    Timer step;
+    double fwd = 0, bwd = 0;
+    m.zero_grads();
+    for (int64_t k = 0; k < a.accum; ++k) {
+      Timer t;
+      m.forward(tokens.data(), targets.data(), nullptr, true, 1.0f / static_cast<float>(a.accum));
+      fwd += t.seconds();
+      t.reset();
+      m.backward();
+      bwd += t.seconds();
+    }
+    Timer t;
+    const double norm = optim::global_grad_norm(m.backend(), m.grads());
+    opt->step(m.params(), m.grads(), m.compute_mirror(), 1.0f, optim::clip_factor(norm, 1.0f), it + 1);
+    const double op = t.seconds();
+    if (it >= a.warmup) {
+      t_fwd.push_back(fwd);
+      t_bwd.push_back(bwd);
+      t_opt.push_back(op);
+      t_step.push_back(step.seconds());
+    }
+  }
+  const double secs = median(t_step), tps = static_cast<double>(N * a.accum) / secs;
+  const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
+  const auto& peaks = metrics::measured_peaks();
+  const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
+  const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
+  const nlohmann::json split = {{"forward", median(t_fwd)}, {"backward", median(t_bwd)}, {"optimizer", median(t_opt)}};
+  if (a.json) {
+    nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
+                        {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
+                        {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"threads", metrics::cpu_info().threads},
+                        {"machine", metrics::machine_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("machine: %s\n", metrics::machine_summary().c_str());
+    std::printf("train %s B=%lld T=%lld accum=%lld %s %s: %.1f ms/step (forward %.1f, backward %.1f, optimizer %.1f), "
+                "%.0f tokens/s, MFU %.1f%% (6N: %.1f%%)\n",
+                a.preset.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.seq),
+                static_cast<long long>(a.accum), a.dtype.c_str(), a.optimizer.c_str(), secs * 1e3, median(t_fwd) * 1e3,
+                median(t_bwd) * 1e3, median(t_opt) * 1e3, tps, mfu * 100, mfu_6n * 100);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_train_bench(CLI::App* bench, Runner& runner) {
+  static TrainBenchArgs tb;
+  CLI::App* t = bench->add_subcommand("train", "full training steps (forward, backward, optimizer): tokens/s, MFU");
+  t->add_option("--preset", tb.preset, "model preset")->capture_default_str();
+  t->add_option("--batch", tb.batch, "micro-batch B")->capture_default_str();
+  t->add_option("--seq", tb.seq, "sequence length T")->capture_default_str();
+  t->add_option("--accum", tb.accum, "micro-batches per optimizer step")->capture_default_str();
+  t->add_option("--dtype", tb.dtype, "bf16 or fp32")->capture_default_str();
+  t->add_option("--optimizer", tb.optimizer, "adamw or muon")->capture_default_str();
+  t->add_flag("--recompute", tb.recompute, "activation checkpointing per block");
+  t->add_option("--warmup", tb.warmup, "untimed steps")->capture_default_str();
+  t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();
+  t->add_flag("--json", tb.json, "print one JSON object");
+  t->callback([&runner] { runner.set(run_train_bench(tb)); });
+}
+
+}  // namespace lmt::cli

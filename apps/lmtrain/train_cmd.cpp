@@ -1,0 +1,52 @@
+// `lmtrain train --config FILE --run-dir DIR [--set section.key=value ...] [--resume]
+//                [--profile-steps A:B] [--print-keys]`
+#include <cstdio>
+
+#include "commands.h"
+#include "lmt/config/config.h"
+#include "lmt/train/recipe.h"
+#include "lmt/train/trainer.h"
+
+namespace lmt::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config, run_dir, profile_steps;
+  std::vector<std::string> overrides;
+  bool resume = false, print_keys = false;
+};
+
+Status run_train(const TrainArgs& a) {
+  if (a.print_keys) {
+    std::printf("%s", config::schema_markdown().c_str());
+    return Status::Ok();
+  }
+  if (a.config.empty() || a.run_dir.empty())
+    return InvalidArgument("--config and --run-dir are required", "e.g. lmtrain train --config configs/demo.toml --run-dir runs/demo");
+  LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(a.config));
+  for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
+  if (!a.profile_steps.empty()) LMT_RETURN_IF_ERROR(c.set("profile.steps", a.profile_steps, "--profile-steps"));
+  LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, a.config));
+  std::printf("model %s: %.2fM parameters; %lld steps of %lld x %lld x %lld tokens; run directory %s\n",
+              recipe.model.name.c_str(), recipe.model.param_count() / 1e6, static_cast<long long>(recipe.max_steps),
+              static_cast<long long>(recipe.grad_accum), static_cast<long long>(recipe.micro_batch),
+              static_cast<long long>(recipe.seq_len), a.run_dir.c_str());
+  LMT_ASSIGN_OR_RETURN(auto trainer, train::Trainer::create(recipe, c.to_toml(), a.run_dir, a.resume));
+  return trainer->run();
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Runner& runner) {
+  static TrainArgs args;
+  CLI::App* t = app.add_subcommand("train", "train a model from a TOML recipe");
+  t->add_option("--config", args.config, "recipe (configs/*.toml; keys: --print-keys or docs/CONFIG.md)");
+  t->add_option("--run-dir", args.run_dir, "run directory: config.toml, metrics.jsonl, checkpoints/, trace.json");
+  t->add_option("--set", args.overrides, "override a recipe key, e.g. --set optim.lr=3e-4 (repeatable)");
+  t->add_flag("--resume", args.resume, "continue from the newest valid checkpoint in --run-dir");
+  t->add_option("--profile-steps", args.profile_steps, "write RUN/trace.json for steps A..B-1, e.g. 10:20");
+  t->add_flag("--print-keys", args.print_keys, "print every recipe key with its type, default and meaning");
+  t->callback([&runner] { runner.set(run_train(args)); });
+}
+
+}  // namespace lmt::cli

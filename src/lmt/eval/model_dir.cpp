@@ -1,0 +1,63 @@
+#include "lmt/eval/model_dir.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "lmt/config/config.h"
+#include "lmt/data/manifest.h"
+#include "lmt/io/checkpoint.h"
+#include "lmt/io/hf_checkpoint.h"
+#include "lmt/model/config_json.h"
+
+namespace lmt::eval {
+namespace fs = std::filesystem;
+namespace {
+
+// The tokenizer of the dataset a checkpoint's run trained on, or "".
+std::string tokenizer_of_checkpoint(const std::string& step_dir) {
+  auto cfg = config::Config::from_toml_file(step_dir + "/config.toml");
+  if (!cfg.ok() || !cfg->has("data.path")) return "";
+  auto manifest = data::read_manifest(cfg->get_string("data.path"));
+  return manifest.ok() ? manifest->tokenizer_path : "";
+}
+
+}  // namespace
+
+StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend& backend) {
+  std::string dir = dir_in;
+  if (fs::exists(dir + "/checkpoints") && !fs::exists(dir + "/model.safetensors")) {  // a run directory
+    std::vector<std::string> skipped;
+    LMT_ASSIGN_OR_RETURN(dir, io::find_latest_checkpoint(dir + "/checkpoints", &skipped));
+  }
+  LoadedModel out;
+  out.source = dir;
+  model::ModelConfig config;
+  if (fs::exists(dir + "/model.json")) {  // an lmtrain checkpoint
+    LMT_RETURN_IF_ERROR(io::verify_checkpoint(dir));
+    std::ifstream in(dir + "/model.json");
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded()) return DataLoss(dir + "/model.json is not JSON", "the checkpoint is damaged");
+    LMT_ASSIGN_OR_RETURN(config, model::model_config_from_json(j, dir + "/model.json"));
+    out.tokenizer_path = tokenizer_of_checkpoint(dir);
+  } else if (fs::exists(dir + "/config.json")) {  // a Hugging Face directory
+    LMT_ASSIGN_OR_RETURN(config, io::config_from_hf(dir + "/config.json"));
+    if (fs::exists(dir + "/tokenizer.json")) out.tokenizer_path = dir + "/tokenizer.json";
+  } else {
+    return NotFound(dir + " holds neither an lmtrain checkpoint (model.json) nor a Hugging Face model (config.json)",
+                    "pass a run directory, RUN/checkpoints/step_XXXXXXXX, or a directory with config.json + model.safetensors");
+  }
+  out.model = std::make_unique<model::Transformer>(config, backend);
+  LMT_RETURN_IF_ERROR(io::load_hf_weights(dir + "/model.safetensors", out.model->layout(), out.model->params().as<float>()));
+  return out;
+}
+
+StatusOr<std::unique_ptr<data::Tokenizer>> load_model_tokenizer(const LoadedModel& loaded, const std::string& explicit_path) {
+  const std::string path = explicit_path.empty() ? loaded.tokenizer_path : explicit_path;
+  if (path.empty())
+    return NotFound("no tokenizer is known for " + loaded.source, "pass --tokenizer PATH (a tokenizer.json, *.tiktoken or GPT-2 directory)");
+  auto t = data::load_tokenizer(path);
+  if (!t.ok()) return t.status().WithContext("tokenizer of " + loaded.source);
+  return t;
+}
+
+}  // namespace lmt::eval

@@ -1,0 +1,45 @@
+// AsyncCheckpointer: saves checkpoints in a background thread while training continues.
+//
+// start() copies everything it needs (parameters, optimizer state, trainer state) into buffers it
+// owns, so the trainer may keep updating the originals at once; the thread then writes the
+// checkpoint (io/checkpoint.h) and prunes old ones. At most one save is in flight: start() and
+// wait() first wait for the previous one, and report its error if it failed.
+#pragma once
+
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lmt/io/checkpoint.h"
+
+namespace lmt::train {
+
+class AsyncCheckpointer {
+ public:
+  AsyncCheckpointer(std::string checkpoints_dir, int64_t keep, bool async)
+      : dir_(std::move(checkpoints_dir)), keep_(keep), async_(async) {}
+  ~AsyncCheckpointer();
+  AsyncCheckpointer(const AsyncCheckpointer&) = delete;
+  AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
+
+  // Waits for the previous save (returning its error, if any), snapshots `data`, and saves it
+  // (in the background when async, else before returning).
+  Status start(int64_t step, const io::CheckpointData& data);
+  // Waits for the save in flight; its status.
+  Status wait();
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int64_t keep_;
+  bool async_;
+  std::thread thread_;
+  Status result_;
+  // The snapshot the thread writes.
+  std::vector<float> params_;
+  std::vector<std::vector<float>> state_;
+  io::CheckpointData data_;
+};
+
+}  // namespace lmt::train

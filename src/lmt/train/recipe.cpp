@@ -1,0 +1,152 @@
+#include "lmt/train/recipe.h"
+
+#include "lmt/data/manifest.h"
+#include "lmt/model/config_json.h"
+
+namespace lmt::train {
+namespace {
+
+Status bad(const std::string& source, const std::string& key, const std::string& what, const std::string& hint) {
+  return InvalidArgument(source + ": " + key + " " + what, hint);
+}
+
+// Preset, then every model.* key the recipe sets (same names as the model config JSON).
+StatusOr<model::ModelConfig> build_model(const config::Config& c, const std::string& source, int64_t data_vocab) {
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig preset, model::preset(c.get_string("model.preset")));
+  nlohmann::json j = model::model_config_to_json(preset);
+  for (const auto& [key, value] : c.values()) {
+    if (key.rfind("model.", 0) != 0 || key == "model.preset") continue;
+    std::visit([&](const auto& v) { j[key.substr(6)] = v; }, value);
+  }
+  if (!c.has("model.vocab_size")) j["vocab_size"] = data_vocab;
+  return model::model_config_from_json(j, source + " [model]");
+}
+
+StatusOr<data::DataSource> parse_mixture_entry(const std::string& entry, const std::string& source) {
+  const size_t colon = entry.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return bad(source, "data.mixture", "entry '" + entry + "' is not \"DIR:WEIGHT\"", "e.g. data.mixture = [\"data/code:0.3\"]");
+  char* end = nullptr;
+  const std::string w = entry.substr(colon + 1);
+  const double weight = std::strtod(w.c_str(), &end);
+  if (end == w.c_str() || *end != '\0' || !(weight > 0))
+    return bad(source, "data.mixture", "entry '" + entry + "' has no positive weight", "e.g. \"data/code:0.3\"");
+  return data::DataSource{entry.substr(0, colon), weight};
+}
+
+}  // namespace
+
+StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& source) {
+  LMT_RETURN_IF_ERROR(c.check_complete(source));
+  Recipe r;
+  // Data first: the model's vocabulary defaults to the dataset's.
+  data::DataStage stage;
+  stage.sources.push_back({c.get_string("data.path"), c.get_float("data.weight")});
+  for (const auto& e : c.get_string_list("data.mixture")) {
+    LMT_ASSIGN_OR_RETURN(data::DataSource s, parse_mixture_entry(e, source));
+    stage.sources.push_back(s);
+  }
+  auto manifest = data::read_manifest(stage.sources[0].path);
+  if (!manifest.ok())
+    return manifest.status().WithContext(source + ": data.path");
+  LMT_ASSIGN_OR_RETURN(r.model, build_model(c, source, manifest->vocab_size));
+  if (r.model.vocab_size < manifest->vocab_size)
+    return bad(source, "model.vocab_size", "= " + std::to_string(r.model.vocab_size) + " is smaller than the dataset's " +
+                                               std::to_string(manifest->vocab_size),
+               "remove model.vocab_size to take the dataset's");
+
+  r.max_steps = c.get_int("train.max_steps");
+  r.micro_batch = c.get_int("train.micro_batch");
+  r.seq_len = c.get_int("train.seq_len");
+  r.grad_accum = c.get_int("train.grad_accum");
+  r.batch_warmup_tokens = c.get_int("train.batch_warmup_tokens");
+  r.log_every = c.get_int("train.log_every");
+  r.seed = static_cast<uint64_t>(c.get_int("train.seed"));
+  r.doc_masking = c.get_bool("train.doc_masking");
+  r.grad_clip = static_cast<float>(c.get_float("train.grad_clip"));
+  for (auto [key, v] : {std::pair{"train.max_steps", r.max_steps}, {"train.micro_batch", r.micro_batch},
+                        {"train.seq_len", r.seq_len}, {"train.grad_accum", r.grad_accum}, {"train.log_every", r.log_every}})
+    if (v <= 0) return bad(source, key, "= " + std::to_string(v) + " must be positive", "e.g. " + std::string(key) + " = 4");
+  if (r.seq_len > r.model.max_seq_len)
+    return bad(source, "train.seq_len", "= " + std::to_string(r.seq_len) + " exceeds the model's max_seq_len " +
+                                            std::to_string(r.model.max_seq_len),
+               "lower train.seq_len or raise model.max_seq_len");
+
+  const std::string dtype = c.get_string("train.dtype");
+  if (dtype == "bf16") r.run.compute = DType::kBF16;
+  else if (dtype == "fp32") r.run.compute = DType::kF32;
+  else return bad(source, "train.dtype", "= \"" + dtype + "\" is unknown", "use \"bf16\" or \"fp32\"");
+  const std::string att = c.get_string("train.attention");
+  if (att == "auto") r.run.attention = model::AttentionChoice::kAuto;
+  else if (att == "flash") r.run.attention = model::AttentionChoice::kFlash;
+  else if (att == "naive") r.run.attention = model::AttentionChoice::kNaive;
+  else return bad(source, "train.attention", "= \"" + att + "\" is unknown", "use \"auto\", \"flash\" or \"naive\"");
+  r.run.recompute = c.get_bool("train.recompute");
+  r.run.z_loss = static_cast<float>(c.get_float("train.z_loss"));
+
+  r.optim.name = c.get_string("optim.name");
+  r.optim.lr = static_cast<float>(c.get_float("optim.lr"));
+  r.optim.beta1 = static_cast<float>(c.get_float("optim.beta1"));
+  r.optim.beta2 = static_cast<float>(c.get_float("optim.beta2"));
+  r.optim.eps = static_cast<float>(c.get_float("optim.eps"));
+  r.optim.weight_decay = static_cast<float>(c.get_float("optim.weight_decay"));
+  r.optim.decay_embeddings = c.get_bool("optim.decay_embeddings");
+  r.optim.muon_lr = static_cast<float>(c.get_float("optim.muon_lr"));
+  r.optim.muon_momentum = static_cast<float>(c.get_float("optim.muon_momentum"));
+  r.optim.muon_nesterov = c.get_bool("optim.muon_nesterov");
+  r.optim.muon_ns_steps = static_cast<int>(c.get_int("optim.muon_ns_steps"));
+  r.optim.muon_weight_decay = static_cast<float>(c.get_float("optim.muon_weight_decay"));
+  Status os = optim::validate(r.optim);
+  if (!os.ok()) return os.WithContext(source);
+
+  r.schedule.kind = c.get_string("schedule.kind");
+  r.schedule.warmup_steps = c.get_int("schedule.warmup_steps");
+  r.schedule.min_ratio = static_cast<float>(c.get_float("schedule.min_ratio"));
+  r.schedule.decay_fraction = static_cast<float>(c.get_float("schedule.decay_fraction"));
+  for (double d : c.get_float_list("schedule.drops")) r.schedule.drops.push_back(static_cast<float>(d));
+  r.schedule.gamma = static_cast<float>(c.get_float("schedule.gamma"));
+  Status ss = optim::validate(r.schedule);
+  if (!ss.ok()) return ss.WithContext(source);
+
+  r.train_data.stages = {stage};
+  r.train_data.split = "train";
+  r.train_data.batch = r.micro_batch;
+  r.train_data.seq = r.seq_len;
+  r.train_data.seed = r.seed;
+  r.val_data = r.train_data;
+  r.val_data.stages = {data::DataStage{0, {stage.sources[0]}}};  // validation: the primary dataset
+  r.val_data.split = "val";
+  r.val_data.shuffle = false;
+  r.val_data.loop = false;
+  r.val_data.prefetch = false;
+
+  r.checkpoint_every = c.get_int("checkpoint.every");
+  r.checkpoint_keep = c.get_int("checkpoint.keep");
+  r.checkpoint_async = c.get_bool("checkpoint.async");
+  r.eval_every = c.get_int("eval.every");
+  r.eval_batches = c.get_int("eval.batches");
+  r.layer_grad_norm_every = c.get_int("metrics.layer_grad_norm_every");
+  r.skip_nonfinite = c.get_bool("stability.skip_nonfinite");
+  r.max_bad_steps = c.get_int("stability.max_bad_steps");
+  r.spike_window = c.get_int("stability.spike_window");
+  r.spike_zscore = c.get_float("stability.spike_zscore");
+  const std::string action = c.get_string("stability.spike_action");
+  if (action == "log") r.spike_action = SpikeAction::kLog;
+  else if (action == "skip") r.spike_action = SpikeAction::kSkip;
+  else if (action == "rollback") r.spike_action = SpikeAction::kRollback;
+  else return bad(source, "stability.spike_action", "= \"" + action + "\" is unknown", "use \"log\", \"skip\" or \"rollback\"");
+
+  const std::string prof = c.get_string("profile.steps");
+  if (!prof.empty()) {
+    const size_t colon = prof.find(':');
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    r.profile_begin = colon == std::string::npos ? -1 : std::strtoll(prof.c_str(), &e1, 10);
+    r.profile_end = colon == std::string::npos ? -1 : std::strtoll(prof.c_str() + colon + 1, &e2, 10);
+    if (colon == std::string::npos || *e1 != ':' || *e2 != '\0' || r.profile_begin < 1 || r.profile_end <= r.profile_begin)
+      return bad(source, "profile.steps", "= \"" + prof + "\" is not \"A:B\" with 1 <= A < B", "e.g. profile.steps = \"10:20\"");
+  }
+  return r;
+}
+
+}  // namespace lmt::train

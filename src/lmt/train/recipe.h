@@ -1,0 +1,45 @@
+// Recipe: a validated, typed training recipe built from a Config (config/config.h). Every value the
+// trainer uses comes from here; errors name the recipe key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lmt/config/config.h"
+#include "lmt/data/loader.h"
+#include "lmt/model/activations.h"
+#include "lmt/model/config.h"
+#include "lmt/optim/optimizer.h"
+#include "lmt/optim/schedule.h"
+
+namespace lmt::train {
+
+enum class SpikeAction : uint8_t { kLog, kSkip, kRollback };
+
+struct Recipe {
+  model::ModelConfig model;
+  model::RunOptions run;
+  int64_t max_steps = 0, micro_batch = 0, seq_len = 0, grad_accum = 1, batch_warmup_tokens = 0, log_every = 1;
+  uint64_t seed = 0;
+  bool doc_masking = true;
+  float grad_clip = 1.0f;
+  optim::OptimizerConfig optim;
+  optim::ScheduleConfig schedule;
+  data::LoaderOptions train_data;  // split "train"; batch/seq/seed filled in
+  data::LoaderOptions val_data;    // split "val" of the same datasets, no shuffle, one pass
+  int64_t checkpoint_every = 0, checkpoint_keep = 3;
+  bool checkpoint_async = true;
+  int64_t eval_every = 0, eval_batches = 16;
+  int64_t layer_grad_norm_every = 0;
+  bool skip_nonfinite = true;
+  int64_t max_bad_steps = 5, spike_window = 50;
+  double spike_zscore = 6.0;
+  SpikeAction spike_action = SpikeAction::kLog;
+  int64_t profile_begin = -1, profile_end = -1;  // steps [begin, end) are traced; -1: off
+};
+
+// Builds and validates the recipe; `source` (the config file) names errors. Reads the dataset
+// manifest: model.vocab_size defaults to the dataset's.
+StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& source);
+
+}  // namespace lmt::train

@@ -1,0 +1,73 @@
+// Trainer: the step loop that wires model, data, optimizer, checkpoints and metrics together.
+//
+// One optimizer step = `accumulation_steps()` micro-batches (forward + backward, loss scaled by
+// 1/accum so gradients average), the global gradient norm, the stability guards (non-finite loss or
+// gradients, loss spikes), clipping folded into the optimizer's fused pass (which also refreshes the
+// bf16 weight mirror), then metrics, evaluation and checkpoints on their schedules.
+//
+// Run directory: config.toml (the resolved recipe), metrics.jsonl (one record per step, plus eval
+// and event records), checkpoints/step_XXXXXXXX/, trace.json when profiling. A run directory that
+// already holds a run is never overwritten: resume it, or choose another.
+// Resuming restores parameters, optimizer state, step, token count, data cursor and the spike
+// window, so a stopped and resumed run produces exactly the losses of an uninterrupted one.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "lmt/data/loader.h"
+#include "lmt/metrics/metrics_log.h"
+#include "lmt/model/transformer.h"
+#include "lmt/optim/optimizer.h"
+#include "lmt/train/async_checkpointer.h"
+#include "lmt/train/recipe.h"
+#include "lmt/train/stability.h"
+
+namespace lmt::train {
+
+class Trainer {
+ public:
+  static StatusOr<std::unique_ptr<Trainer>> create(const Recipe& recipe, const std::string& resolved_toml,
+                                                   const std::string& run_dir, bool resume);
+  // Trains until recipe.max_steps (or, with stop_after > 0, until that step: a graceful stop that
+  // checkpoints, as when a job's time is up; the schedule still spans max_steps). Stops early with
+  // an error after max_bad_steps bad steps in a row.
+  Status run(int64_t stop_after = -1);
+
+  int64_t step() const { return step_; }
+  model::Transformer& model() { return *model_; }
+  // Called with the 1-based number of the step about to run, before its first forward. For fault
+  // injection in tests (NaN parameters, a loss spike); null by default.
+  void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
+
+ private:
+  Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml);
+  Status setup(bool resume);
+  Status train_step();
+  StatusOr<double> evaluate();
+  Status save_checkpoint();
+  Status rollback();
+  nlohmann::json trainer_state() const;
+  void print_progress(double loss, double lr_mult, double norm, double tokens_per_s, double mfu) const;
+
+  Recipe recipe_;
+  std::string run_dir_, resolved_toml_;
+  std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<data::Loader> train_loader_;
+  std::unique_ptr<metrics::MetricsLog> metrics_;
+  std::unique_ptr<AsyncCheckpointer> checkpointer_;
+  SpikeDetector spikes_;
+  data::Batch batch_;
+  int64_t step_ = 0;            // optimizer steps completed (including skipped ones)
+  int64_t updates_ = 0;         // updates applied (AdamW bias correction counts these)
+  int64_t tokens_ = 0;          // tokens consumed
+  int64_t bad_in_a_row_ = 0;
+  int64_t last_checkpoint_step_ = -1, last_eval_step_ = -1;
+  double run_seconds_ = 0;
+  double peak_flops_ = 0;       // this machine's dense peak for the compute dtype
+  std::function<void(int64_t, model::Transformer&)> inject_;
+};
+
+}  // namespace lmt::train

@@ -1,0 +1,212 @@
+// The trainer end to end on a tiny model and a synthetic, learnable dataset: the loss falls; a run
+// stopped at step k and resumed gives exactly the losses of an uninterrupted run; NaNs and loss
+// spikes are skipped (or rolled back) and too many bad steps stop the run; the profiler writes a
+// trace; an existing run is never overwritten.
+#include "lmt/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "lmt/base/rng.h"
+#include "lmt/data/dataset_writer.h"
+
+namespace lmt::train {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr int64_t kVocab = 64;
+
+// Documents that follow a fixed random successor table 90% of the time: learnable structure.
+void write_dataset(const std::string& dir) {
+  data::DatasetSpec spec;
+  spec.tokenizer_path = "synthetic";
+  spec.tokenizer_fingerprint = "synthetic-v1";
+  spec.vocab_size = kVocab;
+  spec.eos_id = kVocab - 1;
+  spec.shard_tokens = 4096;
+  auto w = data::DatasetWriter::create(dir, spec);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Rng rng(1);
+  std::vector<int32_t> next(kVocab - 1);
+  for (auto& n : next) n = static_cast<int32_t>(rng.below(kVocab - 1));
+  for (int d = 0; d < 240; ++d) {
+    std::vector<int32_t> doc;
+    int32_t t = static_cast<int32_t>(rng.below(kVocab - 1));
+    const int64_t len = 20 + static_cast<int64_t>(rng.below(80));
+    for (int64_t i = 0; i < len; ++i) {
+      doc.push_back(t);
+      t = rng.uniform() < 0.9 ? next[t] : static_cast<int32_t>(rng.below(kVocab - 1));
+    }
+    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
+  }
+  ASSERT_TRUE((*w)->commit({{"generator", "trainer_test"}}).ok());
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = fs::temp_directory_path() / ("lmt_trainer_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    write_dataset((root_ / "data").string());
+  }
+  static void TearDownTestSuite() { fs::remove_all(root_); }
+
+  config::Config recipe_config(int64_t steps) {
+    config::Config c = config::Config::defaults();
+    for (const char* kv : {"model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
+                           "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64", "train.micro_batch=4",
+                           "train.seq_len=32", "optim.lr=3e-3", "schedule.warmup_steps=2", "eval.batches=2",
+                           "checkpoint.async=false", "stability.spike_window=10"})
+      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    EXPECT_TRUE(c.apply_override("data.path=" + (root_ / "data").string()).ok());
+    EXPECT_TRUE(c.apply_override("train.max_steps=" + std::to_string(steps)).ok());
+    return c;
+  }
+
+  std::unique_ptr<Trainer> make(const config::Config& c, const std::string& run, bool resume = false) {
+    auto recipe = recipe_from_config(c, "test.toml");
+    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
+    auto t = Trainer::create(*recipe, c.to_toml(), (root_ / run).string(), resume);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  // step -> the metrics record of that training step (eval and event records excluded).
+  std::map<int64_t, nlohmann::json> steps_of(const std::string& run) {
+    std::map<int64_t, nlohmann::json> out;
+    std::ifstream in(root_ / run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("loss")) out[j["step"].get<int64_t>()] = j;
+    }
+    return out;
+  }
+
+  static fs::path root_;
+};
+fs::path TrainerTest::root_;
+
+TEST_F(TrainerTest, LossFallsAndMetricsHaveEveryField) {
+  auto t = make(recipe_config(30), "falls");
+  ASSERT_TRUE(t && t->run().ok());
+  auto s = steps_of("falls");
+  ASSERT_EQ(s.size(), 30u);
+  EXPECT_LT(s[30]["loss"].get<double>(), s[1]["loss"].get<double>() - 1.0);
+  for (const char* k : {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "tflops", "tflops_6n", "mfu", "time",
+                        "arena_peak_bytes", "rss_bytes"})
+    EXPECT_TRUE(s[5].contains(k)) << k;
+  for (const char* k : {"data", "forward", "backward", "optimizer", "checkpoint_wait"}) EXPECT_TRUE(s[5]["time"].contains(k)) << k;
+  EXPECT_TRUE(fs::exists(root_ / "falls" / "checkpoints" / "step_00000030" / "manifest.json"));
+  EXPECT_TRUE(fs::exists(root_ / "falls" / "config.toml"));
+}
+
+TEST_F(TrainerTest, StoppedAndResumedRunReproducesTheUninterruptedLosses) {
+  auto full = make(recipe_config(8), "full");
+  ASSERT_TRUE(full && full->run().ok());
+  auto half = make(recipe_config(8), "resumed");
+  ASSERT_TRUE(half && half->run(/*stop_after=*/4).ok());  // stopped at step 4 (checkpointed)
+  half.reset();
+  auto rest = make(recipe_config(8), "resumed", /*resume=*/true);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->step(), 4);
+  ASSERT_TRUE(rest->run().ok());
+  auto a = steps_of("full"), b = steps_of("resumed");
+  for (int64_t step = 1; step <= 8; ++step)
+    EXPECT_EQ(a[step]["loss"].get<double>(), b[step]["loss"].get<double>()) << "step " << step;
+}
+
+TEST_F(TrainerTest, ExistingRunIsNeverOverwrittenWithoutResume) {
+  auto t = make(recipe_config(2), "once");
+  ASSERT_TRUE(t && t->run().ok());
+  auto recipe = recipe_from_config(recipe_config(2), "test.toml");
+  auto again = Trainer::create(*recipe, "", (root_ / "once").string(), false);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().hint().find("--resume"), std::string::npos);
+}
+
+TEST_F(TrainerTest, NonFiniteStepIsSkippedAndTrainingGoesOn) {
+  auto t = make(recipe_config(8), "nan");
+  ASSERT_TRUE(t);
+  float saved = 0;
+  t->set_fault_injector([&](int64_t step, model::Transformer& m) {
+    float* p = m.param_views().final_norm_w.as<float>();  // every token passes through it
+    if (step == 5) saved = p[0], p[0] = std::numeric_limits<float>::quiet_NaN();
+    if (step == 6) p[0] = saved;
+  });
+  ASSERT_TRUE(t->run().ok());
+  auto s = steps_of("nan");
+  EXPECT_EQ(s[5].value("skipped", ""), "nonfinite");
+  EXPECT_FALSE(s[6].contains("skipped"));
+  EXPECT_TRUE(std::isfinite(s[8]["loss"].get<double>()));
+}
+
+TEST_F(TrainerTest, PersistentNanStopsTheRunAfterMaxBadSteps) {
+  config::Config c = recipe_config(20);
+  ASSERT_TRUE(c.apply_override("stability.max_bad_steps=3").ok());
+  ASSERT_TRUE(c.apply_override("checkpoint.every=2").ok());
+  auto t = make(c, "nan_stop");
+  ASSERT_TRUE(t);
+  t->set_fault_injector([](int64_t step, model::Transformer& m) {
+    if (step == 5) m.param_views().final_norm_w.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  });
+  Status s = t->run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("3 bad steps in a row"), std::string::npos) << s.message();
+  EXPECT_EQ(t->step(), 7);
+  // The last good checkpoint is intact.
+  EXPECT_TRUE(io::verify_checkpoint((root_ / "nan_stop" / "checkpoints" / "step_00000004").string()).ok());
+}
+
+TEST_F(TrainerTest, LossSpikeIsSkippedOrRolledBack) {
+  for (const char* action : {"skip", "rollback"}) {
+    config::Config c = recipe_config(20);
+    ASSERT_TRUE(c.apply_override(std::string("stability.spike_action=") + action).ok());
+    ASSERT_TRUE(c.apply_override("checkpoint.every=5").ok());
+    const std::string run = std::string("spike_") + action;
+    auto t = make(c, run);
+    ASSERT_TRUE(t);
+    std::vector<float> saved;
+    t->set_fault_injector([&](int64_t step, model::Transformer& m) {
+      float* p = m.params().as<float>();
+      const int64_t n = m.params().numel();
+      if (step == 15) {  // blow up every weight: a real spike in the loss
+        saved.assign(p, p + n);
+        for (int64_t i = 0; i < n; ++i) p[i] *= 8.0f;
+        m.refresh_compute_weights();  // the bf16 GEMMs read the mirror
+      }
+      if (step == 16) {
+        std::copy(saved.begin(), saved.end(), p);
+        m.refresh_compute_weights();
+      }
+    });
+    ASSERT_TRUE(t->run().ok()) << action;
+    auto s = steps_of(run);
+    EXPECT_EQ(s[15].value("skipped", ""), "spike") << action;
+    EXPECT_GT(s[15]["spike_z"].get<double>(), 6.0) << action;
+    EXPECT_LT(s[20]["loss"].get<double>(), s[14]["loss"].get<double>() + 0.5) << action;
+  }
+}
+
+TEST_F(TrainerTest, ProfilerWritesAChromeTrace) {
+  config::Config c = recipe_config(5);
+  ASSERT_TRUE(c.apply_override("profile.steps=2:4").ok());
+  auto t = make(c, "profile");
+  ASSERT_TRUE(t && t->run().ok());
+  std::ifstream in(root_ / "profile" / "trace.json");
+  auto j = nlohmann::json::parse(in);
+  int steps = 0, attention = 0;
+  for (const auto& e : j["traceEvents"]) {
+    steps += e["name"] == "train_step";
+    attention += e["name"] == "attention";
+  }
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(attention, 2 * 2);  // two layers per step
+}
+
+}  // namespace
+}  // namespace lmt::train
