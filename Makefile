@@ -3,6 +3,8 @@
 #   make test   sets up, builds, and runs every test
 # Everything else here is a convenience for developers.
 BUILD ?= build
+# Paths below this tree are hashed relative to it, so ccache hits survive a fresh clone elsewhere.
+export CCACHE_BASEDIR := $(CURDIR)
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
