@@ -117,7 +117,7 @@ def main():
     torch.manual_seed(0)
     vocab, layers, d, heads, kv, ffn, style = PRESETS[a.preset]
     model = Model(vocab, layers, d, heads, kv, ffn, style, a.seq)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False) if a.optimizer else None
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4) if a.optimizer else None
     idx = torch.randint(0, vocab, (a.batch, a.seq))
     tgt = torch.randint(0, vocab, (a.batch, a.seq))
     times = []
