@@ -23,5 +23,8 @@ function(lmt_test name)
   target_compile_options(${name} PRIVATE ${LMT_WARNINGS} ${LMT_ARCH_FLAGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE LMT_SHARED_DATA="${PROJECT_SOURCE_DIR}/../shared/data")
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  # Tests run two at a time on two cores: OpenMP threads that spin while waiting would fight the
+  # other test for the cores (and a descheduled spinner stalls every parallel region), so they sleep.
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+                       PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=passive")
 endfunction()

@@ -22,6 +22,14 @@ void add_bench_command(CLI::App& app, Runner& runner);
 
 // `lmtrain plan ...`: feasibility, memory and parallelism planning (apps/lmtrain/plan_cmd.cpp)
 void add_plan_command(CLI::App& app, Runner& runner);
+// `lmtrain train ...` (apps/lmtrain/train_cmd.cpp)
+void add_train_command(CLI::App& app, Runner& runner);
+// `lmtrain model info ...` (apps/lmtrain/model_cmd.cpp)
+void add_model_command(CLI::App& app, Runner& runner);
+// `lmtrain bench train ...` (apps/lmtrain/bench_train_cmd.cpp), registered under `bench`.
+void add_train_bench(CLI::App* bench, Runner& runner);
+// `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
+void add_model_bench(CLI::App* bench, Runner& runner);
 // `lmtrain tokenizer encode|decode ...` (apps/lmtrain/tokenizer_cmd.cpp). Returns the `tokenizer`
 // App so that further tokenizer subcommands (train) hang under it.
 CLI::App* add_tokenizer_command(CLI::App& app, Runner& runner);
@@ -29,18 +37,15 @@ CLI::App* add_tokenizer_command(CLI::App& app, Runner& runner);
 void add_tokenizer_train_command(CLI::App* tokenizer, Runner& runner);
 // `lmtrain bench tokenizer ...` (apps/lmtrain/bench_tokenizer_cmd.cpp), registered under `bench`.
 void add_tokenizer_bench(CLI::App* bench, Runner& runner);
+
 // `lmtrain data prepare|info ...` (apps/lmtrain/data_cmd.cpp); also registers `bench data` under the
 // `bench` subcommand, so add_bench_command() must run first.
 void add_data_command(CLI::App& app, Runner& runner);
 // `lmtrain bench data ...` (apps/lmtrain/bench_data_cmd.cpp), registered under `bench`.
 void add_data_bench(CLI::App* bench, Runner& runner);
-// `lmtrain train ...` (apps/lmtrain/train_cmd.cpp)
-void add_train_command(CLI::App& app, Runner& runner);
-// `lmtrain bench train ...` (apps/lmtrain/bench_train_cmd.cpp), registered under `bench`.
-void add_train_bench(CLI::App* bench, Runner& runner);
-// `lmtrain model info ...` (apps/lmtrain/model_cmd.cpp)
-void add_model_command(CLI::App& app, Runner& runner);
-// `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
-void add_model_bench(CLI::App* bench, Runner& runner);
+// `lmtrain eval ...`: multiple-choice tasks and validation loss (apps/lmtrain/eval_cmd.cpp)
+void add_eval_command(CLI::App& app, Runner& runner);
+// `lmtrain generate ...`: sampling with a KV cache (apps/lmtrain/generate_cmd.cpp)
+void add_generate_command(CLI::App& app, Runner& runner);
 
 }  // namespace lmt::cli

@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
   lmt::cli::add_data_command(app, runner);
   lmt::cli::add_model_command(app, runner);
   lmt::cli::add_train_command(app, runner);
-  add_pending(app, "eval", "validation loss and multiple-choice benchmarks", "#8", runner);
-  add_pending(app, "generate", "sample text from a checkpoint", "#8", runner);
+  lmt::cli::add_eval_command(app, runner);
+  lmt::cli::add_generate_command(app, runner);
   add_pending(app, "export", "export to Hugging Face safetensors / GGUF", "the export issue", runner);
 
   try {

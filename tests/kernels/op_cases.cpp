@@ -266,6 +266,28 @@ void add_attention_cases(std::vector<OpCase>& out) {
     }
 }
 
+// Decoding over a KV cache: forward only (no gradcheck). Capacity S > length so the kernel must
+// ignore the cache beyond `length`; length 1 is the first token; odd HD and G = 1 (MQA) included.
+void add_attention_decode_cases(std::vector<OpCase>& out) {
+  struct D { int64_t B, S, length, NH, G, HD; };
+  for (D d : {D{1, 4, 1, 1, 1, 8}, D{1, 40, 33, 8, 4, 8}, D{2, 70, 65, 12, 12, 64}, D{1, 300, 257, 8, 2, 80},
+              D{3, 20, 20, 6, 1, 12}}) {
+    OpCase c;
+    c.name = "attention_decode/" + shape_name({{"B", d.B}, {"S", d.S}, {"len", d.length}, {"NH", d.NH}, {"G", d.G},
+                                               {"HD", d.HD}});
+    const Shape qs{d.B, d.NH, d.HD}, ks{d.B, d.S, d.G, d.HD};
+    c.specs = {in("q", qs), in("k_cache", ks), in("v_cache", ks), zero("out", qs)};
+    c.outputs = {"out"};
+    c.gradcheck = false;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.HD));
+    const int64_t length = d.length;
+    c.forward = [=](Backend& be, Env& e) {
+      be.attention_decode(e["out"], e["q"], e["k_cache"], e["v_cache"], length, scale);
+    };
+    out.push_back(c);
+  }
+}
+
 void add_lm_head_cases(std::vector<OpCase>& out) {
   struct L { int64_t N, C, V, Vp, chunk; float z; };
   for (L l : {L{1, 1, 2, 2, 256, 0.f}, L{37, 24, 101, 112, 16, 0.f}, L{37, 24, 101, 112, 64, 1e-3f}, L{130, 64, 500, 512, 256, 1e-4f}})
@@ -386,6 +408,7 @@ std::vector<OpCase> all_op_cases() {
   add_activation_cases(cases);
   add_rope_cases(cases);
   add_attention_cases(cases);
+  add_attention_decode_cases(cases);
   add_lm_head_cases(cases);
   add_elementwise_cases(cases);
   return cases;

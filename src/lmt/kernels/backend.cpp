@@ -376,6 +376,25 @@ void Backend::attention_backward(AttentionBackend backend, const TensorView& dq,
   attention_backward_impl(backend, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale);
 }
 
+void Backend::attention_decode(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                               const TensorView& v_cache, int64_t length, float scale) {
+  Ctx x("attention_decode", LMT_ARG(out), LMT_ARG(q), LMT_ARG(k_cache), LMT_ARG(v_cache));
+  x.dtype("q", q, kAct);
+  x.shape("q", q, {-1, -1, -1});
+  const int64_t B = q.dim(0), NH = q.dim(1), HD = q.dim(2);
+  x.shape("k_cache", k_cache, {B, -1, -1, HD});
+  const int64_t S = k_cache.dim(1), G = k_cache.dim(2);
+  x.require(G > 0 && NH % G == 0, "query heads NH=" + std::to_string(NH) +
+                                      " must be a multiple of key/value heads G=" + std::to_string(G));
+  x.shape("v_cache", v_cache, {B, S, G, HD});
+  x.shape("out", out, {B, NH, HD});
+  for (auto [n, t] : {std::pair{"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}})
+    x.same_dtype("q", q, n, *t);
+  x.require(length >= 1 && length <= S, "length " + std::to_string(length) +
+                                            " must be in [1, cache capacity S=" + std::to_string(S) + "]");
+  attention_decode_impl(out, q, k_cache, v_cache, length, scale);
+}
+
 void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& x_in,
                                     const TensorView& weight, const TensorView& targets,
                                     const CrossEntropyOptions& opts, const TensorView& dx,

@@ -150,6 +150,14 @@ class Backend {
                           const TensorView& k, const TensorView& v, const TensorView& out,
                           const TensorView& lse, const TensorView& doc_ids, float scale);
 
+  // ---- attention of new queries over a KV cache (incremental decoding) --------------------------
+  // One query position per batch row attends over the cached keys [0, length) of its row (the
+  // query's own key already appended): out[B,NH,HD] = softmax(scale · q·kᵀ) · v with q[B,NH,HD],
+  // k_cache[B,S,G,HD], v_cache[B,S,G,HD] (S: cache capacity, 1 <= length <= S); query head h reads kv
+  // head h / (NH/G). Forward only (generation needs no gradients).
+  void attention_decode(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                        const TensorView& v_cache, int64_t length, float scale);
+
   // ---- LM head fused with softmax cross-entropy -------------------------------------------------
   // logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ restricted to rows < V, computed chunk_rows at a time
   // so the N×V logits never exist at once. losses[N] (f32, written) = logsumexp - logit[target]
@@ -221,6 +229,9 @@ class Backend {
                                        const TensorView& k, const TensorView& v,
                                        const TensorView& out, const TensorView& lse,
                                        const TensorView& doc_ids, float scale) = 0;
+  virtual void attention_decode_impl(const TensorView& out, const TensorView& q,
+                                     const TensorView& k_cache, const TensorView& v_cache,
+                                     int64_t length, float scale) = 0;
   virtual void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                           const TensorView& weight, const TensorView& targets,
                                           const CrossEntropyOptions& opts, const TensorView& dx,

@@ -67,6 +67,8 @@ class CpuBackend final : public Backend {
                                const TensorView& q, const TensorView& k, const TensorView& v,
                                const TensorView& out, const TensorView& lse,
                                const TensorView& doc_ids, float scale) override;
+  void attention_decode_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                             const TensorView& v_cache, int64_t length, float scale) override;
   void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                   const TensorView& weight, const TensorView& targets,
                                   const CrossEntropyOptions& opts, const TensorView& dx,

@@ -98,4 +98,30 @@ void RefBackend::attention_backward_impl(AttentionBackend, const TensorView& dq,
     }
 }
 
+void RefBackend::attention_decode_impl(const TensorView& out, const TensorView& q,
+                                       const TensorView& k_cache, const TensorView& v_cache,
+                                       int64_t length, float scale) {
+  const int64_t B = q.dim(0), NH = q.dim(1), HD = q.dim(2), S = k_cache.dim(1), G = k_cache.dim(2);
+  auto kv = [&](int64_t b, int64_t j, int64_t g, int64_t e) { return ((b * S + j) * G + g) * HD + e; };
+  std::vector<double> p(length);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const int64_t g = h / (NH / G);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < length; ++j) {
+        double s = 0;
+        for (int64_t e = 0; e < HD; ++e) s += ld(q, (b * NH + h) * HD + e) * ld(k_cache, kv(b, j, g, e));
+        p[j] = s * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < length; ++j) sum += p[j] = std::exp(p[j] - mx);
+      for (int64_t e = 0; e < HD; ++e) {
+        double o = 0;
+        for (int64_t j = 0; j < length; ++j) o += p[j] * ld(v_cache, kv(b, j, g, e));
+        st(out, (b * NH + h) * HD + e, o / sum);
+      }
+    }
+}
+
 }  // namespace lmt::kernels

@@ -1,0 +1,141 @@
+// `lmtrain eval`: multiple-choice benchmarks (log-probability of each choice, cloze formulation) and
+// validation loss of a checkpoint. docs/EVAL.md describes the tasks, templates and normalisations.
+//
+//   lmtrain eval --checkpoint RUN_OR_STEP_DIR --task piqa --data piqa/valid.jsonl [--limit N] [--json]
+//   lmtrain eval --checkpoint RUN_DIR --task val --data DATASET_DIR
+//   lmtrain eval --preset gpt2-124m --tokenizer gpt2/ --task piqa --data ...   (random weights: throughput only)
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/eval/model_dir.h"
+#include "lmt/eval/scoring.h"
+#include "lmt/eval/tasks.h"
+#include "lmt/eval/validation.h"
+#include "lmt/metrics/hardware.h"
+
+namespace lmt::cli {
+namespace {
+
+struct EvalArgs {
+  std::string checkpoint, preset, task, data, tokenizer, dtype = "fp32";
+  int64_t limit = 0, batch = 8, max_seq = 0, seq = 0;
+  uint64_t seed = 1;
+  bool json = false, no_doc_masking = false;
+};
+
+StatusOr<DType> parse_dtype(const std::string& s) {
+  if (s == "fp32") return DType::kF32;
+  if (s == "bf16") return DType::kBF16;
+  return InvalidArgument("--dtype '" + s + "' is unknown", "use fp32 (exact, the default) or bf16");
+}
+
+// The model (and tokenizer, for multiple-choice tasks) named by --checkpoint or --preset.
+struct Loaded {
+  std::unique_ptr<model::Transformer> model;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+  std::string source;
+};
+
+StatusOr<Loaded> load(const EvalArgs& a, bool need_tokenizer) {
+  Loaded out;
+  if (a.checkpoint.empty() == a.preset.empty())
+    return InvalidArgument("pass exactly one of --checkpoint DIR and --preset NAME",
+                           "--checkpoint evaluates trained weights; --preset only measures throughput on random weights");
+  eval::LoadedModel lm;
+  if (!a.checkpoint.empty()) {
+    LMT_ASSIGN_OR_RETURN(lm, eval::load_model_dir(a.checkpoint, kernels::cpu_backend()));
+    out.source = lm.source;
+  } else {
+    LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
+    lm.model = std::make_unique<model::Transformer>(config, kernels::cpu_backend());
+    lm.model->init(a.seed);
+    lm.source = out.source = "preset " + a.preset + " (random weights, seed " + std::to_string(a.seed) + ")";
+  }
+  if (need_tokenizer) {
+    LMT_ASSIGN_OR_RETURN(out.tokenizer, eval::load_model_tokenizer(lm, a.tokenizer));
+    if (out.tokenizer->vocab_size() > lm.model->config().vocab_size)
+      return InvalidArgument("the tokenizer has " + std::to_string(out.tokenizer->vocab_size()) + " ids but the model's vocabulary is " +
+                                 std::to_string(lm.model->config().vocab_size),
+                             "pass the tokenizer the model was trained with (--tokenizer)");
+  }
+  out.model = std::move(lm.model);
+  return out;
+}
+
+Status run_val(const EvalArgs& a, DType compute) {
+  LMT_ASSIGN_OR_RETURN(Loaded l, load(a, /*need_tokenizer=*/false));
+  eval::ValidationOptions o;
+  o.batch = a.batch;
+  o.seq = a.seq;
+  o.max_batches = a.limit;
+  o.doc_masking = !a.no_doc_masking;
+  o.compute = compute;
+  LMT_ASSIGN_OR_RETURN(eval::ValidationResult r, eval::evaluate_validation(*l.model, a.data, o));
+  if (a.json) {
+    nlohmann::json j = {{"task", "val"}, {"data", a.data}, {"model", l.source}, {"loss", r.loss}, {"ppl", r.ppl},
+                        {"tokens", r.tokens}, {"batches", r.batches}, {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("model: %s\nval %s: loss %.4f | ppl %.3f | %lld tokens in %lld batches | %.0f tokens/s\n", l.source.c_str(),
+                a.data.c_str(), r.loss, r.ppl, static_cast<long long>(r.tokens), static_cast<long long>(r.batches), r.tokens_per_s);
+  }
+  return Status::Ok();
+}
+
+Status run_eval(const EvalArgs& a) {
+  LMT_ASSIGN_OR_RETURN(DType compute, parse_dtype(a.dtype));
+  if (a.limit < 0) return InvalidArgument("--limit must be >= 0 (0: everything)");
+  if (a.task == "val") return run_val(a, compute);
+  // Parse the file before loading a (possibly large) model, so a bad file fails fast.
+  LMT_ASSIGN_OR_RETURN(std::vector<eval::McItem> items, eval::parse_task(a.task, a.data));
+  LMT_ASSIGN_OR_RETURN(Loaded l, load(a, /*need_tokenizer=*/true));
+  eval::ScoreOptions so;
+  so.batch = a.batch;
+  so.max_seq = a.max_seq;
+  so.compute = compute;
+  LMT_ASSIGN_OR_RETURN(eval::TaskResult r, eval::evaluate_multiple_choice(*l.model, *l.tokenizer, items, a.limit, so, a.task));
+  if (a.json) {
+    nlohmann::json j = {{"task", a.task}, {"data", a.data}, {"model", l.source}, {"items", r.items}, {"acc", r.acc},
+                        {"acc_norm_token", r.acc_norm_token}, {"acc_norm_char", r.acc_norm_char}, {"rows", r.rows},
+                        {"truncated_rows", r.truncated_rows}, {"seconds", r.seconds}, {"items_per_s", r.items_per_s},
+                        {"batch", a.batch}, {"dtype", a.dtype}, {"threads", metrics::cpu_info().threads},
+                        {"machine", metrics::machine_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("model: %s\n", l.source.c_str());
+    std::printf("%-14s %7s %8s %15s %14s %9s\n", "task", "items", "acc", "acc_norm_token", "acc_norm_char", "items/s");
+    std::printf("%-14s %7lld %8.4f %15.4f %14.4f %9.2f\n", a.task.c_str(), static_cast<long long>(r.items), r.acc,
+                r.acc_norm_token, r.acc_norm_char, r.items_per_s);
+    if (r.truncated_rows > 0)
+      std::printf("note: %lld of %lld rows had their context left-truncated to fit the sequence length\n",
+                  static_cast<long long>(r.truncated_rows), static_cast<long long>(r.rows));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, Runner& runner) {
+  static EvalArgs a;
+  CLI::App* e = app.add_subcommand("eval", "validation loss and multiple-choice benchmarks (arc, obqa, piqa, hellaswag, winogrande)");
+  e->add_option("--checkpoint", a.checkpoint, "run directory, RUN/checkpoints/step_N, or a Hugging Face model directory");
+  e->add_option("--preset", a.preset, "instead of --checkpoint: a model preset with random weights (throughput benchmarks only)");
+  e->add_option("--seed", a.seed, "initialisation seed for --preset")->capture_default_str();
+  e->add_option("--task", a.task, "arc_easy, arc_challenge, openbookqa, piqa, hellaswag, winogrande, or val")->required();
+  e->add_option("--data", a.data, "the task's JSONL file, or for val a prepared dataset directory")->required();
+  e->add_option("--limit", a.limit, "first N items (val: N batches); 0 = all")->capture_default_str();
+  e->add_option("--batch", a.batch, "rows per forward pass")->capture_default_str();
+  e->add_option("--max-seq", a.max_seq, "longest scored row; longer contexts are left-truncated (0: model max)")->capture_default_str();
+  e->add_option("--seq", a.seq, "val: sequence length T (0: min(1024, model max))")->capture_default_str();
+  e->add_flag("--no-doc-masking", a.no_doc_masking, "val: attend across document boundaries");
+  e->add_option("--dtype", a.dtype, "fp32 (exact) or bf16 GEMM inputs")->capture_default_str();
+  e->add_option("--tokenizer", a.tokenizer, "tokenizer path (default: the one the checkpoint's data was prepared with)");
+  e->add_flag("--json", a.json, "print one JSON object");
+  e->callback([&runner] { runner.set(run_eval(a)); });
+}
+
+}  // namespace lmt::cli

@@ -1,0 +1,193 @@
+// `lmtrain generate`: sample a continuation from a checkpoint (run dir, checkpoint dir or Hugging
+// Face dir) or from a randomly initialised preset (for benchmarking), with a KV cache.
+//
+// Output: the prompt, then the continuation streamed token by token on stdout (only complete UTF-8
+// sequences are written, so a character split across tokens is never printed half). Without a
+// tokenizer (--prompt-ids and none known), ids are printed instead, space-separated, prompt first.
+// --json prints one JSON object at the end instead. A final line on stderr gives prefill and
+// decode speeds separately.
+#include <omp.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/base/timer.h"
+#include "lmt/eval/decode.h"
+#include "lmt/eval/generate.h"
+#include "lmt/eval/model_dir.h"
+#include "lmt/kernels/backend.h"
+#include "lmt/model/config.h"
+
+namespace lmt::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint, preset, prompt, prompt_ids, tokenizer;
+  int64_t max_tokens = 256;
+  float temperature = 1.0f;
+  int64_t top_k = 0;
+  float top_p = 0.9f;
+  uint64_t seed = 0;
+  int threads = 0;  // 0: OpenMP's default
+  bool json = false;
+};
+
+StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ',' || s[i] == ' ')) ++i;
+    if (i == s.size()) break;
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(s.substr(i), &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || v < 0 || v > INT32_MAX)
+      return InvalidArgument("--prompt-ids '" + s + "': '" + s.substr(i, 12) + "' is not a token id",
+                             "pass non-negative integers separated by commas, e.g. --prompt-ids 1,403,407");
+    ids.push_back(static_cast<int32_t>(v));
+    i += used;
+  }
+  if (ids.empty()) return InvalidArgument("--prompt-ids is empty", "pass at least one id, e.g. the BOS id");
+  return ids;
+}
+
+StatusOr<eval::LoadedModel> load(const GenerateArgs& a, kernels::Backend& be) {
+  if (a.checkpoint.empty() == a.preset.empty())
+    return InvalidArgument("pass exactly one of --checkpoint DIR and --preset NAME",
+                           "--checkpoint takes a run dir, a checkpoint dir or a Hugging Face dir; --preset makes a "
+                           "randomly initialised model (for benchmarking)");
+  if (!a.checkpoint.empty()) return eval::load_model_dir(a.checkpoint, be);
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig c, model::preset(a.preset));
+  eval::LoadedModel m;
+  m.model = std::make_unique<model::Transformer>(c, be);
+  m.model->init(a.seed);
+  m.source = "preset " + a.preset + " (random weights)";
+  return m;
+}
+
+Status run_generate(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.prompt_ids.empty())
+    return InvalidArgument("pass exactly one of --prompt TEXT and --prompt-ids LIST",
+                           "--prompt needs a tokenizer; --prompt-ids 1,2,3 works without one");
+  eval::GenerateOptions o;
+  o.max_tokens = a.max_tokens;
+  o.sampling = {a.temperature, a.top_k, a.top_p, a.seed};
+  LMT_RETURN_IF_ERROR(eval::validate(o.sampling));
+  if (a.max_tokens < 0) return InvalidArgument("--max-tokens must be >= 0", "the number of new tokens to draw");
+
+  if (a.threads < 0) return InvalidArgument("--threads must be >= 0", "0 keeps OpenMP's default (all cores)");
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  kernels::Backend& be = kernels::cpu_backend();
+  Timer load_timer;
+  LMT_ASSIGN_OR_RETURN(eval::LoadedModel loaded, load(a, be));
+  const double load_seconds = load_timer.seconds();
+
+  // A tokenizer is required for text prompts and optional for ids (then ids are printed).
+  std::unique_ptr<data::Tokenizer> tok;
+  if (!a.prompt.empty() || !a.tokenizer.empty() || !loaded.tokenizer_path.empty()) {
+    LMT_ASSIGN_OR_RETURN(tok, eval::load_model_tokenizer(loaded, a.tokenizer));
+  }
+  std::vector<int32_t> prompt;
+  if (!a.prompt.empty()) {
+    prompt = tok->encode(a.prompt);
+    if (prompt.empty()) return InvalidArgument("--prompt encodes to no tokens", "pass a non-empty prompt");
+  } else {
+    LMT_ASSIGN_OR_RETURN(prompt, parse_ids(a.prompt_ids));
+  }
+  if (tok && tok->eos_id()) o.eos_id = *tok->eos_id();
+
+  const model::ModelConfig& c = loaded.model->config();
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  eval::Decoder decoder(*loaded.model, std::max<int64_t>(1, std::min(c.max_seq_len, n + a.max_tokens)));
+
+  // Streaming: the prompt first, then each token as it is drawn.
+  eval::Utf8Stream utf8;
+  auto emit = [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
+  if (!a.json) {
+    if (!a.prompt.empty()) {
+      emit(a.prompt);
+    } else if (tok) {
+      emit(utf8.push(tok->decode(prompt)));
+    } else {
+      std::string s;
+      for (int64_t i = 0; i < n; ++i) s += (i ? " " : "") + std::to_string(prompt[i]);
+      emit(s);
+    }
+  }
+  auto on_token = [&](int32_t id) {
+    if (a.json) return;
+    if (!tok) {
+      emit(" " + std::to_string(id));
+    } else if (!(o.eos_id && id == *o.eos_id)) {
+      emit(utf8.push(tok->decode(std::span<const int32_t>(&id, 1))));
+    }
+  };
+  LMT_ASSIGN_OR_RETURN(eval::GenerateResult r, eval::generate(decoder, prompt, o, on_token));
+  if (!a.json) emit(utf8.flush() + "\n");
+
+  const double prefill_tps = r.prefill_seconds > 0 ? n / r.prefill_seconds : 0.0;
+  const double decode_tps = r.decode_seconds > 0 ? r.decode_steps / r.decode_seconds : 0.0;
+  if (a.json) {
+    nlohmann::json j = {{"source", loaded.source},
+                        {"model_params", c.param_count()},
+                        {"threads", omp_get_max_threads()},
+                        {"prompt_ids", prompt},
+                        {"ids", r.tokens},
+                        {"stop_reason", r.stop_reason},
+                        {"prompt_tokens", n},
+                        {"generated_tokens", r.tokens.size()},
+                        {"load_seconds", load_seconds},
+                        {"prefill_seconds", r.prefill_seconds},
+                        {"prefill_tokens_per_s", prefill_tps},
+                        {"decode_steps", r.decode_steps},
+                        {"decode_seconds", r.decode_seconds},
+                        {"decode_tokens_per_s", decode_tps}};
+    if (tok) {
+      std::vector<int32_t> text_ids = r.tokens;
+      if (!text_ids.empty() && o.eos_id && text_ids.back() == *o.eos_id) text_ids.pop_back();
+      j["text"] = tok->decode(text_ids);
+    }
+    // Decoded bytes need not be valid UTF-8 (a sequence cut by max_tokens): replace, don't throw.
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  }
+  std::fprintf(stderr,
+               "generate: prefill %lld tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s "
+               "(%.1f tokens/s, sampling included); stop: %s; %d threads\n",
+               static_cast<long long>(n), r.prefill_seconds, prefill_tps, static_cast<long long>(r.decode_steps),
+               r.decode_seconds, decode_tps, r.stop_reason.c_str(), omp_get_max_threads());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, Runner& runner) {
+  static GenerateArgs a;
+  CLI::App* g = app.add_subcommand("generate", "sample text from a checkpoint with a KV cache");
+  g->add_option("--checkpoint", a.checkpoint, "run dir, RUN/checkpoints/step_XXXXXXXX, or a Hugging Face dir");
+  g->add_option("--preset", a.preset, "a randomly initialised model preset instead (benchmarking)");
+  g->add_option("--prompt", a.prompt, "prompt text (needs a tokenizer)");
+  g->add_option("--prompt-ids", a.prompt_ids, "prompt token ids, e.g. 1,403,407");
+  g->add_option("--max-tokens", a.max_tokens, "new tokens at most (default 256)");
+  g->add_option("--temperature", a.temperature, "0: greedy; default 1.0");
+  g->add_option("--top-k", a.top_k, "keep the k most probable tokens; 0: off (default)");
+  g->add_option("--top-p", a.top_p, "nucleus: the smallest set with mass >= p; 1: off (default 0.9)");
+  g->add_option("--seed", a.seed, "sampling seed (and the preset's init seed); default 0");
+  g->add_option("--tokenizer", a.tokenizer, "tokenizer.json, *.tiktoken or a GPT-2 dir (default: the model's)");
+  g->add_option("--threads", a.threads, "OpenMP threads; 0: all cores (default)");
+  g->add_flag("--json", a.json, "print one JSON object (ids, text, speeds) instead of streaming");
+  g->callback([&runner] { runner.set(run_generate(a)); });
+}
+
+}  // namespace lmt::cli

@@ -1,0 +1,70 @@
+// Decoder: incremental (KV-cached) inference of a Transformer, one batch row.
+//
+// The decoder owns a KV cache (per layer, K and V of [1, max_len, G, HD] f32, allocated once in the
+// constructor) and runs new tokens through every block with the model's parameter views and the
+// backend ops, computing exactly the math of model/block.cpp: pre-norm; q, k, v projections;
+// optional QK-norm; RoPE at the tokens' absolute positions (NoPE layers skipped; learned positions
+// added at the embedding); attention of each new query over all cached positions (GQA: query head h
+// reads kv head h/(NH/G), via Backend::attention_decode); o_proj; FFN (GLU or MLP).
+//
+// Prefill: forward() takes any number of tokens and processes them in chunks of up to
+// `prefill_chunk` rows through the same code path as single-token decoding: projections and FFN are
+// GEMMs over the chunk, attention is one attention_decode per token (token i of the chunk sees
+// cache positions [0, pos+i]). One code path for prompt and continuation is what the
+// cache-vs-full-sequence test checks; Transformer::forward is not reused because its K/V live in a
+// training activation arena sized for a fixed T and would have to be copied into the cache.
+//
+// Compute is f32 from the f32 master weights (the model must have an f32 master; no prepare()
+// needed). Logits are f32 over the real vocabulary V (padding rows excluded).
+//
+// Ownership: the decoder references the model (which must outlive it) and never modifies it.
+// Threading: one thread at a time (the backend parallelises internally).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "lmt/model/transformer.h"
+#include "lmt/tensor/tensor.h"
+
+namespace lmt::eval {
+
+class Decoder {
+ public:
+  // max_len: cache capacity in tokens, in [1, config.max_seq_len].
+  Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chunk = 64);
+
+  int64_t length() const { return length_; }    // tokens in the cache
+  int64_t max_len() const { return max_len_; }
+  int64_t vocab_size() const { return V_; }
+  const model::ModelConfig& config() const { return model_.config(); }
+
+  // Forgets every cached token (the next forward() starts at position 0).
+  void reset() { length_ = 0; }
+
+  // Appends `tokens` (ids in [0, V), at least one; length() + size <= max_len()) at positions
+  // [length(), length() + size) and returns the logits [V] after the last of them (valid until the
+  // next call). If `all_logits` ([size, V] f32) is given, the logits after every token are written
+  // there too.
+  std::span<const float> forward(std::span<const int32_t> tokens, float* all_logits = nullptr);
+
+ private:
+  // Runs rows [0, n) of the scratch through the trunk at positions [length_, length_ + n).
+  void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits);
+  void forward_block(int64_t layer, int64_t n);
+  void norm(const TensorView& out, const TensorView& inp, const TensorView& w, const TensorView& b, int64_t n);
+
+  model::Transformer& model_;
+  kernels::Backend& be_;
+  model::ModelViews w_;
+  int64_t max_len_, chunk_, V_;
+  int64_t length_ = 0;
+  Tensor k_cache_, v_cache_;  // [L, max_len, G, HD]
+  // Scratch of `chunk_` rows: residual x [C], norm out h [C], q [NH·HD], q_pre/k_pre (QK-norm),
+  // att [NH·HD], proj [C], u [U], a [H], statistics [chunk], positions and ids [chunk] i32.
+  Tensor x_, h_, q_, q_pre_, k_pre_, att_, proj_, u_, a_, mean_, rstd_, qk_rstd_, positions_, ids_;
+  Tensor logits_;  // [V] the last token's logits
+};
+
+}  // namespace lmt::eval
