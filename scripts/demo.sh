@@ -6,6 +6,7 @@
 #   2. tokenizer  a 4096-token byte-level BPE trained on it (lmtrain tokenizer train)
 #   3. data       token shards with a 5% validation split (lmtrain data prepare)
 #   4. train      configs/demo.toml: loss every 20 steps, validation loss every 100
+#   5. generate   a sample from the trained model
 # Steps 1-3 are skipped when their output exists; every run gets a fresh run directory.
 set -euo pipefail
 build=${1:-build}
@@ -37,4 +38,7 @@ fi
 run="runs/demo-$(date +%Y%m%d-%H%M%S)"
 echo "== train: configs/demo.toml -> $run"
 "$bin" train --config configs/demo.toml --run-dir "$run" --set data.path="$cache/data"
+echo "== sample from the trained model (lmtrain generate, temperature 0.8, top-k 40):"
+"$bin" generate --checkpoint "$run" --prompt "Fellow-Citizens of the Senate and House of Representatives:" \
+  --max-tokens 80 --temperature 0.8 --top-k 40 --seed 1
 echo "== done: loss curve in $run/metrics.jsonl; checkpoints in $run/checkpoints/"

@@ -1,6 +1,8 @@
 // `lmtrain bench train`: full training steps of a preset on random tokens: forward + backward for
 // each micro-batch, the global gradient norm, and the fused optimizer update (which also refreshes
-// the bf16 mirror). Prints tokens/s, MFU and the time split.
+// the bf16 mirror). Prints tokens/s, MFU and the time split. Under mpirun every process is one
+// data-parallel rank (train::DataParallel: bucketed gradient all-reduce, ZeRO per --zero); tokens/s
+// then counts all ranks and MFU is against the peak of all ranks' cores.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "lmt/model/transformer.h"
 #include "lmt/optim/gradients.h"
 #include "lmt/optim/optimizer.h"
+#include "lmt/train/data_parallel.h"
 
 namespace lmt::cli {
 namespace {
@@ -22,7 +25,8 @@ namespace {
 struct TrainBenchArgs {
   std::string preset = "gpt2-124m", optimizer = "adamw", dtype = "bf16";
   int64_t batch = 4, seq = 256, accum = 1;
-  int warmup = 1, iters = 5;
+  int warmup = 1, iters = 5, zero = 0;
+  double bucket_mb = 25;
   bool recompute = false, json = false;
 };
 
@@ -45,58 +49,77 @@ Status run_train_bench(const TrainBenchArgs& a) {
   m.prepare(a.batch, a.seq, o);
   optim::OptimizerConfig oc;
   oc.name = a.optimizer;
-  LMT_ASSIGN_OR_RETURN(auto opt, optim::Optimizer::create(oc, m.layout(), m.backend()));
+  if (a.zero < 0 || a.zero > 2) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1 or 2");
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
+  const int world = comm->world();
+  train::DataParallel dp(*comm, m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
+  std::unique_ptr<optim::Optimizer> opt;
+  if (dp.sharded()) {
+    LMT_ASSIGN_OR_RETURN(opt, optim::Optimizer::create(oc, m.layout(), m.backend(), dp.shard_begin(), dp.shard_end()));
+  } else {
+    LMT_ASSIGN_OR_RETURN(opt, optim::Optimizer::create(oc, m.layout(), m.backend()));
+  }
   const int64_t N = a.batch * a.seq;
   std::vector<int32_t> tokens(N), targets(N);
-  Rng rng(3);
+  Rng rng(3 + static_cast<uint64_t>(comm->rank()));
   for (int64_t i = 0; i < N; ++i) {
     tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
     targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
   }
-  std::vector<double> t_fwd, t_bwd, t_opt, t_step;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_step, t_comm;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     Timer step;
     double fwd = 0, bwd = 0;
     m.zero_grads();
     for (int64_t k = 0; k < a.accum; ++k) {
       Timer t;
-      m.forward(tokens.data(), targets.data(), nullptr, true, 1.0f / static_cast<float>(a.accum));
+      m.forward(tokens.data(), targets.data(), nullptr, true, 1.0f / static_cast<float>(a.accum * world));
       fwd += t.seconds();
       t.reset();
+      if (k + 1 == a.accum) dp.arm(m);
       m.backward();
       bwd += t.seconds();
     }
+    Timer tc;
+    LMT_RETURN_IF_ERROR(dp.finish(m));
+    const double comm_s = tc.seconds();
     Timer t;
-    const double norm = optim::global_grad_norm(m.backend(), m.grads());
-    opt->step(m.params(), m.grads(), m.compute_mirror(), 1.0f, optim::clip_factor(norm, 1.0f), it + 1);
+    LMT_ASSIGN_OR_RETURN(const double norm, dp.grad_norm(m));
+    opt->step(m.params(), m.grads(), m.compute_mirror(), 1.0f, optim::clip_factor(norm, 1.0f), it + 1, dp.shard_begin(),
+              dp.shard_end());
+    LMT_RETURN_IF_ERROR(dp.after_update(m));
     const double op = t.seconds();
     if (it >= a.warmup) {
       t_fwd.push_back(fwd);
       t_bwd.push_back(bwd);
       t_opt.push_back(op);
+      t_comm.push_back(comm_s);
       t_step.push_back(step.seconds());
     }
   }
-  const double secs = median(t_step), tps = static_cast<double>(N * a.accum) / secs;
+  const double secs = median(t_step), tps = static_cast<double>(N * a.accum * world) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
   const auto& peaks = metrics::measured_peaks();
-  const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
+  const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9 * world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
-  const nlohmann::json split = {{"forward", median(t_fwd)}, {"backward", median(t_bwd)}, {"optimizer", median(t_opt)}};
+  const nlohmann::json split = {{"forward", median(t_fwd)}, {"backward", median(t_bwd)}, {"optimizer", median(t_opt)},
+                                {"grad_reduce", median(t_comm)}};
+  if (comm->rank() != 0) return Status::Ok();
   if (a.json) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
-                        {"mfu_6n", mfu_6n}, {"time", split}, {"threads", metrics::cpu_info().threads},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero}, {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
-    std::printf("train %s B=%lld T=%lld accum=%lld %s %s: %.1f ms/step (forward %.1f, backward %.1f, optimizer %.1f), "
-                "%.0f tokens/s, MFU %.1f%% (6N: %.1f%%)\n",
+    std::printf("train %s B=%lld T=%lld accum=%lld %s %s ranks=%d zero=%d: %.1f ms/step (forward %.1f, backward %.1f, "
+                "grad reduce %.1f, optimizer %.1f), %.0f tokens/s, MFU %.1f%% (6N: %.1f%%)\n",
                 a.preset.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.seq),
-                static_cast<long long>(a.accum), a.dtype.c_str(), a.optimizer.c_str(), secs * 1e3, median(t_fwd) * 1e3,
-                median(t_bwd) * 1e3, median(t_opt) * 1e3, tps, mfu * 100, mfu_6n * 100);
+                static_cast<long long>(a.accum), a.dtype.c_str(), a.optimizer.c_str(), world, a.zero, secs * 1e3,
+                median(t_fwd) * 1e3, median(t_bwd) * 1e3, median(t_comm) * 1e3, median(t_opt) * 1e3, tps, mfu * 100,
+                mfu_6n * 100);
   }
   return Status::Ok();
 }
@@ -116,6 +139,8 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--warmup", tb.warmup, "untimed steps")->capture_default_str();
   t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();
   t->add_flag("--json", tb.json, "print one JSON object");
+  t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2)")->capture_default_str();
+  t->add_option("--bucket-mb", tb.bucket_mb, "gradient all-reduce bucket size in MiB (0: one after backward)")->capture_default_str();
   t->callback([&runner] { runner.set(run_train_bench(tb)); });
 }
 

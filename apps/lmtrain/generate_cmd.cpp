@@ -161,6 +161,9 @@ Status run_generate(const GenerateArgs& a) {
     }
     // Decoded bytes need not be valid UTF-8 (a sequence cut by max_tokens): replace, don't throw.
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");  // end the streamed text's line before the statistics on stderr
+    std::fflush(stdout);
   }
   std::fprintf(stderr,
                "generate: prefill %lld tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s "

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "lmt/config/config.h"
+#include "lmt/dist/communicator.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/trainer.h"
 
@@ -27,12 +28,25 @@ Status run_train(const TrainArgs& a) {
   for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
   if (!a.profile_steps.empty()) LMT_RETURN_IF_ERROR(c.set("profile.steps", a.profile_steps, "--profile-steps"));
   LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, a.config));
-  std::printf("model %s: %.2fM parameters; %lld steps of %lld x %lld x %lld tokens; run directory %s\n",
-              recipe.model.name.c_str(), recipe.model.param_count() / 1e6, static_cast<long long>(recipe.max_steps),
-              static_cast<long long>(recipe.grad_accum), static_cast<long long>(recipe.micro_batch),
-              static_cast<long long>(recipe.seq_len), a.run_dir.c_str());
-  LMT_ASSIGN_OR_RETURN(auto trainer, train::Trainer::create(recipe, c.to_toml(), a.run_dir, a.resume));
-  return trainer->run();
+  // Under mpirun (or srun) every process is one data-parallel rank; alone, a world of 1 (docs/DIST.md).
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
+  if (comm->rank() == 0 && comm->world() > 1)
+    std::printf("data parallel: %d ranks (%s), ZeRO-%d, global batch %lld sequences\n", comm->world(), comm->name(),
+                recipe.zero, static_cast<long long>(recipe.micro_batch * recipe.grad_accum * comm->world()));
+  if (comm->rank() == 0) {
+    std::printf("model %s: %.2fM parameters; %lld steps of %lld x %lld x %lld tokens; run directory %s\n",
+                recipe.model.name.c_str(), recipe.model.param_count() / 1e6, static_cast<long long>(recipe.max_steps),
+                static_cast<long long>(recipe.grad_accum), static_cast<long long>(recipe.micro_batch),
+                static_cast<long long>(recipe.seq_len), a.run_dir.c_str());
+  }
+  auto trainer = train::Trainer::create(recipe, c.to_toml(), a.run_dir, a.resume, comm.get());
+  Status s = trainer.ok() ? (*trainer)->run() : trainer.status();
+  if (!s.ok() && comm->world() > 1) {  // the other ranks may be waiting in a collective: end the job
+    std::fprintf(stderr, "rank %d/%d: %s\n", comm->rank(), comm->world(), s.ToString().c_str());
+    std::fflush(stderr);
+    comm->abort(1);
+  }
+  return s;
 }
 
 }  // namespace

@@ -208,5 +208,51 @@ TEST_F(TrainerTest, ProfilerWritesAChromeTrace) {
   EXPECT_EQ(attention, 2 * 2);  // two layers per step
 }
 
+TEST_F(TrainerTest, MultipleChoiceTasksAreScoredIntoMetrics) {
+  const std::string shared = LMT_SHARED_DATA;
+  if (!fs::exists(shared + "/eval/piqa/valid.jsonl")) GTEST_SKIP() << "shared test data not found at " << shared;
+  // A dataset whose manifest names a real tokenizer (GPT-2's), so the task text can be encoded.
+  const std::string dir = (root_ / "gpt2_data").string();
+  data::DatasetSpec spec;
+  spec.tokenizer_path = shared + "/tokenizers/gpt2";
+  spec.tokenizer_fingerprint = "gpt2";
+  spec.vocab_size = 50257;
+  spec.eos_id = 50256;
+  auto w = data::DatasetWriter::create(dir, spec);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Rng rng(2);
+  for (int d = 0; d < 40; ++d) {
+    std::vector<int32_t> doc(200);
+    for (auto& t : doc) t = static_cast<int32_t>(rng.below(1000));
+    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
+  }
+  ASSERT_TRUE((*w)->commit({}).ok());
+  config::Config c = recipe_config(4);
+  ASSERT_TRUE(c.apply_override("data.path=" + dir).ok());
+  ASSERT_TRUE(c.set("eval.tasks", std::vector<std::string>{"piqa:" + shared + "/eval/piqa/valid.jsonl:4"}, "test").ok());
+  ASSERT_TRUE(c.apply_override("eval.tasks_every=2").ok());
+  auto t = make(c, "tasks");
+  ASSERT_TRUE(t && t->run().ok());
+  std::ifstream in(root_ / "tasks" / "metrics.jsonl");
+  std::string line;
+  std::vector<int64_t> scored_at;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("eval_piqa_acc")) {
+      scored_at.push_back(j["step"].get<int64_t>());
+      EXPECT_EQ(j["eval_piqa_items"], 4);
+    }
+  }
+  EXPECT_EQ(scored_at, (std::vector<int64_t>{2, 4}));
+}
+
+TEST_F(TrainerTest, BadTaskEntryNamesTheKey) {
+  config::Config c = recipe_config(2);
+  ASSERT_TRUE(c.set("eval.tasks", std::vector<std::string>{"piqa"}, "test").ok());
+  auto r = recipe_from_config(c, "test.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("eval.tasks"), std::string::npos) << r.status().message();
+}
+
 }  // namespace
 }  // namespace lmt::train

@@ -61,6 +61,9 @@ std::vector<KeyInfo> build() {
       key("train.z_loss", 0.0, "z-loss coefficient (adds z·logsumexp² per token)"),
       key("train.grad_clip", 1.0, "clip the global gradient norm to this (0: off)"),
       key("train.log_every", I{1}, "console progress line every N steps (metrics.jsonl gets every step)"),
+      key("train.zero", I{0}, "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded) or 2 (and gradients)"),
+      // dist
+      key("dist.bucket_mb", 25.0, "all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
       // optim
       key("optim.name", std::string("adamw"), "\"adamw\", or \"muon\" (Muon for hidden matrices, AdamW for the rest)"),
       key("optim.lr", 6e-4, "peak learning rate (AdamW)"),
@@ -92,6 +95,8 @@ std::vector<KeyInfo> build() {
       // eval
       key("eval.every", I{0}, "validation loss every N steps (0: only at the end)"),
       key("eval.batches", I{16}, "validation batches per evaluation (0: the whole validation split)"),
+      key("eval.tasks", std::vector<std::string>{}, "multiple-choice tasks as \"TASK:FILE[:LIMIT]\" (TASK: arc_easy, arc_challenge, openbookqa, piqa, hellaswag, winogrande)"),
+      key("eval.tasks_every", I{0}, "run eval.tasks every N steps (0: only at the end)"),
       // metrics
       key("metrics.layer_grad_norm_every", I{0}, "per-layer gradient norms in metrics.jsonl every N steps (0: off)"),
       // stability

@@ -154,7 +154,9 @@ StatusOr<std::string> find_latest_checkpoint(const std::string& checkpoints_dir,
     if (s.ok()) return it->second;
     if (skipped) skipped->push_back(it->second + ": " + s.message());
   }
-  return NotFound("no valid checkpoint in " + checkpoints_dir, "start without --resume, or point --run-dir at the run");
+  std::string why = skipped && !skipped->empty() ? " (" + std::to_string(skipped->size()) + " skipped; newest: " + skipped->front() + ")" : "";
+  return NotFound("no valid checkpoint in " + checkpoints_dir + why,
+                  "a checkpoint is complete once its manifest.json is written; check the path or use an older run");
 }
 
 Status prune_checkpoints(const std::string& checkpoints_dir, int64_t keep) {

@@ -120,11 +120,32 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.val_data.loop = false;
   r.val_data.prefetch = false;
 
+  r.zero = static_cast<int>(c.get_int("train.zero"));
+  if (r.zero < 0 || r.zero > 2)
+    return bad(source, "train.zero", "= " + std::to_string(r.zero) + " is not a ZeRO stage", "use 0, 1 or 2");
+  const double bucket_mb = c.get_float("dist.bucket_mb");
+  if (!(bucket_mb >= 0) || bucket_mb > 1e6)
+    return bad(source, "dist.bucket_mb", "= " + std::to_string(bucket_mb) + " is out of range", "use a size in MiB, e.g. 25 (0: no buckets)");
+  r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.checkpoint_every = c.get_int("checkpoint.every");
   r.checkpoint_keep = c.get_int("checkpoint.keep");
   r.checkpoint_async = c.get_bool("checkpoint.async");
   r.eval_every = c.get_int("eval.every");
   r.eval_batches = c.get_int("eval.batches");
+  r.eval_tasks_every = c.get_int("eval.tasks_every");
+  for (const auto& entry : c.get_string_list("eval.tasks")) {
+    const size_t a = entry.find(':');
+    const size_t b = a == std::string::npos ? a : entry.find(':', a + 1);
+    eval::TaskSpec t;
+    t.task = entry.substr(0, a);
+    t.path = a == std::string::npos ? "" : entry.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+    char* end = nullptr;
+    if (b != std::string::npos) t.limit = std::strtoll(entry.c_str() + b + 1, &end, 10);
+    if (a == std::string::npos || t.path.empty() || (b != std::string::npos && (*end != '\0' || t.limit < 0)))
+      return bad(source, "eval.tasks", "entry '" + entry + "' is not \"TASK:FILE[:LIMIT]\"",
+                 "e.g. eval.tasks = [\"piqa:data/piqa/valid.jsonl:200\"]");
+    r.eval_tasks.push_back(t);
+  }
   r.layer_grad_norm_every = c.get_int("metrics.layer_grad_norm_every");
   r.skip_nonfinite = c.get_bool("stability.skip_nonfinite");
   r.max_bad_steps = c.get_int("stability.max_bad_steps");

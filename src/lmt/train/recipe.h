@@ -7,6 +7,7 @@
 
 #include "lmt/config/config.h"
 #include "lmt/data/loader.h"
+#include "lmt/eval/suite.h"
 #include "lmt/model/activations.h"
 #include "lmt/model/config.h"
 #include "lmt/optim/optimizer.h"
@@ -30,12 +31,16 @@ struct Recipe {
   int64_t checkpoint_every = 0, checkpoint_keep = 3;
   bool checkpoint_async = true;
   int64_t eval_every = 0, eval_batches = 16;
+  std::vector<eval::TaskSpec> eval_tasks;  // multiple-choice tasks scored every eval_tasks_every steps
+  int64_t eval_tasks_every = 0;
   int64_t layer_grad_norm_every = 0;
   bool skip_nonfinite = true;
   int64_t max_bad_steps = 5, spike_window = 50;
   double spike_zscore = 6.0;
   SpikeAction spike_action = SpikeAction::kLog;
   int64_t profile_begin = -1, profile_end = -1;  // steps [begin, end) are traced; -1: off
+  int zero = 0;                 // ZeRO stage 0, 1 or 2 (train.zero); matters only with world > 1
+  int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb in bytes; 0: one all-reduce after backward
 };
 
 // Builds and validates the recipe; `source` (the config file) names errors. Reads the dataset

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "lmt/base/log.h"
+#include "lmt/data/manifest.h"
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/io/atomic_file.h"
@@ -18,6 +19,30 @@
 namespace lmt::train {
 namespace fs = std::filesystem;
 
+namespace {
+// A loader cursor saved with (batch b, world w) replayed on (b', w') with the same global batch
+// b·w = b'·w': positions are global (row · world + rank), so the per-rank row scales by w / w'.
+StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world) {
+  if (!c.is_object() || !c.contains("world") || !c.contains("batch") || !c.contains("sources")) return c;
+  const int64_t w0 = c["world"].get<int64_t>(), b0 = c["batch"].get<int64_t>();
+  if (w0 == world && b0 == batch) return c;
+  if (b0 * w0 != batch * world)
+    return FailedPrecondition("the checkpoint's global batch is " + std::to_string(b0) + " × " + std::to_string(w0) +
+                                  " ranks, this run's is " + std::to_string(batch) + " × " + std::to_string(world),
+                              "resume with train.micro_batch × ranks equal to the saved run's");
+  for (auto& src : c["sources"]) {
+    const int64_t pos = src["row"].get<int64_t>() * w0;
+    if (pos % world != 0)
+      return FailedPrecondition("the checkpoint's data position " + std::to_string(pos) + " is not a multiple of " +
+                                    std::to_string(world) + " ranks", "resume with the saved run's number of ranks");
+    src["row"] = pos / world;
+  }
+  c["world"] = world;
+  c["batch"] = batch;
+  return c;
+}
+}  // namespace
+
 Trainer::Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml)
     : recipe_(std::move(recipe)),
       run_dir_(std::move(run_dir)),
@@ -25,8 +50,15 @@ Trainer::Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml)
       spikes_(recipe_.spike_window, recipe_.spike_zscore) {}
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const std::string& resolved_toml,
-                                                   const std::string& run_dir, bool resume) {
+                                                   const std::string& run_dir, bool resume,
+                                                   dist::Communicator* comm) {
   std::unique_ptr<Trainer> t(new Trainer(recipe, run_dir, resolved_toml));
+  if (comm == nullptr) {
+    t->own_comm_ = std::make_unique<dist::SoloCommunicator>();
+    comm = t->own_comm_.get();
+  }
+  t->comm_ = comm;
+  t->root_ = comm->rank() == 0;
   LMT_RETURN_IF_ERROR(t->setup(resume));
   return t;
 }
@@ -35,6 +67,8 @@ Status Trainer::setup(bool resume) {
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";
   const bool has_run = fs::exists(run_dir_ + "/metrics.jsonl") || fs::exists(ckpt_dir);
+  // Every rank checks before rank 0 writes anything (same answer on a shared file system).
+  LMT_RETURN_IF_ERROR(comm_->barrier());
   if (has_run && !resume)
     return FailedPrecondition("run directory " + run_dir_ + " already holds a run (metrics.jsonl or checkpoints/)",
                               "pass --resume to continue it, or choose a new --run-dir; nothing was overwritten");
@@ -44,43 +78,89 @@ Status Trainer::setup(bool resume) {
   model_ = std::make_unique<model::Transformer>(recipe_.model, kernels::cpu_backend());
   model_->init(recipe_.seed);
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
-  LMT_ASSIGN_OR_RETURN(optimizer_, optim::Optimizer::create(recipe_.optim, model_->layout(), model_->backend()));
-  LMT_ASSIGN_OR_RETURN(train_loader_, data::Loader::open(recipe_.train_data));
+  dp_ = std::make_unique<DataParallel>(*comm_, model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
+  if (dp_->sharded()) {
+    if (recipe_.layer_grad_norm_every > 0 && recipe_.zero == 2)
+      return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = 2 shards",
+                             "use train.zero = 1, or set metrics.layer_grad_norm_every = 0");
+    LMT_ASSIGN_OR_RETURN(optimizer_, optim::Optimizer::create(recipe_.optim, model_->layout(), model_->backend(),
+                                                              dp_->shard_begin(), dp_->shard_end()));
+  } else {
+    LMT_ASSIGN_OR_RETURN(optimizer_, optim::Optimizer::create(recipe_.optim, model_->layout(), model_->backend()));
+  }
+  data::LoaderOptions lo = recipe_.train_data;
+  lo.rank = comm_->rank();
+  lo.world = comm_->world();
+  LMT_ASSIGN_OR_RETURN(train_loader_, data::Loader::open(lo));
   if (train_loader_->vocab_size() > recipe_.model.vocab_size)
     return InvalidArgument("the dataset's vocabulary (" + std::to_string(train_loader_->vocab_size()) +
                                ") is larger than the model's (" + std::to_string(recipe_.model.vocab_size) + ")",
                            "remove model.vocab_size from the recipe to take the dataset's");
-  checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async);
+  if (!recipe_.eval_tasks.empty()) {  // tokenised with the tokenizer the data was prepared with
+    LMT_ASSIGN_OR_RETURN(data::Manifest manifest, data::read_manifest(recipe_.train_data.stages[0].sources[0].path));
+    auto tok = data::load_tokenizer(manifest.tokenizer_path);
+    if (!tok.ok()) return tok.status().WithContext("eval.tasks: the dataset's tokenizer");
+    LMT_ASSIGN_OR_RETURN(eval::TaskSuite suite, eval::TaskSuite::load(recipe_.eval_tasks, **tok));
+    tasks_ = std::make_unique<eval::TaskSuite>(std::move(suite));
+  }
+  if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async);
   const auto& peaks = metrics::measured_peaks();
   peak_flops_ = (recipe_.run.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
 
   if (resume && fs::exists(ckpt_dir)) {
-    std::vector<std::string> skipped;
-    auto latest = io::find_latest_checkpoint(ckpt_dir, &skipped);
-    for (const auto& s : skipped) LMT_LOG(WARNING) << "resume: skipping damaged checkpoint " << s;
-    if (!latest.ok()) return latest.status();
-    LMT_ASSIGN_OR_RETURN(nlohmann::json st, io::load_checkpoint(*latest, model_->layout(), model_->params().as<float>(),
-                                                                 optimizer_->state()));
-    model_->refresh_compute_weights();
+    nlohmann::json st;
+    std::string latest;
+    LMT_RETURN_IF_ERROR(load_latest(ckpt_dir, &st, &latest));
     step_ = st.at("step").get<int64_t>();
     updates_ = st.at("updates").get<int64_t>();
     tokens_ = st.at("tokens").get<int64_t>();
     bad_in_a_row_ = st.at("bad_in_a_row").get<int64_t>();
     run_seconds_ = st.value("run_seconds", 0.0);
     LMT_RETURN_IF_ERROR(spikes_.restore(st.at("spike_window")));
-    LMT_RETURN_IF_ERROR(train_loader_->restore(st.at("loader")));
+    LMT_ASSIGN_OR_RETURN(nlohmann::json cursor, adapt_cursor(st.at("loader"), lo.batch, lo.world));
+    LMT_RETURN_IF_ERROR(train_loader_->restore(cursor));
     last_checkpoint_step_ = step_;
-    LMT_LOG(INFO) << "resumed from " << *latest << " at step " << step_ << " (" << tokens_ << " tokens)";
-  } else if (resume) {
+    if (root_) {
+      LMT_LOG(INFO) << "resumed from " << latest << " at step " << step_ << " (" << tokens_ << " tokens)";
+    }
+  } else if (resume && root_) {
     LMT_LOG(INFO) << "resume: no checkpoint in " << ckpt_dir << "; starting from step 0";
   }
-  LMT_ASSIGN_OR_RETURN(io::AtomicFileWriter cfg, io::AtomicFileWriter::create(run_dir_ + "/config.toml"));
-  LMT_RETURN_IF_ERROR(cfg.append(resolved_toml_.data(), resolved_toml_.size()));
-  LMT_RETURN_IF_ERROR(cfg.commit());
-  LMT_ASSIGN_OR_RETURN(metrics::MetricsLog log, metrics::MetricsLog::open(run_dir_ + "/metrics.jsonl"));
-  metrics_ = std::make_unique<metrics::MetricsLog>(std::move(log));
+  if (root_) {
+    LMT_ASSIGN_OR_RETURN(io::AtomicFileWriter cfg, io::AtomicFileWriter::create(run_dir_ + "/config.toml"));
+    LMT_RETURN_IF_ERROR(cfg.append(resolved_toml_.data(), resolved_toml_.size()));
+    LMT_RETURN_IF_ERROR(cfg.commit());
+    LMT_ASSIGN_OR_RETURN(metrics::MetricsLog log, metrics::MetricsLog::open(run_dir_ + "/metrics.jsonl"));
+    metrics_ = std::make_unique<metrics::MetricsLog>(std::move(log));
+  }
   return Status::Ok();
 }
+
+// Loads the newest checkpoint under `dir` on every rank: full parameters, and this rank's slice of
+// the full optimizer state (the whole of it unless sharded).
+Status Trainer::load_latest(const std::string& dir, nlohmann::json* state, std::string* path) {
+  std::vector<std::string> skipped;
+  auto latest = io::find_latest_checkpoint(dir, &skipped);
+  if (root_) {
+    for (const auto& s : skipped) LMT_LOG(WARNING) << "resume: skipping damaged checkpoint " << s;
+  }
+  if (!latest.ok()) return latest.status();
+  if (dp_->sharded()) {
+    auto full = dp_->full_state_buffers(*optimizer_);
+    std::vector<std::pair<std::string, TensorView>> views;
+    for (auto& [n, t] : full) views.emplace_back(n, t.view());
+    LMT_ASSIGN_OR_RETURN(*state, io::load_checkpoint(*latest, model_->layout(), model_->params().as<float>(), views));
+    dp_->load_state_slice(*optimizer_, full);
+  } else {
+    LMT_ASSIGN_OR_RETURN(*state, io::load_checkpoint(*latest, model_->layout(), model_->params().as<float>(),
+                                                     optimizer_->state()));
+  }
+  model_->refresh_compute_weights();
+  *path = *latest;
+  return Status::Ok();
+}
+
+Status Trainer::write_record(const nlohmann::json& rec) { return root_ ? metrics_->write(rec) : Status::Ok(); }
 
 nlohmann::json Trainer::trainer_state() const {
   return {{"step", step_},
@@ -97,29 +177,42 @@ Status Trainer::save_checkpoint() {
   io::CheckpointData d;
   d.layout = &model_->layout();
   d.params = model_->params().as<float>();
-  d.optimizer_state = optimizer_->state();
+  std::vector<std::pair<std::string, Tensor>> full;  // gathered shards (ZeRO 1/2): collective
+  if (dp_->sharded()) {
+    LMT_ASSIGN_OR_RETURN(full, dp_->gather_state(*optimizer_));
+    for (auto& [n, t] : full) d.optimizer_state.emplace_back(n, t.view());
+  } else {
+    d.optimizer_state = optimizer_->state();
+  }
   d.trainer_state = trainer_state();
   d.config_toml = resolved_toml_;
   last_checkpoint_step_ = step_;
-  return checkpointer_->start(step_, d);
+  Status s = root_ ? checkpointer_->start(step_, d) : Status::Ok();  // start() snapshots `full`
+  Status b = comm_->barrier();
+  return s.ok() ? b : s;
 }
 
 // Reloads parameters and optimizer state from the newest checkpoint, keeping the data position:
 // the batches since that checkpoint (the window that led to the spike) are skipped.
 Status Trainer::rollback() {
-  LMT_RETURN_IF_ERROR(checkpointer_->wait());
+  if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());
+  LMT_RETURN_IF_ERROR(comm_->barrier());  // the newest checkpoint is committed before anyone reads it
+  const std::string dir = run_dir_ + "/checkpoints";
   std::vector<std::string> skipped;
-  auto latest = io::find_latest_checkpoint(checkpointer_->dir(), &skipped);
-  if (!latest.ok()) {
-    LMT_LOG(WARNING) << "step " << step_ << ": loss spike, but no checkpoint to roll back to; skipping the update";
+  if (!io::find_latest_checkpoint(dir, &skipped).ok()) {
+    if (root_) {
+      LMT_LOG(WARNING) << "step " << step_ << ": loss spike, but no checkpoint to roll back to; skipping the update";
+    }
     return Status::Ok();
   }
-  LMT_ASSIGN_OR_RETURN(nlohmann::json st, io::load_checkpoint(*latest, model_->layout(), model_->params().as<float>(),
-                                                               optimizer_->state()));
-  model_->refresh_compute_weights();
+  nlohmann::json st;
+  std::string latest;
+  LMT_RETURN_IF_ERROR(load_latest(dir, &st, &latest));
   updates_ = st.at("updates").get<int64_t>();
-  LMT_LOG(WARNING) << "step " << step_ << ": rolled back to " << *latest << ", skipping the data since then";
-  return metrics_->write({{"event", "rollback"}, {"step", step_}, {"checkpoint", *latest}});
+  if (root_) {
+    LMT_LOG(WARNING) << "step " << step_ << ": rolled back to " << latest << ", skipping the data since then";
+  }
+  return write_record({{"event", "rollback"}, {"step", step_}, {"checkpoint", latest}});
 }
 
 StatusOr<double> Trainer::evaluate() {
@@ -142,6 +235,18 @@ StatusOr<double> Trainer::evaluate() {
   return sum / static_cast<double>(n);
 }
 
+// Scores eval.tasks; the suite re-prepares the model for training afterwards.
+Status Trainer::evaluate_tasks() {
+  LMT_TRACE_SCOPE("eval_tasks");
+  LMT_ASSIGN_OR_RETURN(auto results, tasks_->run(*model_));
+  if (!root_) return Status::Ok();  // every rank scores (same weights); rank 0 reports
+  nlohmann::json rec = eval::TaskSuite::metrics_record(results, step_, tokens_);
+  for (const auto& [k, v] : rec.items())
+    if (k.size() > 4 && k.compare(k.size() - 4, 4, "_acc") == 0)
+      std::printf("step %6lld | %s %.4f\n", static_cast<long long>(step_), k.c_str(), v.get<double>());
+  return metrics_->write(rec);
+}
+
 Status Trainer::train_step() {
   LMT_TRACE_SCOPE("train_step");
   Timer step_timer;
@@ -150,6 +255,7 @@ Status Trainer::train_step() {
   double t_data = 0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_ckpt = 0, loss = 0;
   if (inject_) inject_(step_ + 1, *model_);
   model_->zero_grads();
+  const int world = comm_->world();
   for (int64_t i = 0; i < accum; ++i) {
     Timer t;
     {
@@ -159,21 +265,30 @@ Status Trainer::train_step() {
     t_data += t.seconds();
     t.reset();
     const double l = model_->forward(batch_.tokens.data(), batch_.targets.data(),
-                                     r.doc_masking ? batch_.doc_ids.data() : nullptr, true, 1.0f / static_cast<float>(accum));
+                                     r.doc_masking ? batch_.doc_ids.data() : nullptr, true,
+                                     1.0f / static_cast<float>(accum * world));
     t_fwd += t.seconds();
     t.reset();
+    if (i + 1 == accum) dp_->arm(*model_);  // bucketed gradient all-reduce during the last backward
     model_->backward();
     t_bwd += t.seconds();
     loss += l / static_cast<double>(accum);
   }
+  double t_comm = 0;
+  {
+    Timer t;
+    LMT_RETURN_IF_ERROR(dp_->finish(*model_));
+    LMT_ASSIGN_OR_RETURN(loss, dp_->mean(loss));
+    t_comm = t.seconds();
+  }
   ++step_;
-  const int64_t step_tokens = accum * r.micro_batch * r.seq_len;
+  const int64_t step_tokens = accum * r.micro_batch * r.seq_len * world;
   tokens_ += step_tokens;
 
   double norm;
   {
     LMT_TRACE_SCOPE("clip");
-    norm = optim::global_grad_norm(model_->backend(), model_->grads());
+    LMT_ASSIGN_OR_RETURN(norm, dp_->grad_norm(*model_));
   }
   nlohmann::json rec = {{"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
@@ -211,7 +326,8 @@ Status Trainer::train_step() {
     LMT_TRACE_SCOPE("optimizer_step");
     ++updates_;
     optimizer_->step(model_->params(), model_->grads(), model_->compute_mirror(), static_cast<float>(lr_mult),
-                     optim::clip_factor(norm, r.grad_clip), updates_);
+                     optim::clip_factor(norm, r.grad_clip), updates_, dp_->shard_begin(), dp_->shard_end());
+    LMT_RETURN_IF_ERROR(dp_->after_update(*model_));
     t_opt = t.seconds();
   }
   if (bad_in_a_row_ >= r.max_bad_steps)
@@ -232,21 +348,23 @@ Status Trainer::train_step() {
   rec["tokens_per_s"] = tps;
   rec["tflops"] = f.training * tps * 1e-12;
   rec["tflops_6n"] = f.six_n * tps * 1e-12;
-  rec["mfu"] = f.training * tps / peak_flops_;
-  rec["mfu_6n"] = f.six_n * tps / peak_flops_;
+  rec["mfu"] = f.training * tps / (peak_flops_ * world);
+  rec["mfu_6n"] = f.six_n * tps / (peak_flops_ * world);
   rec["time"] = {{"step", secs}, {"data", t_data}, {"forward", t_fwd}, {"backward", t_bwd}, {"optimizer", t_opt},
-                 {"checkpoint_wait", t_ckpt}};
+                 {"checkpoint_wait", t_ckpt}, {"grad_reduce", t_comm}};
+  if (world > 1) rec["world"] = world;
   rec["arena_peak_bytes"] = model_->arena().peak();
   rec["rss_bytes"] = metrics::rss_bytes();
-  LMT_RETURN_IF_ERROR(metrics_->write(rec));
+  LMT_RETURN_IF_ERROR(write_record(rec));
 
   if (r.eval_every > 0 && step_ % r.eval_every == 0) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
     last_eval_step_ = step_;
-    LMT_RETURN_IF_ERROR(metrics_->write({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    std::printf("step %6lld | val loss %.4f | val ppl %.2f\n", static_cast<long long>(step_), val, std::exp(val));
+    LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
+    if (root_) std::printf("step %6lld | val loss %.4f | val ppl %.2f\n", static_cast<long long>(step_), val, std::exp(val));
   }
-  if (step_ % r.log_every == 0 || step_ == r.max_steps) print_progress(loss, lr_mult, norm, tps, rec["mfu"]);
+  if (tasks_ && r.eval_tasks_every > 0 && step_ % r.eval_tasks_every == 0) LMT_RETURN_IF_ERROR(evaluate_tasks());
+  if (root_ && (step_ % r.log_every == 0 || step_ == r.max_steps)) print_progress(loss, lr_mult, norm, tps, rec["mfu"]);
   return Status::Ok();
 }
 
@@ -266,20 +384,25 @@ Status Trainer::run(int64_t stop_after) {
     LMT_RETURN_IF_ERROR(train_step());
     if (step_ + 1 == recipe_.profile_end) {
       const auto events = Tracer::stop();
+      if (root_) {
       LMT_RETURN_IF_ERROR(metrics::write_chrome_trace(run_dir_ + "/trace.json", events));
       std::printf("profile of steps %lld..%lld (%s/trace.json, open in Perfetto):\n%s",
                   static_cast<long long>(recipe_.profile_begin), static_cast<long long>(recipe_.profile_end - 1),
                   run_dir_.c_str(), metrics::profile_summary(events, "train_step").c_str());
+      }
     }
   }
   if (last_eval_step_ != step_) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
-    LMT_RETURN_IF_ERROR(metrics_->write({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    std::printf("final | val loss %.4f | val ppl %.2f\n", val, std::exp(val));
+    LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
+    if (root_) std::printf("final | val loss %.4f | val ppl %.2f\n", val, std::exp(val));
   }
+  if (tasks_ && (recipe_.eval_tasks_every <= 0 || step_ % recipe_.eval_tasks_every != 0))
+    LMT_RETURN_IF_ERROR(evaluate_tasks());
   if (last_checkpoint_step_ != step_) LMT_RETURN_IF_ERROR(save_checkpoint());
-  LMT_RETURN_IF_ERROR(checkpointer_->wait());
-  std::printf("run directory: %s (metrics.jsonl, checkpoints/%s)\n", run_dir_.c_str(), io::checkpoint_name(step_).c_str());
+  if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());
+  LMT_RETURN_IF_ERROR(comm_->barrier());
+  if (root_) std::printf("run directory: %s (metrics.jsonl, checkpoints/%s)\n", run_dir_.c_str(), io::checkpoint_name(step_).c_str());
   return Status::Ok();
 }
 

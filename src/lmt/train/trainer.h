@@ -10,6 +10,15 @@
 // already holds a run is never overwritten: resume it, or choose another.
 // Resuming restores parameters, optimizer state, step, token count, data cursor and the spike
 // window, so a stopped and resumed run produces exactly the losses of an uninterrupted one.
+//
+// Data parallelism (docs/DIST.md): with a Communicator of world W > 1 every rank runs this loop in
+// lockstep on disjoint data (the loader's rank slice), each rank's loss is scaled by 1/W and the
+// gradients are summed across ranks once per optimizer step (DataParallel: buckets launched from the
+// model's block hook during the last backward, waited on before clipping), so W ranks × micro-batch
+// b train like one process × W·b. train.zero = 1 shards optimizer state and the update, 2 also the
+// reduced gradients. Loss, tokens and throughput count all ranks; only rank 0 prints, writes
+// metrics.jsonl, config.toml and checkpoints. Checkpoints hold full (gathered) optimizer state and a
+// world-independent cursor, so a run may resume on another number of ranks with the same global batch.
 #pragma once
 
 #include <functional>
@@ -17,10 +26,13 @@
 #include <string>
 
 #include "lmt/data/loader.h"
+#include "lmt/eval/suite.h"
 #include "lmt/metrics/metrics_log.h"
 #include "lmt/model/transformer.h"
 #include "lmt/optim/optimizer.h"
+#include "lmt/dist/communicator.h"
 #include "lmt/train/async_checkpointer.h"
+#include "lmt/train/data_parallel.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/stability.h"
 
@@ -29,7 +41,8 @@ namespace lmt::train {
 class Trainer {
  public:
   static StatusOr<std::unique_ptr<Trainer>> create(const Recipe& recipe, const std::string& resolved_toml,
-                                                   const std::string& run_dir, bool resume);
+                                                   const std::string& run_dir, bool resume,
+                                                   dist::Communicator* comm = nullptr);
   // Trains until recipe.max_steps (or, with stop_after > 0, until that step: a graceful stop that
   // checkpoints, as when a job's time is up; the schedule still spans max_steps). Stops early with
   // an error after max_bad_steps bad steps in a row.
@@ -46,19 +59,27 @@ class Trainer {
   Status setup(bool resume);
   Status train_step();
   StatusOr<double> evaluate();
+  Status evaluate_tasks();
   Status save_checkpoint();
   Status rollback();
+  Status load_latest(const std::string& dir, nlohmann::json* state, std::string* path);
+  Status write_record(const nlohmann::json& rec);  // rank 0 only
   nlohmann::json trainer_state() const;
   void print_progress(double loss, double lr_mult, double norm, double tokens_per_s, double mfu) const;
 
   Recipe recipe_;
   std::string run_dir_, resolved_toml_;
+  std::unique_ptr<dist::Communicator> own_comm_;  // solo, when create() got none
+  dist::Communicator* comm_ = nullptr;
+  bool root_ = true;                              // rank 0: logs, metrics, checkpoints
+  std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<model::Transformer> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<data::Loader> train_loader_;
   std::unique_ptr<metrics::MetricsLog> metrics_;
   std::unique_ptr<AsyncCheckpointer> checkpointer_;
   SpikeDetector spikes_;
+  std::unique_ptr<eval::TaskSuite> tasks_;  // eval.tasks, tokenised once
   data::Batch batch_;
   int64_t step_ = 0;            // optimizer steps completed (including skipped ones)
   int64_t updates_ = 0;         // updates applied (AdamW bias correction counts these)

@@ -1,0 +1,70 @@
+#include "lmt/dist/communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "lmt/dist/mpi_communicator.h"
+
+namespace lmt::dist {
+namespace {
+
+class CompletedRequest final : public Request {
+ public:
+  explicit CompletedRequest(Status s) : status_(std::move(s)) {}
+  Status wait() override { return status_; }
+
+ private:
+  Status status_;
+};
+
+Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
+  if (static_cast<int>(counts.size()) != world)
+    return InvalidArgument(std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " +
+                               std::to_string(world),
+                           "pass one count per rank");
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<Request> completed_request(Status status) { return std::make_unique<CompletedRequest>(std::move(status)); }
+
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> o(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i) o[i + 1] = o[i] + counts[i];
+  return o;
+}
+
+Status SoloCommunicator::reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) {
+  LMT_RETURN_IF_ERROR(check_counts(counts, 1, "reduce_scatter_sum"));
+  if (counts[0] > 0 && send != recv) std::memmove(recv, send, static_cast<size_t>(counts[0]) * sizeof(float));
+  return Status::Ok();
+}
+
+Status SoloCommunicator::all_gather(float*, const std::vector<int64_t>& counts) {
+  return check_counts(counts, 1, "all_gather");
+}
+
+Status SoloCommunicator::broadcast(void*, int64_t, int root) {
+  if (root != 0) return InvalidArgument("broadcast root " + std::to_string(root) + " outside a world of 1");
+  return Status::Ok();
+}
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v) != nullptr) return true;
+  return false;
+}
+
+StatusOr<std::unique_ptr<Communicator>> make_communicator() {
+  if (!launched_by_mpi()) return std::unique_ptr<Communicator>(new SoloCommunicator());
+#ifdef LMT_HAVE_MPI
+  return MpiCommunicator::create();
+#else
+  return FailedPrecondition("launched by mpirun, but this lmtrain was built without MPI",
+                            "install libopenmpi-dev (scripts/setup.sh) and rebuild, or run without mpirun");
+#endif
+}
+
+}  // namespace lmt::dist

@@ -1,0 +1,101 @@
+// Communicator: the collectives data parallelism needs (all-reduce, reduce-scatter, all-gather,
+// broadcast, barrier), blocking and non-blocking, over f32 buffers. Implementations: Solo (world 1,
+// every collective a no-op or a copy) and MPI (mpi_communicator.h). Later: NCCL behind the same API.
+//
+// Contract. Every rank calls the same collectives in the same order with the same counts (as MPI
+// requires); a mismatch is a caller bug that may hang. Layouts for the sharded collectives:
+// `counts` has world() entries, rank r owns elements [offset(r), offset(r) + counts[r]) of a
+// buffer of sum(counts) elements, offset(r) = counts[0] + ... + counts[r-1].
+// Errors are Status values whose message names the rank ("rank 1/2: MPI_Allreduce: ...").
+//
+// Non-blocking calls return a Request; the buffers must stay alive and untouched until wait()
+// returns. A Request must be waited on before destruction (the destructor waits, ignoring errors).
+// Errors at launch are reported by wait().
+//
+// Threading: one thread uses a Communicator (MPI is initialised with at least FUNNELED support).
+// Ownership: make_communicator() returns an owned object; MPI itself is initialised once per
+// process (mpi_init()) and finalised at process exit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lmt/base/status.h"
+
+namespace lmt::dist {
+
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual Status wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  virtual const char* name() const = 0;  // "solo", "mpi"
+
+  // data[0, n) = sum over ranks of data[0, n), on every rank.
+  virtual Status all_reduce_sum(float* data, int64_t n) = 0;
+  virtual std::unique_ptr<Request> all_reduce_sum_async(float* data, int64_t n) = 0;
+  // f64 variant (metrics, norms: a few scalars).
+  virtual Status all_reduce_sum(double* data, int64_t n) = 0;
+  // recv[0, counts[rank]) = sum over ranks of send[offset(rank), offset(rank) + counts[rank]).
+  // send holds sum(counts) elements; recv must not overlap send.
+  virtual Status reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) = 0;
+  virtual std::unique_ptr<Request> reduce_scatter_sum_async(const float* send, float* recv,
+                                                            const std::vector<int64_t>& counts) = 0;
+  // In place: every rank contributes data[offset(rank), +counts[rank]) and receives all slices.
+  virtual Status all_gather(float* data, const std::vector<int64_t>& counts) = 0;
+  virtual std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) = 0;
+  // bytes of `data` from `root` to every rank.
+  virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual Status barrier() = 0;
+  // After an error on some ranks only: ends every rank of the job (MPI_Abort) so none waits forever
+  // in a collective. Solo: does nothing (the caller returns its error normally).
+  virtual void abort(int code) = 0;
+
+  bool is_root() const { return rank() == 0; }
+};
+
+// A Request already complete, carrying `status` (solo calls, launch errors).
+std::unique_ptr<Request> completed_request(Status status);
+
+// World 1: all_reduce, broadcast and barrier do nothing; reduce_scatter copies; all_gather does nothing.
+class SoloCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int world() const override { return 1; }
+  const char* name() const override { return "solo"; }
+  Status all_reduce_sum(float*, int64_t) override { return Status::Ok(); }
+  std::unique_ptr<Request> all_reduce_sum_async(float*, int64_t) override { return completed_request(Status::Ok()); }
+  Status all_reduce_sum(double*, int64_t) override { return Status::Ok(); }
+  Status reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> reduce_scatter_sum_async(const float* send, float* recv,
+                                                    const std::vector<int64_t>& counts) override {
+    return completed_request(reduce_scatter_sum(send, recv, counts));
+  }
+  Status all_gather(float*, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override {
+    return completed_request(all_gather(data, counts));
+  }
+  Status broadcast(void*, int64_t, int root) override;
+  Status barrier() override { return Status::Ok(); }
+  void abort(int) override {}
+};
+
+// True when this process was started by a launcher that expects MPI (mpirun / mpiexec of Open MPI
+// or MPICH, or Slurm's srun with PMI): OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set.
+bool launched_by_mpi();
+
+// MPI when launched_by_mpi(), else solo. Errors: kFailedPrecondition when launched by mpirun but
+// built without MPI, kInternal when MPI fails to initialise.
+StatusOr<std::unique_ptr<Communicator>> make_communicator();
+
+// Prefix-sum offsets of `counts` (world + 1 entries, from 0).
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts);
+
+}  // namespace lmt::dist

@@ -1,0 +1,177 @@
+#include "lmt/dist/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace lmt::dist {
+namespace {
+
+std::string rank_prefix() {
+  int r = -1, w = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &w);
+  return "rank " + std::to_string(r) + "/" + std::to_string(w) + ": ";
+}
+
+Status mpi_status(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return Status::Ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  return Internal(rank_prefix() + call + " failed: " + std::string(text, static_cast<size_t>(len)),
+                  "another rank may have died; its log names the first error");
+}
+
+Status to_int_counts(const std::vector<int64_t>& counts, int world, const char* call, std::vector<int>* out,
+                     std::vector<int>* displs) {
+  if (static_cast<int>(counts.size()) != world)
+    return InvalidArgument(rank_prefix() + call + ": " + std::to_string(counts.size()) + " counts for a world of " +
+                               std::to_string(world),
+                           "pass one count per rank");
+  out->resize(counts.size());
+  if (displs) displs->resize(counts.size());
+  int64_t off = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 0 || counts[i] > INT_MAX || off > INT_MAX)
+      return InvalidArgument(rank_prefix() + call + ": count " + std::to_string(counts[i]) + " at offset " +
+                                 std::to_string(off) + " exceeds MPI's int range",
+                             "shard the buffer into pieces below 2^31 elements");
+    (*out)[i] = static_cast<int>(counts[i]);
+    if (displs) (*displs)[i] = static_cast<int>(off);
+    off += counts[i];
+  }
+  return Status::Ok();
+}
+
+// Owns the MPI_Request and whatever the call's arguments must outlive (int count arrays).
+class MpiRequest final : public Request {
+ public:
+  MpiRequest(const char* call, std::vector<int> counts, std::vector<int> displs)
+      : call_(call), counts_(std::move(counts)), displs_(std::move(displs)) {}
+  ~MpiRequest() override {
+    if (!done_) (void)wait();
+  }
+  Status wait() override {
+    if (done_) return Status::Ok();
+    done_ = true;
+    return mpi_status(MPI_Wait(&req_, MPI_STATUS_IGNORE), call_);
+  }
+  MPI_Request req_ = MPI_REQUEST_NULL;
+  const char* call_;
+  std::vector<int> counts_, displs_;
+  bool done_ = false;
+};
+
+std::unique_ptr<Request> launched(std::unique_ptr<MpiRequest> r, int rc) {
+  if (rc != MPI_SUCCESS) {
+    r->done_ = true;
+    return completed_request(mpi_status(rc, r->call_));
+  }
+  return r;
+}
+
+}  // namespace
+
+Status mpi_init() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return Status::Ok();
+  int provided = 0;
+  const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+  if (rc != MPI_SUCCESS) return Internal("MPI_Init_thread failed (error " + std::to_string(rc) + ")",
+                                         "check the mpirun flags in docs/DIST.md");
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (provided < MPI_THREAD_FUNNELED)
+    return FailedPrecondition(rank_prefix() + "MPI provides thread level " + std::to_string(provided) +
+                                  ", below MPI_THREAD_FUNNELED",
+                              "use an MPI library built with thread support");
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::create() {
+  LMT_RETURN_IF_ERROR(mpi_init());
+  int r = 0, w = 1;
+  LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank"));
+  LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_size(MPI_COMM_WORLD, &w), "MPI_Comm_size"));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(r, w));
+}
+
+Status MpiCommunicator::all_reduce_sum(float* data, int64_t n) {
+  for (int64_t off = 0; off < n; off += INT_MAX) {
+    const int c = static_cast<int>(std::min<int64_t>(n - off, INT_MAX));
+    LMT_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                                   "MPI_Allreduce"));
+  }
+  return Status::Ok();
+}
+
+Status MpiCommunicator::all_reduce_sum(double* data, int64_t n) {
+  if (n > INT_MAX) return InvalidArgument(rank_prefix() + "all_reduce_sum(double): too many elements");
+  return mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                    "MPI_Allreduce");
+}
+
+std::unique_ptr<Request> MpiCommunicator::all_reduce_sum_async(float* data, int64_t n) {
+  if (n > INT_MAX)
+    return completed_request(InvalidArgument(rank_prefix() + "MPI_Iallreduce: " + std::to_string(n) +
+                                                 " elements exceed MPI's int range",
+                                             "use smaller buckets (dist.bucket_mb)"));
+  auto r = std::make_unique<MpiRequest>("MPI_Iallreduce", std::vector<int>{}, std::vector<int>{});
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r->req_);
+  return launched(std::move(r), rc);
+}
+
+Status MpiCommunicator::reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) {
+  return reduce_scatter_sum_async(send, recv, counts)->wait();
+}
+
+std::unique_ptr<Request> MpiCommunicator::reduce_scatter_sum_async(const float* send, float* recv,
+                                                                   const std::vector<int64_t>& counts) {
+  std::vector<int> c;
+  Status s = to_int_counts(counts, world_, "MPI_Ireduce_scatter", &c, nullptr);
+  if (!s.ok()) return completed_request(s);
+  auto r = std::make_unique<MpiRequest>("MPI_Ireduce_scatter", std::move(c), std::vector<int>{});
+  const int rc = MPI_Ireduce_scatter(send, recv, r->counts_.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r->req_);
+  return launched(std::move(r), rc);
+}
+
+Status MpiCommunicator::all_gather(float* data, const std::vector<int64_t>& counts) {
+  return all_gather_async(data, counts)->wait();
+}
+
+std::unique_ptr<Request> MpiCommunicator::all_gather_async(float* data, const std::vector<int64_t>& counts) {
+  std::vector<int> c, d;
+  Status s = to_int_counts(counts, world_, "MPI_Iallgatherv", &c, &d);
+  if (!s.ok()) return completed_request(s);
+  auto r = std::make_unique<MpiRequest>("MPI_Iallgatherv", std::move(c), std::move(d));
+  const int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, r->counts_.data(), r->displs_.data(),
+                                 MPI_FLOAT, MPI_COMM_WORLD, &r->req_);
+  return launched(std::move(r), rc);
+}
+
+Status MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  if (root < 0 || root >= world_)
+    return InvalidArgument(rank_prefix() + "broadcast root " + std::to_string(root) + " outside the world");
+  auto* p = static_cast<char*>(data);
+  for (int64_t off = 0; off < bytes; off += INT_MAX) {
+    const int c = static_cast<int>(std::min<int64_t>(bytes - off, INT_MAX));
+    LMT_RETURN_IF_ERROR(mpi_status(MPI_Bcast(p + off, c, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast"));
+  }
+  return Status::Ok();
+}
+
+void MpiCommunicator::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
+
+Status MpiCommunicator::barrier() { return mpi_status(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+}  // namespace lmt::dist

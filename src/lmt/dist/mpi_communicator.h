@@ -1,0 +1,45 @@
+// MpiCommunicator: Communicator over MPI_COMM_WORLD (Open MPI here; any MPI-3 library works).
+// Non-blocking calls use MPI_Iallreduce / MPI_Ireduce_scatter / MPI_Iallgatherv; Open MPI's shared
+// memory transport progresses them mostly inside MPI calls, so overlap with computation is partial
+// on CPU (the request is tested as later buckets launch; docs/DIST.md).
+//
+// mpi_init() initialises MPI once per process (MPI_Init_thread, FUNNELED at least) and registers
+// MPI_Finalize at exit; MPI errors are returned (MPI_ERRORS_RETURN), never abort, and name the rank.
+// Counts above INT_MAX elements are split into several calls (blocking all-reduce) or rejected.
+// Threading: the thread that created it makes every call. This header does not include mpi.h.
+#pragma once
+
+#include <memory>
+
+#include "lmt/dist/communicator.h"
+
+namespace lmt::dist {
+
+// Idempotent; thread-unsafe (call it from main before other threads use MPI).
+Status mpi_init();
+
+class MpiCommunicator final : public Communicator {
+ public:
+  static StatusOr<std::unique_ptr<Communicator>> create();  // calls mpi_init()
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+  const char* name() const override { return "mpi"; }
+  Status all_reduce_sum(float* data, int64_t n) override;
+  std::unique_ptr<Request> all_reduce_sum_async(float* data, int64_t n) override;
+  Status all_reduce_sum(double* data, int64_t n) override;
+  Status reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> reduce_scatter_sum_async(const float* send, float* recv,
+                                                    const std::vector<int64_t>& counts) override;
+  Status all_gather(float* data, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override;
+  Status broadcast(void* data, int64_t bytes, int root) override;
+  Status barrier() override;
+  void abort(int code) override;
+
+ private:
+  MpiCommunicator(int rank, int world) : rank_(rank), world_(world) {}
+  int rank_, world_;
+};
+
+}  // namespace lmt::dist

@@ -1,0 +1,147 @@
+#include "lmt/train/data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "lmt/base/check.h"
+#include "lmt/base/trace.h"
+#include "lmt/optim/gradients.h"
+
+namespace lmt::train {
+
+DataParallel::DataParallel(dist::Communicator& comm, const model::ParamLayout& layout, const optim::OptimizerConfig& oc,
+                           int zero, int64_t bucket_bytes)
+    : comm_(comm), zero_(zero), total_(layout.total_numel()), bucket_elems_(bucket_bytes / 4) {
+  if (zero_ > 0 && comm_.world() > 1) {
+    cuts_ = optim::balanced_cuts(oc, layout, comm_.world());
+  } else {  // every rank updates the whole buffer: its "shard" is [0, total)
+    cuts_.assign(comm_.world() + 1, total_);
+    cuts_[comm_.rank()] = 0;
+  }
+  // Block extents; buckets need blocks laid out contiguously in order with nothing else between.
+  int64_t L = 0;
+  for (const auto& p : layout.params()) L = std::max(L, p.layer + 1);
+  layer_lo_.assign(L, total_);
+  layer_hi_.assign(L, 0);
+  for (const auto& p : layout.params())
+    if (p.layer >= 0) {
+      layer_lo_[p.layer] = std::min(layer_lo_[p.layer], p.offset);
+      layer_hi_[p.layer] = std::max(layer_hi_[p.layer], p.offset + p.numel);
+    }
+  bool ok = L > 0 && bucket_elems_ > 0 && zero_ < 2 && comm_.world() > 1;
+  for (int64_t l = 0; ok && l + 1 < L; ++l) ok = layer_hi_[l] <= layer_lo_[l + 1];
+  for (const auto& p : layout.params())
+    if (ok && p.layer < 0 && p.offset < layer_hi_[L - 1] && p.offset + p.numel > layer_lo_[0]) ok = false;
+  bucketing_ = ok;
+  if (zero_ == 2 && comm_.world() > 1) rs_scratch_ = Tensor({std::max<int64_t>(shard_end() - shard_begin(), 1)}, DType::kF32);
+}
+
+void DataParallel::arm(model::Transformer& m) {
+  if (comm_.world() == 1) return;
+  inflight_.clear();
+  if (!bucketing_) return;
+  const int64_t L = static_cast<int64_t>(layer_lo_.size());
+  pending_lo_ = pending_hi_ = launched_lo_ = layer_hi_[L - 1];
+  m.set_block_grads_ready([this, &m](int64_t layer) { on_block_ready(m, layer); });
+}
+
+Status DataParallel::launch(float* grads, int64_t begin, int64_t end) {
+  if (end <= begin) return Status::Ok();
+  inflight_.push_back(comm_.all_reduce_sum_async(grads + begin, end - begin));
+  return Status::Ok();
+}
+
+void DataParallel::on_block_ready(model::Transformer& m, int64_t layer) {
+  pending_lo_ = layer_lo_[layer];
+  if (pending_hi_ - pending_lo_ >= bucket_elems_ || layer == 0) {
+    LMT_TRACE_SCOPE("grad_bucket_launch");
+    (void)launch(m.grads().as<float>(), pending_lo_, pending_hi_);  // errors surface in finish()'s wait
+    launched_lo_ = pending_lo_;
+    pending_hi_ = pending_lo_;
+  }
+}
+
+Status DataParallel::finish(model::Transformer& m) {
+  if (comm_.world() == 1) return Status::Ok();
+  LMT_TRACE_SCOPE("grad_reduce");
+  float* g = m.grads().as<float>();
+  Status st = Status::Ok();
+  if (zero_ == 2) {
+    std::vector<int64_t> counts(comm_.world());
+    for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
+    st = comm_.reduce_scatter_sum(g, rs_scratch_.as<float>(), counts);
+    if (st.ok() && counts[rank()] > 0)
+      std::memcpy(g + shard_begin(), rs_scratch_.as<float>(), static_cast<size_t>(counts[rank()]) * sizeof(float));
+  } else if (bucketing_) {
+    m.set_block_grads_ready(nullptr);
+    // Everything outside the launched block range: embeddings, final norm, LM head.
+    const int64_t hi = layer_hi_.back();
+    Status a = launch(g, 0, launched_lo_);
+    Status b = launch(g, hi, total_);
+    (void)a;
+    (void)b;
+  } else {
+    inflight_.push_back(comm_.all_reduce_sum_async(g, total_));
+  }
+  for (auto& r : inflight_) {
+    Status s = r->wait();
+    if (st.ok() && !s.ok()) st = s;
+  }
+  inflight_.clear();
+  return st;
+}
+
+StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
+  if (zero_ < 2 || comm_.world() == 1) return optim::global_grad_norm(m.backend(), m.grads());
+  double ss = 0;
+  if (shard_end() > shard_begin())
+    ss = m.backend().sum_squares(TensorView(m.grads().as<float>() + shard_begin(), Shape{shard_end() - shard_begin()}, DType::kF32));
+  LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));
+  return std::sqrt(ss);
+}
+
+Status DataParallel::after_update(model::Transformer& m) {
+  if (!sharded()) return Status::Ok();
+  LMT_TRACE_SCOPE("param_gather");
+  std::vector<int64_t> counts(comm_.world());
+  for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
+  LMT_RETURN_IF_ERROR(comm_.all_gather(m.params().as<float>(), counts));
+  m.refresh_compute_weights();
+  return Status::Ok();
+}
+
+StatusOr<double> DataParallel::mean(double v) {
+  if (comm_.world() == 1) return v;
+  LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&v, 1));
+  return v / comm_.world();
+}
+
+std::vector<std::pair<std::string, Tensor>> DataParallel::full_state_buffers(optim::Optimizer& o) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [name, v] : o.state()) out.emplace_back(name, Tensor({total_}, DType::kF32));
+  return out;
+}
+
+StatusOr<std::vector<std::pair<std::string, Tensor>>> DataParallel::gather_state(optim::Optimizer& o) {
+  auto full = full_state_buffers(o);
+  auto st = o.state();
+  const int64_t b = o.state_begin(), n = o.state_end() - o.state_begin();
+  std::vector<int64_t> counts(comm_.world());
+  for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
+  for (size_t i = 0; i < st.size(); ++i) {
+    if (n > 0) std::memcpy(full[i].second.as<float>() + b, st[i].second.as<float>(), static_cast<size_t>(n) * sizeof(float));
+    if (sharded()) LMT_RETURN_IF_ERROR(comm_.all_gather(full[i].second.as<float>(), counts));
+  }
+  return full;
+}
+
+void DataParallel::load_state_slice(optim::Optimizer& o, const std::vector<std::pair<std::string, Tensor>>& full) const {
+  auto st = o.state();
+  LMT_CHECK(st.size() == full.size());
+  const int64_t b = o.state_begin(), n = o.state_end() - o.state_begin();
+  for (size_t i = 0; i < st.size(); ++i)
+    if (n > 0) std::memcpy(st[i].second.as<float>(), full[i].second.as<float>() + b, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace lmt::train

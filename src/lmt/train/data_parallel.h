@@ -1,0 +1,80 @@
+// DataParallel: gradient reduction and ZeRO-1/2 sharding for the Trainer, over a Communicator.
+// The model never calls it; the Trainer drives it once per optimizer step:
+//
+//   arm(model)        before the last micro-batch's backward: installs the model's
+//                     set_block_grads_ready() hook, which launches non-blocking all-reduces of
+//                     buckets of finished blocks (about bucket_bytes each) while backward continues
+//                     (ZeRO 0/1; ZeRO-2 reduce-scatters after backward, unbucketed).
+//   finish(model)     after backward: reduces what is left, waits for every bucket, removes the hook.
+//                     Afterwards grads hold the sum over ranks (the Trainer scales each rank's loss
+//                     by 1/world, so the sum is the mean): all of them (ZeRO 0/1), or only
+//                     [shard_begin, shard_end) (ZeRO-2; the rest is stale).
+//   grad_norm()       the global norm, the same on every rank.
+//   after_update()    ZeRO 1/2: all-gathers the parameter shards, then refreshes the bf16 mirror.
+//
+// Shards: balanced_cuts(optim config, layout, world); rank r updates [cuts[r], cuts[r+1]) and owns
+// optimizer state only for it (ZeRO 1/2). ZeRO-2 on CPU saves no memory yet: backward writes
+// the full flat grad buffer; only the reduction result is sharded (docs/DIST.md).
+// Checkpoints stay world-size independent: gather_state() assembles full optimizer state buffers
+// (collective: every rank calls it), load_state_slice() copies a full buffer's slice into a shard.
+//
+// Ownership: references the communicator (must outlive it). Threading: the Trainer's thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lmt/dist/communicator.h"
+#include "lmt/model/transformer.h"
+#include "lmt/optim/optimizer.h"
+#include "lmt/tensor/tensor.h"
+
+namespace lmt::train {
+
+class DataParallel {
+ public:
+  DataParallel(dist::Communicator& comm, const model::ParamLayout& layout, const optim::OptimizerConfig& oc, int zero,
+               int64_t bucket_bytes);
+
+  int rank() const { return comm_.rank(); }
+  int world() const { return comm_.world(); }
+  int zero() const { return zero_; }
+  bool sharded() const { return zero_ > 0 && world() > 1; }
+  int64_t shard_begin() const { return cuts_[rank()]; }
+  int64_t shard_end() const { return cuts_[rank() + 1]; }
+  dist::Communicator& comm() { return comm_; }
+
+  void arm(model::Transformer& m);
+  Status finish(model::Transformer& m);
+  StatusOr<double> grad_norm(model::Transformer& m);
+  Status after_update(model::Transformer& m);
+  // Mean of `v` over ranks.
+  StatusOr<double> mean(double v);
+
+  // Full-size copies of the optimizer's (possibly sharded) state, named as state() names them.
+  StatusOr<std::vector<std::pair<std::string, Tensor>>> gather_state(optim::Optimizer& o);
+  // Full-size zeroed buffers matching state() names (to load a checkpoint into).
+  std::vector<std::pair<std::string, Tensor>> full_state_buffers(optim::Optimizer& o) const;
+  // Copies this rank's slice of `full` into the optimizer's state.
+  void load_state_slice(optim::Optimizer& o, const std::vector<std::pair<std::string, Tensor>>& full) const;
+
+ private:
+  void on_block_ready(model::Transformer& m, int64_t layer);
+  Status launch(float* grads, int64_t begin, int64_t end);
+
+  dist::Communicator& comm_;
+  int zero_;
+  int64_t total_, bucket_elems_;
+  std::vector<int64_t> cuts_;                        // world + 1 legal cut points
+  std::vector<int64_t> layer_lo_, layer_hi_;         // extent of each block's tensors in the flat buffer
+  bool bucketing_ = false;                           // blocks are contiguous and buckets enabled
+  int64_t pending_lo_ = 0, pending_hi_ = 0;          // finished, not yet launched: [lo, hi)
+  int64_t launched_lo_ = 0;                          // [launched_lo_, blocks_hi) is in flight
+  std::vector<std::unique_ptr<dist::Request>> inflight_;
+  Tensor rs_scratch_;                                // ZeRO-2 reduce-scatter result (shard size)
+};
+
+}  // namespace lmt::train

@@ -1,0 +1,344 @@
+// Data parallelism under `mpirun -np 2` (ctest registers it so; alone it runs as world 1):
+// the communicator's collectives give the right sums and slices; the loader's rank slices are
+// disjoint and together make up one process's batch; W ranks × micro-batch b train exactly like one
+// process × W·b (per-step losses within 1e-5 relative, the same final parameters) for ZeRO 0, 1 and 2;
+// a checkpoint saved by W ranks (ZeRO-1, sharded optimizer state) resumes in one process. ZeRO-1
+// with Muon, whose shards must not split a matrix, matches too.
+//
+// Tolerance: fp32 training; the two layouts differ only in summation order (each rank's mean over
+// b·T tokens, then the sum across ranks, vs one mean over W·b·T tokens), ~1e-7 relative per step;
+// 1e-5 leaves room for a few AdamW steps amplifying that. Parameters: |Δ| <= 1e-6 + 1e-4·|p| (AdamW
+// normalises each element, so an element with a near-zero gradient can move a little differently).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+#include "lmt/base/rng.h"
+#include "lmt/data/dataset_writer.h"
+#include "lmt/dist/communicator.h"
+#include "lmt/train/trainer.h"
+
+namespace lmt {
+namespace {
+namespace fs = std::filesystem;
+
+dist::Communicator* g_comm = nullptr;
+constexpr int64_t kVocab = 64;
+constexpr int64_t kB = 2;  // micro-batch per rank; the single-process reference uses kB · world
+
+// Documents that follow a fixed random successor table 90% of the time (as tests/train/trainer_test.cpp).
+void write_dataset(const std::string& dir) {
+  data::DatasetSpec spec;
+  spec.tokenizer_path = "synthetic";
+  spec.tokenizer_fingerprint = "synthetic-v1";
+  spec.vocab_size = kVocab;
+  spec.eos_id = kVocab - 1;
+  spec.shard_tokens = 4096;
+  auto w = data::DatasetWriter::create(dir, spec);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Rng rng(1);
+  std::vector<int32_t> next(kVocab - 1);
+  for (auto& n : next) n = static_cast<int32_t>(rng.below(kVocab - 1));
+  for (int d = 0; d < 240; ++d) {
+    std::vector<int32_t> doc;
+    int32_t t = static_cast<int32_t>(rng.below(kVocab - 1));
+    const int64_t len = 20 + static_cast<int64_t>(rng.below(80));
+    for (int64_t i = 0; i < len; ++i) {
+      doc.push_back(t);
+      t = rng.uniform() < 0.9 ? next[t] : static_cast<int32_t>(rng.below(kVocab - 1));
+    }
+    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
+  }
+  ASSERT_TRUE((*w)->commit({{"generator", "dist_test"}}).ok());
+}
+
+class DistTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    int64_t pid = ::getpid();  // rank 0's, so every rank names the same directory
+    ASSERT_TRUE(g_comm->broadcast(&pid, sizeof(pid), 0).ok());
+    root_ = fs::temp_directory_path() / ("lmt_dist_" + std::to_string(pid));
+    if (g_comm->rank() == 0) {
+      fs::remove_all(root_);
+      fs::create_directories(root_);
+      write_dataset((root_ / "data").string());
+    }
+    ASSERT_TRUE(g_comm->barrier().ok());
+  }
+  static void TearDownTestSuite() {
+    (void)g_comm->barrier();
+    if (g_comm->rank() == 0) fs::remove_all(root_);
+  }
+
+  config::Config recipe_config(int64_t steps, int64_t micro_batch, int zero, const std::string& optim = "adamw") {
+    config::Config c = config::Config::defaults();
+    for (const char* kv : {"model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
+                           "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64", "train.seq_len=32",
+                           "train.dtype=fp32", "optim.lr=3e-3", "schedule.warmup_steps=2", "eval.batches=2",
+                           "checkpoint.async=false", "dist.bucket_mb=0.01"})
+      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    EXPECT_TRUE(c.apply_override("data.path=" + (root_ / "data").string()).ok());
+    EXPECT_TRUE(c.apply_override("train.max_steps=" + std::to_string(steps)).ok());
+    EXPECT_TRUE(c.apply_override("train.micro_batch=" + std::to_string(micro_batch)).ok());
+    EXPECT_TRUE(c.apply_override("train.zero=" + std::to_string(zero)).ok());
+    EXPECT_TRUE(c.apply_override("optim.name=" + optim).ok());
+    return c;
+  }
+
+  std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm,
+                                       bool resume = false) {
+    auto recipe = train::recipe_from_config(c, "test.toml");
+    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
+    if (!recipe.ok()) return nullptr;
+    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), resume, comm);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  static std::map<int64_t, nlohmann::json> steps_of(const fs::path& run) {
+    std::map<int64_t, nlohmann::json> out;
+    std::ifstream in(run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("loss")) out[j["step"].get<int64_t>()] = j;
+    }
+    return out;
+  }
+
+  // A single-process run of `steps` steps with micro-batch kB · world, private to this rank.
+  std::unique_ptr<train::Trainer> reference(const std::string& name, int64_t steps, const std::string& optim = "adamw") {
+    dist::SoloCommunicator solo;
+    auto t = make(recipe_config(steps, kB * g_comm->world(), 0, optim), root_ / (name + "_rank" + std::to_string(g_comm->rank())), &solo);
+    EXPECT_TRUE(t && t->run().ok());
+    return t;
+  }
+
+  static void expect_same_run(const fs::path& a, const fs::path& b, int64_t steps) {
+    auto sa = steps_of(a), sb = steps_of(b);
+    ASSERT_EQ(sa.size(), static_cast<size_t>(steps));
+    ASSERT_EQ(sb.size(), static_cast<size_t>(steps));
+    for (int64_t s = 1; s <= steps; ++s) {
+      const double la = sa[s]["loss"].get<double>(), lb = sb[s]["loss"].get<double>();
+      EXPECT_NEAR(la, lb, 1e-5 * std::abs(la)) << "step " << s;
+      EXPECT_EQ(sa[s]["tokens"], sb[s]["tokens"]) << "step " << s;
+    }
+  }
+
+  static void expect_same_params(train::Trainer& a, train::Trainer& b) {
+    const float* pa = a.model().params().as<float>();
+    const float* pb = b.model().params().as<float>();
+    const int64_t n = a.model().params().numel();
+    ASSERT_EQ(n, b.model().params().numel());
+    double worst = 0, worst_abs = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = std::abs(double(pa[i]) - pb[i]);
+      worst_abs = std::max(worst_abs, d);
+      if (d - 1e-4 * std::abs(double(pa[i])) > worst) {
+        worst = d - 1e-4 * std::abs(double(pa[i]));
+        at = i;
+      }
+    }
+    EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << pa[at] << " vs " << pb[at] << " (largest |difference| "
+                           << worst_abs << ")";
+  }
+
+  void ddp_matches_one_process(int zero, const std::string& optim = "adamw") {
+    const int64_t steps = 6;
+    const std::string name = "z" + std::to_string(zero) + optim;
+    auto ref = reference("ref_" + name, steps, optim);
+    ASSERT_TRUE(ref);
+    const fs::path run = root_ / ("ddp_" + name);
+    auto t = make(recipe_config(steps, kB, zero, optim), run, g_comm);
+    ASSERT_TRUE(t);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(g_comm->barrier().ok());
+    expect_same_run(root_ / ("ref_" + name + "_rank" + std::to_string(g_comm->rank())), run, steps);
+    expect_same_params(*ref, *t);  // every rank holds the full, identical parameters
+    if (g_comm->world() > 1) {
+      EXPECT_EQ(steps_of(run)[1].value("world", 1), g_comm->world());
+    }
+  }
+
+  static fs::path root_;
+};
+fs::path DistTest::root_;
+
+TEST_F(DistTest, AllReduceSumsOverRanks) {
+  const int w = g_comm->world(), r = g_comm->rank();
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(r + 1) * static_cast<float>(i);
+  ASSERT_TRUE(g_comm->all_reduce_sum(v.data(), static_cast<int64_t>(v.size())).ok());
+  const float ranks_sum = static_cast<float>(w * (w + 1) / 2);
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], ranks_sum * static_cast<float>(i)) << i;
+
+  std::vector<float> a(37, static_cast<float>(r + 1)), b(5, 1.0f);
+  auto ra = g_comm->all_reduce_sum_async(a.data(), 37);
+  auto rb = g_comm->all_reduce_sum_async(b.data(), 5);
+  ASSERT_TRUE(rb->wait().ok());
+  ASSERT_TRUE(ra->wait().ok());
+  for (float x : a) EXPECT_EQ(x, ranks_sum);
+  for (float x : b) EXPECT_EQ(x, static_cast<float>(w));
+
+  double d = 0.5 * (r + 1);
+  ASSERT_TRUE(g_comm->all_reduce_sum(&d, 1).ok());
+  EXPECT_DOUBLE_EQ(d, 0.5 * ranks_sum);
+}
+
+TEST_F(DistTest, ReduceScatterAndAllGatherUseTheCountsLayout) {
+  const int w = g_comm->world(), r = g_comm->rank();
+  std::vector<int64_t> counts(w);
+  for (int i = 0; i < w; ++i) counts[i] = 3 + 2 * i;  // uneven slices
+  const auto off = dist::offsets_of(counts);
+  std::vector<float> send(off[w]);
+  for (int64_t i = 0; i < off[w]; ++i) send[i] = static_cast<float>(i * (r + 1));
+  std::vector<float> recv(counts[r], -1.0f);
+  ASSERT_TRUE(g_comm->reduce_scatter_sum(send.data(), recv.data(), counts).ok());
+  const float ranks_sum = static_cast<float>(w * (w + 1) / 2);
+  for (int64_t j = 0; j < counts[r]; ++j) EXPECT_EQ(recv[j], ranks_sum * static_cast<float>(off[r] + j)) << j;
+
+  std::vector<float> buf(off[w], -1.0f);
+  for (int64_t j = 0; j < counts[r]; ++j) buf[off[r] + j] = static_cast<float>(100 * r + j);
+  ASSERT_TRUE(g_comm->all_gather_async(buf.data(), counts)->wait().ok());
+  for (int q = 0; q < w; ++q)
+    for (int64_t j = 0; j < counts[q]; ++j) EXPECT_EQ(buf[off[q] + j], static_cast<float>(100 * q + j));
+
+  int64_t token = r == 0 ? 424242 : 0;
+  ASSERT_TRUE(g_comm->broadcast(&token, sizeof(token), 0).ok());
+  EXPECT_EQ(token, 424242);
+  EXPECT_TRUE(g_comm->barrier().ok());
+  EXPECT_FALSE(g_comm->all_gather(buf.data(), std::vector<int64_t>(w + 1, 1)).ok()) << "wrong number of counts";
+}
+
+TEST_F(DistTest, RanksSeeDisjointRowsThatMakeUpOneProcessBatch) {
+  const int w = 2;  // checked in-process: the loader's slicing needs no MPI
+  auto opts = [&](int rank, int world, int64_t batch) {
+    data::LoaderOptions o;
+    o.stages = {data::DataStage{0, {data::DataSource{(root_ / "data").string(), 1.0}}}};
+    o.seq = 32;
+    o.batch = batch;
+    o.seed = 7;
+    o.rank = rank;
+    o.world = world;
+    o.prefetch = false;
+    return o;
+  };
+  auto one = data::Loader::open(opts(0, 1, kB * w));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  std::vector<std::unique_ptr<data::Loader>> ranks;
+  for (int r = 0; r < w; ++r) {
+    auto l = data::Loader::open(opts(r, w, kB));
+    ASSERT_TRUE(l.ok());
+    ranks.push_back(std::move(*l));
+  }
+  for (int step = 0; step < 5; ++step) {
+    data::Batch b1;
+    ASSERT_TRUE((*one)->next(&b1).ok());
+    std::multiset<std::vector<int32_t>> whole, parts;
+    std::vector<std::set<std::vector<int32_t>>> per_rank(w);
+    for (int64_t i = 0; i < b1.B; ++i) whole.insert({b1.tokens.begin() + i * 32, b1.tokens.begin() + (i + 1) * 32});
+    for (int r = 0; r < w; ++r) {
+      data::Batch b;
+      ASSERT_TRUE(ranks[r]->next(&b).ok());
+      for (int64_t i = 0; i < b.B; ++i) {
+        std::vector<int32_t> row(b.tokens.begin() + i * 32, b.tokens.begin() + (i + 1) * 32);
+        parts.insert(row);
+        per_rank[r].insert(row);
+      }
+    }
+    EXPECT_EQ(whole, parts) << "step " << step;
+    for (const auto& row : per_rank[0]) EXPECT_EQ(per_rank[1].count(row), 0u) << "a row on both ranks, step " << step;
+  }
+}
+
+TEST_F(DistTest, Zero0MatchesOneProcessWithTheGlobalBatch) { ddp_matches_one_process(0); }
+TEST_F(DistTest, Zero1MatchesOneProcessWithTheGlobalBatch) { ddp_matches_one_process(1); }
+TEST_F(DistTest, Zero2MatchesOneProcessWithTheGlobalBatch) { ddp_matches_one_process(2); }
+// Muon orthogonalises whole matrices: the shard cuts must not split one (optim::balanced_cuts).
+TEST_F(DistTest, Zero1WithMuonMatchesOneProcess) { ddp_matches_one_process(1, "muon"); }
+
+TEST_F(DistTest, ShardedCheckpointResumesInOneProcess) {
+  const int64_t steps = 6, w = g_comm->world();
+  auto ref = reference("ref_resume", steps);
+  ASSERT_TRUE(ref);
+  const fs::path run = root_ / "saved_by_ranks";
+  {
+    auto t = make(recipe_config(steps, kB, /*zero=*/1), run, g_comm);
+    ASSERT_TRUE(t);
+    Status s = t->run(/*stop_after=*/3);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  if (g_comm->rank() == 0) {  // continue alone, with the same global batch
+    dist::SoloCommunicator solo;
+    auto t = make(recipe_config(steps, kB * w, /*zero=*/0), run, &solo, /*resume=*/true);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->step(), 3);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    expect_same_run(root_ / "ref_resume_rank0", run, steps);
+    expect_same_params(*ref, *t);
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+TEST_F(DistTest, ResumingWithAnotherGlobalBatchIsRefusedWithAHint) {
+  const fs::path run = root_ / "global_batch";
+  {
+    auto t = make(recipe_config(4, kB, /*zero=*/0), run, g_comm);
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(t->run(/*stop_after=*/2).ok());
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  if (g_comm->rank() == 0 && g_comm->world() > 1) {  // alone with the per-rank micro-batch: half the global batch
+    dist::SoloCommunicator solo;
+    auto c = recipe_config(4, kB, 0);
+    auto recipe = train::recipe_from_config(c, "test.toml");
+    ASSERT_TRUE(recipe.ok());
+    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), /*resume=*/true, &solo);
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(t.status().ToString().find("global batch"), std::string::npos) << t.status().ToString();
+    EXPECT_NE(t.status().ToString().find("train.micro_batch"), std::string::npos) << t.status().ToString();
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+TEST_F(DistTest, BadZeroStageAndBucketSizeNameTheKey) {
+  for (const auto& [kv, key] : {std::pair<std::string, std::string>{"train.zero=3", "train.zero"},
+                                {"dist.bucket_mb=-1", "dist.bucket_mb"}}) {
+    config::Config c = recipe_config(2, kB, 0);
+    ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+    auto r = train::recipe_from_config(c, "test.toml");
+    ASSERT_FALSE(r.ok()) << kv;
+    EXPECT_NE(r.status().ToString().find(key), std::string::npos) << r.status().ToString();
+    EXPECT_NE(r.status().ToString().find("hint"), std::string::npos) << r.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace lmt
+
+int main(int argc, char** argv) {
+  auto comm = lmt::dist::make_communicator();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
+    return 2;
+  }
+  lmt::g_comm = comm->get();
+  ::testing::InitGoogleTest(&argc, argv);
+  if (lmt::g_comm->rank() != 0) {  // one rank's report is enough; failures still set the exit code
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int rc = RUN_ALL_TESTS();
+  return rc;
+}
