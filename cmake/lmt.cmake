@@ -21,6 +21,7 @@ function(lmt_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${LMT_WARNINGS} ${LMT_ARCH_FLAGS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)  # tests/common helpers
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE LMT_SHARED_DATA="${PROJECT_SOURCE_DIR}/../shared/data")
   # Tests run two at a time on two cores: OpenMP threads that spin while waiting would fight the

@@ -10,24 +10,14 @@
 
 #include "data_test_util.h"
 
+#include "common/lmtrain_cli.h"
+
 namespace lmt::data {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
+using Result = lmt::test::CliResult;
 
-Result run(const std::string& args, bool with_stderr = false) {
-  const std::string cmd = std::string(LMTRAIN_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+Result run(const std::string& args, bool with_stderr = false) { return lmt::test::run_lmtrain(args, with_stderr); }
 
 class DataCliTest : public testing::ScratchDirTest {
  protected:

@@ -13,25 +13,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/lmtrain_cli.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string out;  // stdout and stderr
-};
+using Result = lmt::test::CliResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(LMTRAIN_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+Result run(const std::string& args) { return lmt::test::run_lmtrain(args, /*with_stderr=*/true); }
 
 std::string read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

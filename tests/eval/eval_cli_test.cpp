@@ -10,25 +10,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/lmtrain_cli.h"
+
 namespace {
 
 const std::string kShared = LMT_SHARED_DATA;
 
-struct Result {
-  int code;
-  std::string out;
-};
+using Result = lmt::test::CliResult;
 
-Result run(const std::string& args, bool with_stderr = true) {
-  const std::string cmd = std::string(LMTRAIN_BIN) + " eval " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+Result run(const std::string& args, bool with_stderr = true) { return lmt::test::run_lmtrain("eval " + args, with_stderr); }
 
 TEST(EvalCli, PiqaJsonHasTheDocumentedKeys) {
   const std::string piqa = kShared + "/eval/piqa/valid.jsonl", tok = kShared + "/tokenizers/gpt2";

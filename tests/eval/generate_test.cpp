@@ -19,6 +19,8 @@
 #include "lmt/eval/generate.h"
 #include "lmt/eval/model_dir.h"
 
+#include "common/lmtrain_cli.h"
+
 namespace lmt::eval {
 namespace {
 
@@ -262,21 +264,9 @@ TEST(Utf8Stream, HoldsBackSplitSequences) {
 
 // ---- CLI ----------------------------------------------------------------------------------------
 
-struct CliRun {
-  int code;
-  std::string out;
-};
+using CliRun = lmt::test::CliResult;
 
-CliRun run_cli(const std::string& args, bool with_stderr = false) {
-  const std::string cmd = std::string(LMTRAIN_BIN) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+CliRun run_cli(const std::string& args, bool with_stderr = false) { return lmt::test::run_lmtrain(args, with_stderr); }
 
 TEST(GenerateCli, PromptIdsGreedyPrintsReferenceIds) {
   if (!std::filesystem::exists(kStories + "/hf/model.safetensors")) GTEST_SKIP() << "shared test data missing";

@@ -10,23 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/lmtrain_cli.h"
+
 namespace {
 
-struct Result {
-  int code;
-  std::string out;
-};
+using Result = lmt::test::CliResult;
 
-Result run(const std::string& args, bool with_stderr = false) {
-  std::string cmd = std::string(LMTRAIN_BIN) + " plan " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WEXITSTATUS(status), out};
-}
+Result run(const std::string& args, bool with_stderr = false) { return lmt::test::run_lmtrain("plan " + args, with_stderr); }
 
 TEST(PlanCli, JsonHasTheDocumentedKeys) {
   Result r = run("--model llama3.2-1b --hardware h100-sxm --devices 8 --hours 24 --mfu 0.4 --price 2.5 "
