@@ -13,45 +13,16 @@
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "lmt/base/rng.h"
 #include "lmt/data/dataset_writer.h"
 #include "lmt/data/tokenizer/tokenizer.h"
 
 namespace lmt::data::testing {
 
-// A fresh directory under the test temp dir, removed (with its contents) after the test.
-class ScratchDirTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string templ = ::testing::TempDir() + "lmt_data_XXXXXX";
-    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << "mkdtemp failed for " << templ;
-    dir_ = templ;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  // Entries of the scratch directory (to check that failures leave nothing behind).
-  std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(dir_)) names.push_back(e.path().filename().string());
-    return names;
-  }
-
-  std::string dir_;
-};
-
-inline void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(f.good()) << "cannot write " << path;
-}
-
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
+using lmt::test::read_bytes;
+using lmt::test::ScratchDirTest;
+using lmt::test::write_bytes;
 
 using Docs = std::vector<std::vector<int32_t>>;
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "lmt/base/rng.h"
+#include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
 #include "lmt/dist/communicator.h"
 #include "lmt/train/trainer.h"
@@ -32,32 +33,6 @@ dist::Communicator* g_comm = nullptr;
 constexpr int64_t kVocab = 64;
 constexpr int64_t kB = 2;  // micro-batch per rank; the single-process reference uses kB · world
 
-// Documents that follow a fixed random successor table 90% of the time (as tests/train/trainer_test.cpp).
-void write_dataset(const std::string& dir) {
-  data::DatasetSpec spec;
-  spec.tokenizer_path = "synthetic";
-  spec.tokenizer_fingerprint = "synthetic-v1";
-  spec.vocab_size = kVocab;
-  spec.eos_id = kVocab - 1;
-  spec.shard_tokens = 4096;
-  auto w = data::DatasetWriter::create(dir, spec);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  Rng rng(1);
-  std::vector<int32_t> next(kVocab - 1);
-  for (auto& n : next) n = static_cast<int32_t>(rng.below(kVocab - 1));
-  for (int d = 0; d < 240; ++d) {
-    std::vector<int32_t> doc;
-    int32_t t = static_cast<int32_t>(rng.below(kVocab - 1));
-    const int64_t len = 20 + static_cast<int64_t>(rng.below(80));
-    for (int64_t i = 0; i < len; ++i) {
-      doc.push_back(t);
-      t = rng.uniform() < 0.9 ? next[t] : static_cast<int32_t>(rng.below(kVocab - 1));
-    }
-    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
-  }
-  ASSERT_TRUE((*w)->commit({{"generator", "dist_test"}}).ok());
-}
-
 class DistTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -67,7 +42,7 @@ class DistTest : public ::testing::Test {
     if (g_comm->rank() == 0) {
       fs::remove_all(root_);
       fs::create_directories(root_);
-      write_dataset((root_ / "data").string());
+      test::write_markov_dataset((root_ / "data").string(), kVocab, "dist_test");
     }
     ASSERT_TRUE(g_comm->barrier().ok());
   }

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "lmt/base/rng.h"
+#include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
 
 namespace lmt::train {
@@ -19,39 +20,13 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kVocab = 64;
 
-// Documents that follow a fixed random successor table 90% of the time: learnable structure.
-void write_dataset(const std::string& dir) {
-  data::DatasetSpec spec;
-  spec.tokenizer_path = "synthetic";
-  spec.tokenizer_fingerprint = "synthetic-v1";
-  spec.vocab_size = kVocab;
-  spec.eos_id = kVocab - 1;
-  spec.shard_tokens = 4096;
-  auto w = data::DatasetWriter::create(dir, spec);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  Rng rng(1);
-  std::vector<int32_t> next(kVocab - 1);
-  for (auto& n : next) n = static_cast<int32_t>(rng.below(kVocab - 1));
-  for (int d = 0; d < 240; ++d) {
-    std::vector<int32_t> doc;
-    int32_t t = static_cast<int32_t>(rng.below(kVocab - 1));
-    const int64_t len = 20 + static_cast<int64_t>(rng.below(80));
-    for (int64_t i = 0; i < len; ++i) {
-      doc.push_back(t);
-      t = rng.uniform() < 0.9 ? next[t] : static_cast<int32_t>(rng.below(kVocab - 1));
-    }
-    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
-  }
-  ASSERT_TRUE((*w)->commit({{"generator", "trainer_test"}}).ok());
-}
-
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     root_ = fs::temp_directory_path() / ("lmt_trainer_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_);
-    write_dataset((root_ / "data").string());
+    test::write_markov_dataset((root_ / "data").string(), kVocab, "trainer_test");
   }
   static void TearDownTestSuite() { fs::remove_all(root_); }
 

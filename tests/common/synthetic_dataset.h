@@ -1,0 +1,41 @@
+// A small learnable dataset for trainer tests: documents that follow a fixed random successor
+// table 90% of the time, so a tiny model's loss falls within a few steps. Every tenth document goes
+// to the validation split. Written through the real DatasetWriter; fails the test on error.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lmt/base/rng.h"
+#include "lmt/data/dataset_writer.h"
+
+namespace lmt::test {
+
+inline void write_markov_dataset(const std::string& dir, int64_t vocab, const std::string& generator) {
+  data::DatasetSpec spec;
+  spec.tokenizer_path = "synthetic";
+  spec.tokenizer_fingerprint = "synthetic-v1";
+  spec.vocab_size = vocab;
+  spec.eos_id = static_cast<int32_t>(vocab - 1);
+  spec.shard_tokens = 4096;
+  auto w = data::DatasetWriter::create(dir, spec);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Rng rng(1);
+  std::vector<int32_t> next(vocab - 1);
+  for (auto& n : next) n = static_cast<int32_t>(rng.below(vocab - 1));
+  for (int d = 0; d < 240; ++d) {
+    std::vector<int32_t> doc;
+    int32_t t = static_cast<int32_t>(rng.below(vocab - 1));
+    const int64_t len = 20 + static_cast<int64_t>(rng.below(80));
+    for (int64_t i = 0; i < len; ++i) {
+      doc.push_back(t);
+      t = rng.uniform() < 0.9 ? next[t] : static_cast<int32_t>(rng.below(vocab - 1));
+    }
+    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
+  }
+  ASSERT_TRUE((*w)->commit({{"generator", generator}}).ok());
+}
+
+}  // namespace lmt::test
