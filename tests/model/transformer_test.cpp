@@ -184,6 +184,51 @@ TEST(Transformer, ZeroGradsClearsNonFiniteGradients) {
   EXPECT_EQ(g[1], 0.0f);
 }
 
+// set_storage() moves params, grads and the bf16 mirror into the allocator's buffers (data
+// parallelism puts them in memory shared between processes): the same loss and gradients follow,
+// in the new buffers, and a failing allocator leaves the model as it was.
+TEST(Transformer, SetStorageMovesEveryBufferAndKeepsResults) {
+  const Variant v = testing::tiny_variants()[0];
+  Transformer a(v.config, kernels::cpu_backend()), b(v.config, kernels::cpu_backend());
+  for (Transformer* m : {&a, &b}) {
+    m->init(5);
+    m->prepare(kB, kT, options_for(v, DType::kBF16));
+  }
+  std::vector<std::shared_ptr<std::vector<char>>> owned;
+  std::vector<Transformer::Storage> roles;
+  Status s = b.set_storage([&](Transformer::Storage role, int64_t numel, DType dtype) -> StatusOr<Tensor> {
+    auto mem = std::make_shared<std::vector<char>>(static_cast<size_t>(numel) * dtype_size(dtype) + 64, 0);
+    owned.push_back(mem);
+    roles.push_back(role);
+    void* p = mem->data() + (64 - reinterpret_cast<uintptr_t>(mem->data()) % 64) % 64;
+    return Tensor::over(p, Shape{numel}, dtype, mem);
+  });
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(roles.size(), 3u) << "params, grads and the bf16 mirror";
+  auto inside = [&](const TensorView& t, size_t i) {
+    const char* p = static_cast<const char*>(t.data());
+    return p >= owned[i]->data() && p + t.bytes() <= owned[i]->data() + owned[i]->size();
+  };
+  EXPECT_TRUE(inside(b.params(), 0));
+  EXPECT_TRUE(inside(b.grads(), 1));
+  EXPECT_TRUE(inside(b.compute_mirror(), 2));
+  Batch x = testing::random_batch(kB, kT, v.config.vocab_size, 9);
+  for (Transformer* m : {&a, &b}) m->zero_grads();
+  EXPECT_EQ(a.forward(x.tokens.data(), x.targets.data(), nullptr, true),
+            b.forward(x.tokens.data(), x.targets.data(), nullptr, true));
+  a.backward();
+  b.backward();
+  for (int64_t i = 0; i < a.grads().numel(); ++i)
+    ASSERT_EQ(a.grads().as<float>()[i], b.grads().as<float>()[i]) << "gradient element " << i;
+
+  const void* before = b.params().data();
+  Status bad = b.set_storage([](Transformer::Storage, int64_t, DType) -> StatusOr<Tensor> {
+    return Internal("no shared memory left");
+  });
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(b.params().data(), before) << "a failed set_storage keeps the old buffers";
+}
+
 TEST(AttentionChoice, AutoTakesFlashWhereTheBackendHasItElseNaive) {
   EXPECT_EQ(resolve_attention(AttentionChoice::kAuto, kernels::cpu_backend()), kernels::AttentionBackend::kFlash);
   EXPECT_EQ(resolve_attention(AttentionChoice::kAuto, kernels::ref_backend()), kernels::AttentionBackend::kNaive);

@@ -36,6 +36,33 @@ kernels::AttentionBackend resolve_attention(AttentionChoice choice, const kernel
   return kernels::AttentionBackend::kNaive;
 }
 
+Status Transformer::set_storage(StorageAllocator alloc) {
+  const int64_t n = layout_.total_numel();
+  auto moved = [&](Storage role, const Tensor& old) -> StatusOr<Tensor> {
+    LMT_ASSIGN_OR_RETURN(Tensor t, alloc(role, n, old.dtype()));
+    if (t.numel() != n || t.dtype() != old.dtype())
+      return Internal("storage allocator returned " + std::to_string(t.numel()) + " elements of " +
+                      std::string(dtype_name(t.dtype())) + " for " + std::to_string(n) + " of " + std::string(dtype_name(old.dtype())));
+    std::memcpy(t.view().data(), old.view().data(), old.bytes());
+    return t;
+  };
+  LMT_ASSIGN_OR_RETURN(Tensor params, moved(Storage::kParams, params_));
+  LMT_ASSIGN_OR_RETURN(Tensor grads, moved(Storage::kGrads, grads_));
+  Tensor mirror;
+  if (mirror_.view().present()) {
+    LMT_ASSIGN_OR_RETURN(mirror, moved(Storage::kMirror, mirror_));
+  }
+  const bool bf16_views = wc_.embed.data() != w_.embed.data();
+  params_ = std::move(params);
+  grads_ = std::move(grads);
+  mirror_ = std::move(mirror);
+  storage_ = std::move(alloc);
+  w_ = param_views();
+  gw_ = grad_views();
+  wc_ = bf16_views ? layout_.views(mirror_.view().data(), DType::kBF16) : w_;
+  return Status::Ok();
+}
+
 void Transformer::init(uint64_t seed) {
   if (master_ == DType::kF32) {
     init_params(layout_, params_.as<float>(), seed);
@@ -61,7 +88,15 @@ void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
   LMT_CHECK((options.compute == DType::kF64) == (master_ == DType::kF64))
       << "compute dtype f64 goes with an f64 master, and only with it";
   if (options.compute == DType::kBF16) {
-    if (!mirror_.view().present()) mirror_ = Tensor({layout_.total_numel()}, DType::kBF16);
+    if (!mirror_.view().present()) {
+      if (storage_) {
+        StatusOr<Tensor> t = storage_(Storage::kMirror, layout_.total_numel(), DType::kBF16);
+        LMT_CHECK(t.ok()) << "allocating the bf16 mirror: " << t.status().ToString();
+        mirror_ = std::move(*t);
+      } else {
+        mirror_ = Tensor({layout_.total_numel()}, DType::kBF16);
+      }
+    }
     wc_ = layout_.views(mirror_.view().data(), DType::kBF16);
     refresh_compute_weights();
   } else {

@@ -50,6 +50,15 @@ class Transformer {
   // update pass instead of refresh_compute_weights().
   TensorView compute_mirror() const { return mirror_.view(); }
 
+  // Where params, grads and the bf16 mirror live; by default the heap. A StorageAllocator returns a
+  // zero-filled Tensor of `numel` elements of `dtype` for a role: e.g. memory the ranks of a node
+  // share (train::DataParallel). set_storage() moves params, grads and (if prepared for bf16) the
+  // mirror into buffers from `alloc`, contents copied, and prepare() takes a later mirror from it.
+  // On error the model keeps its buffers. A failing allocation in prepare() is fatal (LMT_CHECK).
+  enum class Storage { kParams, kGrads, kMirror };
+  using StorageAllocator = std::function<StatusOr<Tensor>(Storage role, int64_t numel, DType dtype)>;
+  Status set_storage(StorageAllocator alloc);
+
   void init(uint64_t seed);            // init_params, then refresh_compute_weights()
   void refresh_compute_weights();      // master -> bf16 mirror (no-op unless prepared for bf16)
   void zero_grads();
@@ -96,6 +105,7 @@ class Transformer {
   kernels::Backend& backend_;
   DType master_;
   Tensor params_, grads_, mirror_;
+  StorageAllocator storage_;  // empty: the heap
   ModelViews w_, gw_, wc_;  // master, gradient and GEMM (compute dtype) views
   std::unique_ptr<Arena> arena_;
   ActivationPlan plan_;

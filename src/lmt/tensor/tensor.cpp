@@ -15,13 +15,18 @@ void* aligned_alloc_bytes(size_t bytes, size_t alignment) {
 
 void aligned_free(void* p) { std::free(p); }
 
-void Tensor::Free::operator()(void* p) const { aligned_free(p); }
-
 Tensor::Tensor(Shape shape, DType dtype) {
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  mem_.reset(aligned_alloc_bytes(bytes));
+  mem_.reset(aligned_alloc_bytes(bytes), aligned_free);
   std::memset(mem_.get(), 0, bytes);
   view_ = TensorView(mem_.get(), shape, dtype);
+}
+
+Tensor Tensor::over(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner) {
+  Tensor t;
+  t.mem_ = std::move(owner);
+  t.view_ = TensorView(data, shape, dtype);
+  return t;
 }
 
 }  // namespace lmt

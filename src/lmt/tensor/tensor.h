@@ -1,5 +1,7 @@
 // Tensor: an owning, 64-byte-aligned, zero-initialised buffer with a TensorView over it.
 // For tests, tools and long-lived state; hot paths take views carved from an Arena instead.
+// Tensor::over() makes a Tensor of memory another object owns (e.g. memory shared between
+// processes), keeping that owner alive as long as the Tensor.
 #pragma once
 
 #include <memory>
@@ -12,6 +14,8 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(Shape shape, DType dtype);  // zero-filled
+  // A Tensor over `data` (shape.numel() elements of dtype, contents kept), which `owner` keeps valid.
+  static Tensor over(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner);
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
@@ -25,10 +29,7 @@ class Tensor {
   size_t bytes() const { return view_.bytes(); }
 
  private:
-  struct Free {
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<void, Free> mem_;
+  std::shared_ptr<void> mem_;  // the allocation, or the owner of the memory of over()
   TensorView view_;
 };
 
