@@ -1,8 +1,10 @@
 // `lmtrain bench train`: full training steps of a preset on random tokens: forward + backward for
 // each micro-batch, the global gradient norm, and the fused optimizer update (which also refreshes
 // the bf16 mirror). Prints tokens/s, MFU and the time split. Under mpirun every process is one
-// data-parallel rank (train::DataParallel: bucketed gradient all-reduce, ZeRO per --zero); tokens/s
-// then counts all ranks and MFU is against the peak of all ranks' cores.
+// data-parallel rank (train::DataParallel: shared-memory reduction on one node, or bucketed MPI
+// all-reduce; ZeRO per --zero); tokens/s then counts all ranks and MFU is against the peak of all
+// ranks' cores. It also times the gradient reduction alone (nothing to overlap with) and reports
+// how much of it backward hid.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -27,7 +29,7 @@ struct TrainBenchArgs {
   int64_t batch = 4, seq = 256, accum = 1;
   int warmup = 1, iters = 5, zero = 0;
   double bucket_mb = 25;
-  bool recompute = false, json = false;
+  bool recompute = false, json = false, shared_memory = true;
 };
 
 double median(std::vector<double> v) {
@@ -53,6 +55,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
   const int world = comm->world();
   train::DataParallel dp(*comm, m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
+  if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
   std::unique_ptr<optim::Optimizer> opt;
   if (dp.sharded()) {
     LMT_ASSIGN_OR_RETURN(opt, optim::Optimizer::create(oc, m.layout(), m.backend(), dp.shard_begin(), dp.shard_end()));
@@ -66,7 +69,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
     tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
     targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
   }
-  std::vector<double> t_fwd, t_bwd, t_opt, t_step, t_comm;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     Timer step;
     double fwd = 0, bwd = 0;
@@ -87,39 +90,61 @@ Status run_train_bench(const TrainBenchArgs& a) {
     LMT_ASSIGN_OR_RETURN(const double norm, dp.grad_norm(m));
     opt->step(m.params(), m.grads(), m.compute_mirror(), 1.0f, optim::clip_factor(norm, 1.0f), it + 1, dp.shard_begin(),
               dp.shard_end());
+    const double upd = t.seconds();
+    t.reset();
     LMT_RETURN_IF_ERROR(dp.after_update(m));
-    const double op = t.seconds();
+    const double gather = t.seconds();
     if (it >= a.warmup) {
       t_fwd.push_back(fwd);
       t_bwd.push_back(bwd);
-      t_opt.push_back(op);
+      t_opt.push_back(upd);
+      t_gather.push_back(gather);
       t_comm.push_back(comm_s);
       t_step.push_back(step.seconds());
     }
   }
+  // The same reduction with nothing to hide behind (no backward between arm and finish): what the
+  // exposed `grad reduce` time would be without overlap. Collective, so every rank runs it.
+  std::vector<double> t_alone;
+  for (int k = 0; k < 3 && world > 1; ++k) {
+    LMT_RETURN_IF_ERROR(comm->barrier());
+    dp.arm(m);
+    Timer tc;
+    LMT_RETURN_IF_ERROR(dp.finish(m));
+    t_alone.push_back(tc.seconds());
+  }
+  const double alone = t_alone.empty() ? 0.0 : median(t_alone), exposed = median(t_comm);
+  const double hidden = std::max(0.0, alone - exposed);
   const double secs = median(t_step), tps = static_cast<double>(N * a.accum * world) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
   const auto& peaks = metrics::measured_peaks();
   const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9 * world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
-  const nlohmann::json split = {{"forward", median(t_fwd)}, {"backward", median(t_bwd)}, {"optimizer", median(t_opt)},
-                                {"grad_reduce", median(t_comm)}};
+  const nlohmann::json split = {{"forward", median(t_fwd)},         {"backward", median(t_bwd)},
+                                {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
+                                {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
+                                {"param_gather", median(t_gather)}};
   if (comm->rank() != 0) return Status::Ok();
   if (a.json) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
-                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero}, {"threads", metrics::cpu_info().threads},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero},
+                        {"reduction", world == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
+                        {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
     std::printf("train %s B=%lld T=%lld accum=%lld %s %s ranks=%d zero=%d: %.1f ms/step (forward %.1f, backward %.1f, "
-                "grad reduce %.1f, optimizer %.1f), %.0f tokens/s, MFU %.1f%% (6N: %.1f%%)\n",
+                "grad reduce %.1f, optimizer %.1f, param gather %.1f), %.0f tokens/s, MFU %.1f%% (6N: %.1f%%)\n",
                 a.preset.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.seq),
                 static_cast<long long>(a.accum), a.dtype.c_str(), a.optimizer.c_str(), world, a.zero, secs * 1e3,
-                median(t_fwd) * 1e3, median(t_bwd) * 1e3, median(t_comm) * 1e3, median(t_opt) * 1e3, tps, mfu * 100,
-                mfu_6n * 100);
+                median(t_fwd) * 1e3, median(t_bwd) * 1e3, exposed * 1e3, median(t_opt) * 1e3, median(t_gather) * 1e3,
+                tps, mfu * 100, mfu_6n * 100);
+    if (world > 1)
+      std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
+                  dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);
   }
   return Status::Ok();
 }
@@ -140,6 +165,8 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();
   t->add_flag("--json", tb.json, "print one JSON object");
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2)")->capture_default_str();
+  t->add_option("--shared-memory", tb.shared_memory,
+                 "under mpirun on one node: reduce through shared memory (false: MPI messages)")->capture_default_str();
   t->add_option("--bucket-mb", tb.bucket_mb, "gradient all-reduce bucket size in MiB (0: one after backward)")->capture_default_str();
   t->callback([&runner] { runner.set(run_train_bench(tb)); });
 }

@@ -19,7 +19,9 @@
 #include <set>
 #include <unistd.h>
 
+#include "lmt/base/bf16.h"
 #include "lmt/base/rng.h"
+#include "lmt/base/xxh64.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
 #include "lmt/dist/communicator.h"
@@ -51,7 +53,8 @@ class DistTest : public ::testing::Test {
     if (g_comm->rank() == 0) fs::remove_all(root_);
   }
 
-  config::Config recipe_config(int64_t steps, int64_t micro_batch, int zero, const std::string& optim = "adamw") {
+  config::Config recipe_config(int64_t steps, int64_t micro_batch, int zero, const std::string& optim = "adamw",
+                               bool shared_memory = true) {
     config::Config c = config::Config::defaults();
     for (const char* kv : {"model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
                            "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64", "train.seq_len=32",
@@ -63,6 +66,7 @@ class DistTest : public ::testing::Test {
     EXPECT_TRUE(c.apply_override("train.micro_batch=" + std::to_string(micro_batch)).ok());
     EXPECT_TRUE(c.apply_override("train.zero=" + std::to_string(zero)).ok());
     EXPECT_TRUE(c.apply_override("optim.name=" + optim).ok());
+    EXPECT_TRUE(c.apply_override(std::string("dist.shared_memory=") + (shared_memory ? "true" : "false")).ok());
     return c;
   }
 
@@ -125,13 +129,13 @@ class DistTest : public ::testing::Test {
                            << worst_abs << ")";
   }
 
-  void ddp_matches_one_process(int zero, const std::string& optim = "adamw") {
+  void ddp_matches_one_process(int zero, const std::string& optim = "adamw", bool shared_memory = true) {
     const int64_t steps = 6;
-    const std::string name = "z" + std::to_string(zero) + optim;
+    const std::string name = "z" + std::to_string(zero) + optim + (shared_memory ? "_shm" : "_mpi");
     auto ref = reference("ref_" + name, steps, optim);
     ASSERT_TRUE(ref);
     const fs::path run = root_ / ("ddp_" + name);
-    auto t = make(recipe_config(steps, kB, zero, optim), run, g_comm);
+    auto t = make(recipe_config(steps, kB, zero, optim, shared_memory), run, g_comm);
     ASSERT_TRUE(t);
     Status s = t->run();
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -234,9 +238,90 @@ TEST_F(DistTest, RanksSeeDisjointRowsThatMakeUpOneProcessBatch) {
   }
 }
 
+// Shared memory (dist.shared_memory, the default on one node) and MPI messages (several nodes).
 TEST_F(DistTest, Zero0MatchesOneProcessWithTheGlobalBatch) { ddp_matches_one_process(0); }
 TEST_F(DistTest, Zero1MatchesOneProcessWithTheGlobalBatch) { ddp_matches_one_process(1); }
 TEST_F(DistTest, Zero2MatchesOneProcessWithTheGlobalBatch) { ddp_matches_one_process(2); }
+TEST_F(DistTest, Zero0OverMpiMessagesMatchesOneProcess) { ddp_matches_one_process(0, "adamw", false); }
+TEST_F(DistTest, Zero1OverMpiMessagesMatchesOneProcess) { ddp_matches_one_process(1, "adamw", false); }
+TEST_F(DistTest, Zero2OverMpiMessagesMatchesOneProcess) { ddp_matches_one_process(2, "adamw", false); }
+
+// bf16: ZeRO-1 over shared memory gathers the mirror's shards instead of converting the whole model.
+// Every rank must end with identical parameters and a mirror equal to their bf16 rounding.
+TEST_F(DistTest, Bf16Zero1KeepsTheMirrorAndReplicasIdentical) {
+  for (bool shm : {true, false}) {
+    config::Config c = recipe_config(4, kB, /*zero=*/1, "adamw", shm);
+    ASSERT_TRUE(c.apply_override("train.dtype=bf16").ok());
+    auto t = make(c, root_ / (shm ? "bf16_shm" : "bf16_mpi"), g_comm);
+    ASSERT_TRUE(t);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const model::Transformer& m = t->model();
+    const float* p = m.params().as<float>();
+    const bf16* mirror = m.compute_mirror().as<bf16>();
+    const int64_t n = m.params().numel();
+    int64_t wrong = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i)
+      if (mirror[i].bits != bf16::round_from_float(p[i]) && wrong++ == 0) first = i;
+    EXPECT_EQ(wrong, 0) << (shm ? "shared memory" : "MPI") << ": mirror differs from bf16(params) first at " << first;
+    uint64_t h = xxh64(p, static_cast<size_t>(n) * sizeof(float)), h0 = h;
+    ASSERT_TRUE(g_comm->broadcast(&h0, sizeof(h0), 0).ok());
+    EXPECT_EQ(h, h0) << "rank " << g_comm->rank() << "'s parameters differ from rank 0's";
+  }
+}
+
+// The collectives of symmetric memory (dist/symmetric_buffer.h) on awkward, uneven ranges.
+TEST_F(DistTest, SymmetricBufferCollectivesReadThePeersParts) {
+  const int w = g_comm->world(), r = g_comm->rank();
+  const int64_t n = 10007;  // f32 elements; odd, so slices are unaligned
+  auto made = g_comm->allocate_symmetric(n * 4 + 3);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  dist::SymmetricBuffer& b = **made;
+  float* f = static_cast<float*>(b.data());
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(f) % 64, 0u);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(f[i], 0.0f) << "zero-filled";
+  // Small integers and halves: every sum is exact, whatever the order.
+  auto fill = [&] {
+    for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(i % 97) * static_cast<float>(r + 1) + 0.5f * static_cast<float>(r);
+  };
+  auto expected = [&](int64_t i) { return static_cast<float>(i % 97) * static_cast<float>(w * (w + 1) / 2) + 0.25f * static_cast<float>(w * (w - 1)); };
+  // all-reduce of [5, n - 2): the ends are left alone.
+  fill();
+  const float before_end = f[n - 1];
+  ASSERT_TRUE(b.all_reduce_sum_f32(5, n - 7).ok());
+  for (int64_t i = 5; i < n - 2; ++i) ASSERT_EQ(f[i], expected(i)) << i;
+  EXPECT_EQ(f[n - 1], before_end);
+  // Inexact sums (random values differ per rank) still come out bitwise the same on every rank.
+  Rng rng(100 + static_cast<uint64_t>(r));
+  for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(rng.uniform()) - 0.5f;
+  ASSERT_TRUE(b.all_reduce_sum_f32(0, n).ok());
+  uint64_t h = xxh64(f, static_cast<size_t>(n) * 4), h0 = h;
+  ASSERT_TRUE(g_comm->broadcast(&h0, sizeof(h0), 0).ok());
+  EXPECT_EQ(h, h0) << "every rank holds bitwise the same sums";
+
+  // reduce-scatter into uneven slices starting at element 3.
+  fill();
+  std::vector<int64_t> counts(w);
+  for (int q = 0; q < w; ++q) counts[q] = 1000 + 333 * q;
+  const auto off = dist::offsets_of(counts);
+  ASSERT_TRUE(b.reduce_scatter_sum_f32(3, counts).ok());
+  for (int64_t j = 0; j < counts[r]; ++j) ASSERT_EQ(f[3 + off[r] + j], expected(3 + off[r] + j)) << j;
+
+  // all-gather of uneven byte slices starting at byte 1.
+  auto* bytes = static_cast<uint8_t*>(b.data());
+  std::vector<int64_t> bc(w);
+  for (int q = 0; q < w; ++q) bc[q] = 17 + 5 * q;
+  const auto boff = dist::offsets_of(bc);
+  for (int64_t j = 0; j < bc[r]; ++j) bytes[1 + boff[r] + j] = static_cast<uint8_t>(31 * r + j);
+  ASSERT_TRUE(b.all_gather_bytes(1, bc).ok());
+  for (int q = 0; q < w; ++q)
+    for (int64_t j = 0; j < bc[q]; ++j) ASSERT_EQ(bytes[1 + boff[q] + j], static_cast<uint8_t>(31 * q + j)) << q;
+
+  // A range past the end is refused, naming the collective (every rank checks before the barrier).
+  Status bad = b.all_reduce_sum_f32(1, n);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.ToString().find("all_reduce_sum_f32"), std::string::npos) << bad.ToString();
+}
 // Muon orthogonalises whole matrices: the shard cuts must not split one (optim::balanced_cuts).
 TEST_F(DistTest, Zero1WithMuonMatchesOneProcess) { ddp_matches_one_process(1, "muon"); }
 

@@ -63,7 +63,8 @@ std::vector<KeyInfo> build() {
       key("train.log_every", I{1}, "console progress line every N steps (metrics.jsonl gets every step)"),
       key("train.zero", I{0}, "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded) or 2 (and gradients)"),
       // dist
-      key("dist.bucket_mb", 25.0, "all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
+      key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),
+      key("dist.bucket_mb", 25.0, "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
       // optim
       key("optim.name", std::string("adamw"), "\"adamw\", or \"muon\" (Muon for hidden matrices, AdamW for the rest)"),
       key("optim.lr", 6e-4, "peak learning rate (AdamW)"),

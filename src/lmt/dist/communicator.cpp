@@ -1,9 +1,11 @@
 #include "lmt/dist/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "lmt/base/check.h"
 #include "lmt/dist/mpi_communicator.h"
 
 namespace lmt::dist {
@@ -13,6 +15,7 @@ class CompletedRequest final : public Request {
  public:
   explicit CompletedRequest(Status s) : status_(std::move(s)) {}
   Status wait() override { return status_; }
+  bool test() override { return true; }
 
  private:
   Status status_;
@@ -25,6 +28,33 @@ Status check_counts(const std::vector<int64_t>& counts, int world, const char* w
                            "pass one count per rank");
   return Status::Ok();
 }
+
+// World 1: the buffer is the only part; every collective leaves it as it is.
+class LocalSymmetricBuffer final : public SymmetricBuffer {
+ public:
+  explicit LocalSymmetricBuffer(int64_t bytes) : bytes_(std::max<int64_t>(bytes, 0)) {
+    const size_t rounded = static_cast<size_t>((bytes_ + 63) / 64 * 64 + 64);
+    mem_ = std::aligned_alloc(64, rounded);
+    LMT_CHECK(mem_ != nullptr) << "out of memory allocating a symmetric buffer of " << bytes_ << " bytes";
+    std::memset(mem_, 0, rounded);
+  }
+  ~LocalSymmetricBuffer() override { std::free(mem_); }
+  void* data() override { return mem_; }
+  int64_t bytes() const override { return bytes_; }
+  Status all_reduce_sum_f32(int64_t first, int64_t n) override {
+    return check_symmetric_range("all_reduce_sum_f32", 0, 1, bytes_, 4, first, {n});
+  }
+  Status reduce_scatter_sum_f32(int64_t first, const std::vector<int64_t>& counts) override {
+    return check_symmetric_range("reduce_scatter_sum_f32", 0, 1, bytes_, 4, first, counts);
+  }
+  Status all_gather_bytes(int64_t first, const std::vector<int64_t>& counts) override {
+    return check_symmetric_range("all_gather_bytes", 0, 1, bytes_, 1, first, counts);
+  }
+
+ private:
+  int64_t bytes_;
+  void* mem_;
+};
 
 }  // namespace
 
@@ -49,6 +79,10 @@ Status SoloCommunicator::all_gather(float*, const std::vector<int64_t>& counts) 
 Status SoloCommunicator::broadcast(void*, int64_t, int root) {
   if (root != 0) return InvalidArgument("broadcast root " + std::to_string(root) + " outside a world of 1");
   return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<SymmetricBuffer>> SoloCommunicator::allocate_symmetric(int64_t bytes) {
+  return std::unique_ptr<SymmetricBuffer>(new LocalSymmetricBuffer(bytes));
 }
 
 bool launched_by_mpi() {

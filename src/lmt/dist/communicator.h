@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lmt/base/status.h"
+#include "lmt/dist/symmetric_buffer.h"
 
 namespace lmt::dist {
 
@@ -29,6 +30,10 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual Status wait() = 0;
+  // Lets the library advance the operation (MPI_Test) without blocking; true once it is complete.
+  // Open MPI moves non-blocking collectives forward only inside MPI calls, so callers poll
+  // between pieces of computation. Errors are kept for wait().
+  virtual bool test() { return false; }
 };
 
 class Communicator {
@@ -54,6 +59,9 @@ class Communicator {
   // bytes of `data` from `root` to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
   virtual Status barrier() = 0;
+  // A buffer of `bytes` on every rank that the ranks of the node share (symmetric_buffer.h);
+  // collective. kUnimplemented when the ranks span several nodes: use the collectives above.
+  virtual StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) = 0;
   // After an error on some ranks only: ends every rank of the job (MPI_Abort) so none waits forever
   // in a collective. Solo: does nothing (the caller returns its error normally).
   virtual void abort(int code) = 0;
@@ -64,7 +72,8 @@ class Communicator {
 // A Request already complete, carrying `status` (solo calls, launch errors).
 std::unique_ptr<Request> completed_request(Status status);
 
-// World 1: all_reduce, broadcast and barrier do nothing; reduce_scatter copies; all_gather does nothing.
+// World 1: all_reduce, broadcast and barrier do nothing; reduce_scatter copies; all_gather does nothing;
+// a symmetric buffer is heap memory whose collectives only check their arguments.
 class SoloCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
@@ -84,6 +93,7 @@ class SoloCommunicator final : public Communicator {
   }
   Status broadcast(void*, int64_t, int root) override;
   Status barrier() override { return Status::Ok(); }
+  StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
   void abort(int) override {}
 };
 

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "lmt/dist/mpi_internal.h"
+
 namespace lmt::dist {
-namespace {
 
 std::string rank_prefix() {
   int r = -1, w = -1;
@@ -26,6 +27,8 @@ Status mpi_status(int rc, const char* call) {
   return Internal(rank_prefix() + call + " failed: " + std::string(text, static_cast<size_t>(len)),
                   "another rank may have died; its log names the first error");
 }
+
+namespace {
 
 Status to_int_counts(const std::vector<int64_t>& counts, int world, const char* call, std::vector<int>* out,
                      std::vector<int>* displs) {
@@ -60,6 +63,12 @@ class MpiRequest final : public Request {
     if (done_) return Status::Ok();
     done_ = true;
     return mpi_status(MPI_Wait(&req_, MPI_STATUS_IGNORE), call_);
+  }
+  bool test() override {
+    if (done_ || req_ == MPI_REQUEST_NULL) return true;
+    int flag = 0;
+    if (MPI_Test(&req_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) return true;  // wait() reports it
+    return flag != 0;
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
   const char* call_;
@@ -168,6 +177,10 @@ Status MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
     LMT_RETURN_IF_ERROR(mpi_status(MPI_Bcast(p + off, c, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast"));
   }
   return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<SymmetricBuffer>> MpiCommunicator::allocate_symmetric(int64_t bytes) {
+  return allocate_mpi_symmetric(bytes);
 }
 
 void MpiCommunicator::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

@@ -35,6 +35,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override;
   Status broadcast(void* data, int64_t bytes, int root) override;
   Status barrier() override;
+  StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
   void abort(int code) override;
 
  private:

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lmt/base/check.h"
+#include "lmt/base/log.h"
 #include "lmt/base/trace.h"
 #include "lmt/optim/gradients.h"
 
@@ -34,13 +35,39 @@ DataParallel::DataParallel(dist::Communicator& comm, const model::ParamLayout& l
   for (const auto& p : layout.params())
     if (ok && p.layer < 0 && p.offset < layer_hi_[L - 1] && p.offset + p.numel > layer_lo_[0]) ok = false;
   bucketing_ = ok;
-  if (zero_ == 2 && comm_.world() > 1) rs_scratch_ = Tensor({std::max<int64_t>(shard_end() - shard_begin(), 1)}, DType::kF32);
+}
+
+Status DataParallel::use_shared_memory(model::Transformer& m) {
+  if (comm_.world() == 1 || shared_memory()) return Status::Ok();
+  using Storage = model::Transformer::Storage;
+  std::shared_ptr<dist::SymmetricBuffer> bufs[3];
+  Status st = m.set_storage([&](Storage role, int64_t numel, DType dtype) -> StatusOr<Tensor> {
+    LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::SymmetricBuffer> b,
+                         comm_.allocate_symmetric(numel * static_cast<int64_t>(dtype_size(dtype))));
+    std::shared_ptr<dist::SymmetricBuffer> shared(std::move(b));
+    bufs[static_cast<int>(role)] = shared;
+    return Tensor::over(shared->data(), Shape{numel}, dtype, shared);
+  });
+  if (st.code() == StatusCode::kUnimplemented) {
+    if (comm_.is_root()) LMT_LOG(INFO) << "data parallel: " << st.message() << "; using message passing";
+    return Status::Ok();
+  }
+  LMT_RETURN_IF_ERROR(st);
+  params_buf_ = bufs[static_cast<int>(Storage::kParams)];
+  grads_buf_ = bufs[static_cast<int>(Storage::kGrads)];
+  mirror_buf_ = bufs[static_cast<int>(Storage::kMirror)];  // null unless prepared for bf16
+  if (comm_.is_root()) {
+    int64_t bytes = params_buf_->bytes() + grads_buf_->bytes() + (mirror_buf_ ? mirror_buf_->bytes() : 0);
+    LMT_LOG(INFO) << "data parallel: parameters and gradients in memory shared by the " << comm_.world()
+                  << " ranks (" << (bytes >> 20) << " MiB per rank); reductions read the peers' buffers";
+  }
+  return Status::Ok();
 }
 
 void DataParallel::arm(model::Transformer& m) {
   if (comm_.world() == 1) return;
   inflight_.clear();
-  if (!bucketing_) return;
+  if (!bucketing_ || shared_memory()) return;
   const int64_t L = static_cast<int64_t>(layer_lo_.size());
   pending_lo_ = pending_hi_ = launched_lo_ = layer_hi_[L - 1];
   m.set_block_grads_ready([this, &m](int64_t layer) { on_block_ready(m, layer); });
@@ -53,6 +80,7 @@ Status DataParallel::launch(float* grads, int64_t begin, int64_t end) {
 }
 
 void DataParallel::on_block_ready(model::Transformer& m, int64_t layer) {
+  for (auto& r : inflight_) r->test();  // progress the buckets in flight (MPI moves them only inside calls)
   pending_lo_ = layer_lo_[layer];
   if (pending_hi_ - pending_lo_ >= bucket_elems_ || layer == 0) {
     LMT_TRACE_SCOPE("grad_bucket_launch");
@@ -67,9 +95,13 @@ Status DataParallel::finish(model::Transformer& m) {
   LMT_TRACE_SCOPE("grad_reduce");
   float* g = m.grads().as<float>();
   Status st = Status::Ok();
+  if (shared_memory()) {
+    if (zero_ == 2) return grads_buf_->reduce_scatter_sum_f32(0, shard_counts());
+    return grads_buf_->all_reduce_sum_f32(0, total_);
+  }
   if (zero_ == 2) {
-    std::vector<int64_t> counts(comm_.world());
-    for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
+    const std::vector<int64_t> counts = shard_counts();
+    if (!rs_scratch_.view().present()) rs_scratch_ = Tensor({std::max<int64_t>(counts[rank()], 1)}, DType::kF32);
     st = comm_.reduce_scatter_sum(g, rs_scratch_.as<float>(), counts);
     if (st.ok() && counts[rank()] > 0)
       std::memcpy(g + shard_begin(), rs_scratch_.as<float>(), static_cast<size_t>(counts[rank()]) * sizeof(float));
@@ -104,11 +136,30 @@ StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
 Status DataParallel::after_update(model::Transformer& m) {
   if (!sharded()) return Status::Ok();
   LMT_TRACE_SCOPE("param_gather");
-  std::vector<int64_t> counts(comm_.world());
-  for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
-  LMT_RETURN_IF_ERROR(comm_.all_gather(m.params().as<float>(), counts));
+  const std::vector<int64_t> counts = shard_counts();
+  if (!shared_memory()) {
+    LMT_RETURN_IF_ERROR(comm_.all_gather(m.params().as<float>(), counts));
+    m.refresh_compute_weights();
+    return Status::Ok();
+  }
+  auto in_bytes = [&](int64_t elem) {
+    std::vector<int64_t> b(counts);
+    for (auto& c : b) c *= elem;
+    return b;
+  };
+  LMT_RETURN_IF_ERROR(params_buf_->all_gather_bytes(0, in_bytes(4)));
+  // The optimizer wrote this shard's mirror in its update pass; gather the others' (half the bytes
+  // of the f32 parameters, and no conversion pass over the whole model).
+  if (mirror_buf_ && m.compute_mirror().data() == mirror_buf_->data())
+    return mirror_buf_->all_gather_bytes(0, in_bytes(2));
   m.refresh_compute_weights();
   return Status::Ok();
+}
+
+std::vector<int64_t> DataParallel::shard_counts() const {
+  std::vector<int64_t> counts(comm_.world());
+  for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
+  return counts;
 }
 
 StatusOr<double> DataParallel::mean(double v) {
@@ -127,8 +178,7 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> DataParallel::gather_state
   auto full = full_state_buffers(o);
   auto st = o.state();
   const int64_t b = o.state_begin(), n = o.state_end() - o.state_begin();
-  std::vector<int64_t> counts(comm_.world());
-  for (int r = 0; r < comm_.world(); ++r) counts[r] = cuts_[r + 1] - cuts_[r];
+  const std::vector<int64_t> counts = shard_counts();
   for (size_t i = 0; i < st.size(); ++i) {
     if (n > 0) std::memcpy(full[i].second.as<float>() + b, st[i].second.as<float>(), static_cast<size_t>(n) * sizeof(float));
     if (sharded()) LMT_RETURN_IF_ERROR(comm_.all_gather(full[i].second.as<float>(), counts));

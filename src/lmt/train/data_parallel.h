@@ -1,5 +1,14 @@
 // DataParallel: gradient reduction and ZeRO-1/2 sharding for the Trainer, over a Communicator.
-// The model never calls it; the Trainer drives it once per optimizer step:
+// The model never calls it; the Trainer drives it:
+//
+//   use_shared_memory(model)  once, collectively, after prepare(): when every rank runs on one node,
+//                     moves the model's params, grads and bf16 mirror into symmetric memory
+//                     (dist/symmetric_buffer.h). Reductions and gathers then read the peers' buffers
+//                     directly, one pass over the data; nothing is left to overlap with backward,
+//                     so arm() installs no hook. Otherwise (ranks on several nodes, or never
+//                     called) the collectives below are the communicator's message passing.
+//
+// Then once per optimizer step:
 //
 //   arm(model)        before the last micro-batch's backward: installs the model's
 //                     set_block_grads_ready() hook, which launches non-blocking all-reduces of
@@ -10,7 +19,8 @@
 //                     by 1/world, so the sum is the mean): all of them (ZeRO 0/1), or only
 //                     [shard_begin, shard_end) (ZeRO-2; the rest is stale).
 //   grad_norm()       the global norm, the same on every rank.
-//   after_update()    ZeRO 1/2: all-gathers the parameter shards, then refreshes the bf16 mirror.
+//   after_update()    ZeRO 1/2: all-gathers the parameter shards and the bf16 mirror's (shared
+//                     memory), or the parameters then refreshes the mirror (message passing).
 //
 // Shards: balanced_cuts(optim config, layout, world); rank r updates [cuts[r], cuts[r+1]) and owns
 // optimizer state only for it (ZeRO 1/2). ZeRO-2 on CPU saves no memory yet: backward writes
@@ -47,6 +57,10 @@ class DataParallel {
   int64_t shard_end() const { return cuts_[rank() + 1]; }
   dist::Communicator& comm() { return comm_; }
 
+  // Collective. Ok and no change when the ranks span several nodes (logged) or world is 1.
+  Status use_shared_memory(model::Transformer& m);
+  bool shared_memory() const { return grads_buf_ != nullptr; }
+
   void arm(model::Transformer& m);
   Status finish(model::Transformer& m);
   StatusOr<double> grad_norm(model::Transformer& m);
@@ -63,6 +77,7 @@ class DataParallel {
 
  private:
   void on_block_ready(model::Transformer& m, int64_t layer);
+  std::vector<int64_t> shard_counts() const;  // cuts_[r + 1] - cuts_[r] per rank
   Status launch(float* grads, int64_t begin, int64_t end);
 
   dist::Communicator& comm_;
@@ -75,6 +90,8 @@ class DataParallel {
   int64_t launched_lo_ = 0;                          // [launched_lo_, blocks_hi) is in flight
   std::vector<std::unique_ptr<dist::Request>> inflight_;
   Tensor rs_scratch_;                                // ZeRO-2 reduce-scatter result (shard size)
+  // Symmetric buffers holding the model's storage (use_shared_memory()); the model's Tensors share them.
+  std::shared_ptr<dist::SymmetricBuffer> params_buf_, grads_buf_, mirror_buf_;
 };
 
 }  // namespace lmt::train

@@ -127,6 +127,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   if (!(bucket_mb >= 0) || bucket_mb > 1e6)
     return bad(source, "dist.bucket_mb", "= " + std::to_string(bucket_mb) + " is out of range", "use a size in MiB, e.g. 25 (0: no buckets)");
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
+  r.shared_memory = c.get_bool("dist.shared_memory");
   r.checkpoint_every = c.get_int("checkpoint.every");
   r.checkpoint_keep = c.get_int("checkpoint.keep");
   r.checkpoint_async = c.get_bool("checkpoint.async");

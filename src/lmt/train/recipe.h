@@ -41,6 +41,7 @@ struct Recipe {
   int64_t profile_begin = -1, profile_end = -1;  // steps [begin, end) are traced; -1: off
   int zero = 0;                 // ZeRO stage 0, 1 or 2 (train.zero); matters only with world > 1
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb in bytes; 0: one all-reduce after backward
+  bool shared_memory = true;        // dist.shared_memory: symmetric memory when all ranks share a node
 };
 
 // Builds and validates the recipe; `source` (the config file) names errors. Reads the dataset

@@ -79,6 +79,7 @@ Status Trainer::setup(bool resume) {
   model_->init(recipe_.seed);
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   dp_ = std::make_unique<DataParallel>(*comm_, model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
+  if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
   if (dp_->sharded()) {
     if (recipe_.layer_grad_norm_every > 0 && recipe_.zero == 2)
       return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = 2 shards",
