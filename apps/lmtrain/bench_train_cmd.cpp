@@ -19,6 +19,7 @@
 #include "lmt/model/transformer.h"
 #include "lmt/optim/gradients.h"
 #include "lmt/optim/optimizer.h"
+#include "lmt/plan/memory.h"
 #include "lmt/train/data_parallel.h"
 
 namespace lmt::cli {
@@ -120,6 +121,29 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const auto& peaks = metrics::measured_peaks();
   const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9 * world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
+  // Model-state memory this rank holds, against the planner's per-device prediction (plan/memory.h:
+  // 16 B/param mixed precision, ZeRO shards over the ranks).
+  int64_t state_bytes = 0;
+  for (const auto& [name, v] : opt->state()) state_bytes += static_cast<int64_t>(v.bytes());
+  plan::MemoryInputs mi;
+  mi.config = config;
+  mi.seq_len = a.seq;
+  mi.micro_batch = a.batch;
+  mi.zero_stage = world > 1 ? a.zero : 0;
+  mi.dp = world;
+  mi.precision = o.compute == DType::kBF16 ? metrics::Precision::kBf16 : metrics::Precision::kFp32;
+  const plan::MemoryBreakdown predicted = plan::estimate_memory(mi);
+  const nlohmann::json memory = {
+      {"params", m.params().bytes()},
+      {"grads", m.grads().bytes()},
+      {"mirror", m.compute_mirror().present() ? m.compute_mirror().bytes() : 0},
+      {"optimizer_state", state_bytes},
+      {"model_states", static_cast<int64_t>(m.params().bytes() + m.grads().bytes() +
+                                            (m.compute_mirror().present() ? m.compute_mirror().bytes() : 0)) +
+                           state_bytes},
+      {"plan_model_states", predicted.model_states()},
+      {"plan_optimizer_state", predicted.adam_m + predicted.adam_v},
+      {"peak_rss", metrics::peak_rss_bytes()}};
   const nlohmann::json split = {{"forward", median(t_fwd)},         {"backward", median(t_bwd)},
                                 {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
@@ -131,6 +155,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
                         {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero},
                         {"reduction", world == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
+                        {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
     std::printf("%s\n", j.dump().c_str());
@@ -142,6 +167,13 @@ Status run_train_bench(const TrainBenchArgs& a) {
                 static_cast<long long>(a.accum), a.dtype.c_str(), a.optimizer.c_str(), world, a.zero, secs * 1e3,
                 median(t_fwd) * 1e3, median(t_bwd) * 1e3, exposed * 1e3, median(t_opt) * 1e3, median(t_gather) * 1e3,
                 tps, mfu * 100, mfu_6n * 100);
+    const double mib = 1.0 / (1 << 20);
+    std::printf("memory per rank (MiB): params %.0f, grads %.0f, bf16 mirror %.0f, optimizer state %.0f (plan: %.0f)"
+                "; model states %.0f (plan: %.0f); peak RSS %.0f\n",
+                memory["params"].get<double>() * mib, memory["grads"].get<double>() * mib,
+                memory["mirror"].get<double>() * mib, memory["optimizer_state"].get<double>() * mib,
+                memory["plan_optimizer_state"].get<double>() * mib, memory["model_states"].get<double>() * mib,
+                memory["plan_model_states"].get<double>() * mib, memory["peak_rss"].get<double>() * mib);
     if (world > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);

@@ -28,6 +28,8 @@ void add_train_command(CLI::App& app, Runner& runner);
 void add_model_command(CLI::App& app, Runner& runner);
 // `lmtrain bench train ...` (apps/lmtrain/bench_train_cmd.cpp), registered under `bench`.
 void add_train_bench(CLI::App* bench, Runner& runner);
+// `lmtrain bench collectives ...` (apps/lmtrain/bench_collectives_cmd.cpp), registered under `bench`.
+void add_collectives_bench(CLI::App* bench, Runner& runner);
 // `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
 void add_model_bench(CLI::App* bench, Runner& runner);
 // `lmtrain tokenizer encode|decode ...` (apps/lmtrain/tokenizer_cmd.cpp). Returns the `tokenizer`

@@ -1,9 +1,9 @@
 // SymmetricBuffer: a buffer of the same size on every rank that every rank of the node can read and
 // write directly (an MPI-3 shared-memory window; PyTorch calls the idea "symmetric memory"), with
 // collectives that read the peers' parts instead of sending messages. Between processes of one
-// node this costs one pass over the data: a 500 MB f32 reduce-scatter between two ranks takes
-// ~15 ms here, against ~190 ms for MPI_Allreduce through Open MPI's shared-memory transport
-// (docs/DIST.md). Data parallelism keeps the model's parameters, gradients and bf16 mirror in such
+// node this costs one pass over the data: on 475 MiB of f32 between two ranks a reduce-scatter
+// takes ~30 ms here, against ~320 ms for MPI_Allreduce through Open MPI's shared-memory transport
+// (`lmtrain bench collectives`, docs/PERFORMANCE.md). Data parallelism keeps the model's parameters, gradients and bf16 mirror in such
 // buffers when every rank runs on one node.
 //
 // Contract.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -176,6 +177,21 @@ std::string machine_summary() {
     << (c.amx_bf16 ? " amx_bf16" : "") << "; measured peaks fp32 " << p.fp32_gflops
     << " GFLOP/s, bf16 (" << p.bf16_unit << ") " << p.bf16_gflops << " GFLOP/s";
   return s.str();
+}
+
+}  // namespace lmt::metrics
+
+namespace lmt::metrics {
+
+int64_t peak_rss_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<int64_t>(kib) * 1024;
 }
 
 }  // namespace lmt::metrics

@@ -34,4 +34,7 @@ const Peaks& measured_peaks();
 // fp32 383 GFLOP/s, bf16 (avx512_bf16) 766 GFLOP/s".
 std::string machine_summary();
 
+// This process's peak resident memory in bytes (VmHWM of /proc/self/status); 0 where unknown.
+int64_t peak_rss_bytes();
+
 }  // namespace lmt::metrics

@@ -1,0 +1,180 @@
+// Fault behaviour of data-parallel training, as a user meets it: `mpirun -np 2 lmtrain train` on a
+// tiny model, then
+//  - rank 1 is killed (SIGKILL) mid-run: every rank stops, mpirun exits non-zero naming rank 1,
+//    and the last checkpoint verifies and resumes in one process;
+//  - a run of 4 steps is resumed by 2 ranks, and rank 0 alone hits an error at step 6 (that
+//    checkpoint directory already exists, and lmtrain never overwrites one) while rank 1 waits in
+//    a collective: every rank stops with a message naming rank 0 and the error, and the step-4
+//    checkpoint stays intact.
+// The test launches mpirun itself (it is not run under it). Skips where mpirun or MPI is missing.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/files.h"
+#include "common/lmtrain_cli.h"
+#include "common/synthetic_dataset.h"
+#include "lmt/io/checkpoint.h"
+
+namespace lmt {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+class DistFaultTest : public test::ScratchDirTest {
+ protected:
+  void SetUp() override {
+    if (std::string(LMT_MPIRUN).empty()) GTEST_SKIP() << "mpirun or MPI not found at configure time";
+    test::ScratchDirTest::SetUp();
+    test::write_markov_dataset(path("data"), 64, "dist_fault_test");
+    std::ofstream(path("recipe.toml")) << "[model]\npreset = 'tiny'\nn_layers = 2\nd_model = 32\nn_heads = 4\n"
+                                          "n_kv_heads = 2\nhead_dim = 8\nffn_hidden = 64\nmax_seq_len = 64\n"
+                                          "[data]\npath = '" << path("data") << "'\n"
+                                          "[train]\nseq_len = 32\nmicro_batch = 2\nmax_steps = 1000000\n"
+                                          "dtype = 'fp32'\nlog_every = 1000\n"
+                                          "[eval]\nevery = 0\n"
+                                          "[checkpoint]\nevery = 2\nkeep = 3\nasync = false\n";
+  }
+
+  // Starts `mpirun -np 2 lmtrain train --config recipe.toml --run-dir RUN EXTRA` with stdout and
+  // stderr in log(); returns mpirun's pid.
+  pid_t launch(const std::string& run_dir, const std::string& extra = "") {
+    const std::string cmd = std::string(LMT_MPIRUN) +
+                            " --allow-run-as-root --oversubscribe --mca btl self,vader"
+                            " --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -np 2 " LMTRAIN_BIN
+                            " train --config " + path("recipe.toml") + " --run-dir " + run_dir + " " + extra + " > " +
+                            log() + " 2>&1";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setpgid(0, 0);  // its own process group: the test can end everything it started
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  }
+  std::string log() const { return path("mpirun.log"); }
+
+  // Waits for `pid` to exit; returns its exit code (128 + signal when killed), or -1 after `seconds`
+  // (then kills its process group).
+  static int wait_exit(pid_t pid, double seconds) {
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid)
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return -1;
+  }
+
+  // Waits until `checkpoints_dir` holds a complete checkpoint (old ones are pruned as training goes on).
+  static bool wait_for_checkpoint(const std::string& checkpoints_dir, double seconds) {
+    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+    while (Clock::now() < end) {
+      std::vector<std::string> skipped;
+      if (fs::exists(checkpoints_dir) && io::find_latest_checkpoint(checkpoints_dir, &skipped).ok()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // The pid of the child of `parent` whose environment says OMPI_COMM_WORLD_RANK=rank, or -1.
+  static pid_t rank_pid(pid_t parent, int rank) {
+    const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string stat = test::read_bytes(e.path().string() + "/stat");
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      int ppid = 0;
+      char state = 0;
+      if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) != 2 || ppid != parent) continue;
+      std::string env = test::read_bytes(e.path().string() + "/environ");
+      for (size_t at = 0; at < env.size(); at = env.find('\0', at) + 1) {
+        if (env.compare(at, want.size() + 1, want + '\0') == 0) return static_cast<pid_t>(std::stol(name));
+        if (env.find('\0', at) == std::string::npos) break;
+      }
+    }
+    return -1;
+  }
+
+  static bool alive(pid_t pid) {
+    const std::string stat = test::read_bytes("/proc/" + std::to_string(pid) + "/stat");
+    const size_t close = stat.rfind(')');
+    return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
+  }
+
+  // The newest complete checkpoint verifies, and one process resumes from it (with the global batch
+  // of the two ranks) for two more steps.
+  void expect_resumable(const std::string& run_dir) {
+    std::vector<std::string> skipped;
+    auto latest = io::find_latest_checkpoint(run_dir + "/checkpoints", &skipped);
+    ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+    EXPECT_TRUE(io::verify_checkpoint(*latest).ok()) << *latest;
+    std::ifstream in(*latest + "/trainer_state.json");
+    const nlohmann::json st = nlohmann::json::parse(in);
+    const int64_t step = st.at("step").get<int64_t>();
+    const auto r = test::run_lmtrain("train --config " + path("recipe.toml") + " --run-dir " + run_dir +
+                                         " --resume --set train.micro_batch=4 --set train.max_steps=" +
+                                         std::to_string(step + 2),
+                                     /*with_stderr=*/true);
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("resumed from"), std::string::npos) << r.out;
+  }
+};
+
+TEST_F(DistFaultTest, ARankThatDiesStopsEveryRankAndKeepsTheLastCheckpoint) {
+  const std::string run = path("killed");
+  const pid_t mpirun = launch(run);
+  ASSERT_GT(mpirun, 0);
+  if (!wait_for_checkpoint(run + "/checkpoints", 60)) {
+    kill(-mpirun, SIGKILL);
+    waitpid(mpirun, nullptr, 0);
+    FAIL() << "no checkpoint within 60 s:\n" << test::read_bytes(log());
+  }
+  const pid_t r0 = rank_pid(mpirun, 0), r1 = rank_pid(mpirun, 1);
+  ASSERT_GT(r0, 0) << "rank 0's process not found";
+  ASSERT_GT(r1, 0) << "rank 1's process not found";
+  ASSERT_EQ(kill(r1, SIGKILL), 0);
+  const int code = wait_exit(mpirun, 60);
+  const std::string out = test::read_bytes(log());
+  ASSERT_NE(code, -1) << "mpirun still running 60 s after rank 1 died:\n" << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("rank 1"), std::string::npos) << "no message names rank 1:\n" << out;
+  for (int i = 0; i < 100 && alive(r0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(alive(r0)) << "rank 0 outlived the job";
+  expect_resumable(run);
+}
+
+TEST_F(DistFaultTest, AnErrorOnOneRankStopsEveryRankNamingIt) {
+  const std::string run = path("error");
+  ASSERT_EQ(wait_exit(launch(run, "--set train.max_steps=4"), 60), 0) << test::read_bytes(log());
+  // lmtrain never overwrites a checkpoint: on resuming, rank 0 (the only writer) fails at step 6.
+  const std::string blocker = run + "/checkpoints/" + io::checkpoint_name(6);
+  fs::create_directories(blocker);
+  std::ofstream(blocker + "/keep.txt") << "not lmtrain's\n";
+  const pid_t mpirun = launch(run, "--resume");
+  ASSERT_GT(mpirun, 0);
+  const int code = wait_exit(mpirun, 60);
+  const std::string out = test::read_bytes(log());
+  ASSERT_NE(code, -1) << "mpirun still running 60 s after rank 0's error:\n" << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("rank 0/2"), std::string::npos) << "no message names rank 0:\n" << out;
+  EXPECT_NE(out.find(io::checkpoint_name(6) + " already exists"), std::string::npos) << out;
+  EXPECT_EQ(test::read_bytes(blocker + "/keep.txt"), "not lmtrain's\n") << "the blocker was overwritten";
+  EXPECT_TRUE(io::verify_checkpoint(run + "/checkpoints/" + io::checkpoint_name(4)).ok());
+}
+
+}  // namespace
+}  // namespace lmt
