@@ -2,8 +2,9 @@
 // the communicator's collectives give the right sums and slices; the loader's rank slices are
 // disjoint and together make up one process's batch; W ranks × micro-batch b train exactly like one
 // process × W·b (per-step losses within 1e-5 relative, the same final parameters) for ZeRO 0, 1 and 2;
-// a checkpoint saved by W ranks (ZeRO-1, sharded optimizer state) resumes in one process. ZeRO-1
-// with Muon, whose shards must not split a matrix, matches too.
+// a checkpoint saved by W ranks (ZeRO-1, sharded optimizer state) resumes in one process, and one
+// saved by one process resumes on W ranks. ZeRO-1 with Muon, whose shards must not split a matrix,
+// matches too. Every ZeRO stage is checked over shared memory and over MPI messages.
 //
 // Tolerance: fp32 training; the two layouts differ only in summation order (each rank's mean over
 // b·T tokens, then the sum across ranks, vs one mean over W·b·T tokens), ~1e-7 relative per step;
@@ -348,6 +349,31 @@ TEST_F(DistTest, ShardedCheckpointResumesInOneProcess) {
     expect_same_params(*ref, *t);
   }
   ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+// The reverse: one process (micro-batch W·b) saves, then W ranks (b each, ZeRO-1: the full optimizer
+// state is sliced on loading) resume and continue exactly like the uninterrupted single process.
+TEST_F(DistTest, OneProcessCheckpointResumesOnAllRanks) {
+  const int64_t steps = 6, w = g_comm->world();
+  auto ref = reference("ref_reverse", steps);
+  ASSERT_TRUE(ref);
+  const fs::path run = root_ / "saved_by_one";
+  if (g_comm->rank() == 0) {
+    dist::SoloCommunicator solo;
+    auto t = make(recipe_config(steps, kB * w, /*zero=*/0), run, &solo);
+    ASSERT_TRUE(t);
+    Status s = t->run(/*stop_after=*/3);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  auto t = make(recipe_config(steps, kB, /*zero=*/1), run, g_comm, /*resume=*/true);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->step(), 3);
+  Status s = t->run();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(g_comm->barrier().ok());
+  expect_same_run(root_ / ("ref_reverse_rank" + std::to_string(g_comm->rank())), run, steps);
+  expect_same_params(*ref, *t);
 }
 
 TEST_F(DistTest, ResumingWithAnotherGlobalBatchIsRefusedWithAHint) {
