@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sched.h>
 #include <unistd.h>
 
 #include "lmt/base/bf16.h"
@@ -196,6 +197,16 @@ TEST_F(DistTest, ReduceScatterAndAllGatherUseTheCountsLayout) {
   EXPECT_EQ(token, 424242);
   EXPECT_TRUE(g_comm->barrier().ok());
   EXPECT_FALSE(g_comm->all_gather(buf.data(), std::vector<int64_t>(w + 1, 1)).ok()) << "wrong number of counts";
+}
+
+TEST_F(DistTest, DefaultThreadsShareTheCoresAmongLocalRanks) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int allowed = CPU_COUNT(&set), online = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  EXPECT_EQ(dist::default_threads_per_rank(1), std::min(allowed, online));
+  EXPECT_EQ(dist::default_threads_per_rank(online), 1);
+  EXPECT_EQ(dist::default_threads_per_rank(4 * online), 1) << "never fewer than one thread";
+  if (allowed == online && online >= 2) EXPECT_EQ(dist::default_threads_per_rank(2), online / 2);
 }
 
 TEST_F(DistTest, RanksSeeDisjointRowsThatMakeUpOneProcessBatch) {

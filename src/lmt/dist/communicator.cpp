@@ -1,5 +1,8 @@
 #include "lmt/dist/communicator.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -83,6 +86,15 @@ Status SoloCommunicator::broadcast(void*, int64_t, int root) {
 
 StatusOr<std::unique_ptr<SymmetricBuffer>> SoloCommunicator::allocate_symmetric(int64_t bytes) {
   return std::unique_ptr<SymmetricBuffer>(new LocalSymmetricBuffer(bytes));
+}
+
+int default_threads_per_rank(int local_ranks) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int allowed = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const int share = static_cast<int>(std::max<long>(1, online) / std::max(1, local_ranks));
+  return std::max(1, std::min(allowed, share));
 }
 
 bool launched_by_mpi() {

@@ -105,6 +105,12 @@ bool launched_by_mpi();
 // built without MPI, kInternal when MPI fails to initialise.
 StatusOr<std::unique_ptr<Communicator>> make_communicator();
 
+// OpenMP threads for one of `local_ranks` ranks on this node: the CPUs it may run on (its affinity
+// mask: a launcher that binds ranks to cores narrows it), but no more than its share of the
+// node's online CPUs; at least 1. make_communicator() applies it under MPI when OMP_NUM_THREADS is
+// unset, so ranks never oversubscribe the cores.
+int default_threads_per_rank(int local_ranks);
+
 // Prefix-sum offsets of `counts` (world + 1 entries, from 0).
 std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts);
 

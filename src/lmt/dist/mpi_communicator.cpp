@@ -1,6 +1,7 @@
 #include "lmt/dist/mpi_communicator.h"
 
 #include <mpi.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <climits>
@@ -112,8 +113,18 @@ StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::create() {
   int r = 0, w = 1;
   LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_rank(MPI_COMM_WORLD, &r), "MPI_Comm_rank"));
   LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_size(MPI_COMM_WORLD, &w), "MPI_Comm_size"));
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    MPI_Comm node = MPI_COMM_NULL;
+    int local = 1;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_size(node, &local);
+      MPI_Comm_free(&node);
+    }
+    omp_set_num_threads(default_threads_per_rank(local));
+  }
   return std::unique_ptr<Communicator>(new MpiCommunicator(r, w));
 }
+
 
 Status MpiCommunicator::all_reduce_sum(float* data, int64_t n) {
   for (int64_t off = 0; off < n; off += INT_MAX) {

@@ -5,6 +5,8 @@
 //
 // mpi_init() initialises MPI once per process (MPI_Init_thread, FUNNELED at least) and registers
 // MPI_Finalize at exit; MPI errors are returned (MPI_ERRORS_RETURN), never abort, and name the rank.
+// create() also sets each rank's OpenMP threads when OMP_NUM_THREADS is unset
+// (default_threads_per_rank).
 // Counts above INT_MAX elements are split into several calls (blocking all-reduce) or rejected.
 // Threading: the thread that created it makes every call. This header does not include mpi.h.
 #pragma once
