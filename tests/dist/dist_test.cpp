@@ -69,6 +69,9 @@ class DistTest : public ::testing::Test {
     EXPECT_TRUE(c.apply_override("train.zero=" + std::to_string(zero)).ok());
     EXPECT_TRUE(c.apply_override("optim.name=" + optim).ok());
     EXPECT_TRUE(c.apply_override(std::string("dist.shared_memory=") + (shared_memory ? "true" : "false")).ok());
+    // Every other step logs per-layer gradient norms, which need the full reduced gradients even
+    // where ZeRO-1 would otherwise reduce only its shard (ZeRO-2 refuses the key).
+    if (zero < 2) EXPECT_TRUE(c.apply_override("metrics.layer_grad_norm_every=2").ok());
     return c;
   }
 
@@ -109,6 +112,12 @@ class DistTest : public ::testing::Test {
       const double la = sa[s]["loss"].get<double>(), lb = sb[s]["loss"].get<double>();
       EXPECT_NEAR(la, lb, 1e-5 * std::abs(la)) << "step " << s;
       EXPECT_EQ(sa[s]["tokens"], sb[s]["tokens"]) << "step " << s;
+      if (sa[s].contains("layer_grad_norms") && sb[s].contains("layer_grad_norms")) {
+        const auto na = sa[s]["layer_grad_norms"].get<std::vector<double>>();
+        const auto nb = sb[s]["layer_grad_norms"].get<std::vector<double>>();
+        ASSERT_EQ(na.size(), nb.size());
+        for (size_t l = 0; l < na.size(); ++l) EXPECT_NEAR(na[l], nb[l], 1e-4 * na[l]) << "step " << s << " layer " << l;
+      }
     }
   }
 

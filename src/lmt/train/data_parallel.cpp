@@ -90,15 +90,18 @@ void DataParallel::on_block_ready(model::Transformer& m, int64_t layer) {
   }
 }
 
-Status DataParallel::finish(model::Transformer& m) {
+Status DataParallel::finish(model::Transformer& m, bool full_grads) {
+  grads_sharded_ = false;
   if (comm_.world() == 1) return Status::Ok();
   LMT_TRACE_SCOPE("grad_reduce");
   float* g = m.grads().as<float>();
   Status st = Status::Ok();
   if (shared_memory()) {
-    if (zero_ == 2) return grads_buf_->reduce_scatter_sum_f32(0, shard_counts());
+    grads_sharded_ = zero_ == 2 || (zero_ == 1 && !full_grads);
+    if (grads_sharded_) return grads_buf_->reduce_scatter_sum_f32(0, shard_counts());
     return grads_buf_->all_reduce_sum_f32(0, total_);
   }
+  grads_sharded_ = zero_ == 2;
   if (zero_ == 2) {
     const std::vector<int64_t> counts = shard_counts();
     if (!rs_scratch_.view().present()) rs_scratch_ = Tensor({std::max<int64_t>(counts[rank()], 1)}, DType::kF32);
@@ -125,7 +128,7 @@ Status DataParallel::finish(model::Transformer& m) {
 }
 
 StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
-  if (zero_ < 2 || comm_.world() == 1) return optim::global_grad_norm(m.backend(), m.grads());
+  if (!grads_sharded_) return optim::global_grad_norm(m.backend(), m.grads());
   double ss = 0;
   if (shard_end() > shard_begin())
     ss = m.backend().sum_squares(TensorView(m.grads().as<float>() + shard_begin(), Shape{shard_end() - shard_begin()}, DType::kF32));

@@ -14,10 +14,13 @@
 //                     set_block_grads_ready() hook, which launches non-blocking all-reduces of
 //                     buckets of finished blocks (about bucket_bytes each) while backward continues
 //                     (ZeRO 0/1; ZeRO-2 reduce-scatters after backward, unbucketed).
-//   finish(model)     after backward: reduces what is left, waits for every bucket, removes the hook.
-//                     Afterwards grads hold the sum over ranks (the Trainer scales each rank's loss
-//                     by 1/world, so the sum is the mean): all of them (ZeRO 0/1), or only
-//                     [shard_begin, shard_end) (ZeRO-2; the rest is stale).
+//   finish(model, full_grads)  after backward: reduces what is left, waits for every bucket,
+//                     removes the hook. Afterwards grads hold the sum over ranks (the Trainer
+//                     scales each rank's loss by 1/world, so the sum is the mean): all of them
+//                     (ZeRO 0; ZeRO 1 over MPI messages; ZeRO 1 with full_grads), or only
+//                     [shard_begin, shard_end), the rest stale (ZeRO 2; ZeRO 1 over shared memory,
+//                     where a reduce-scatter is all the sharded update needs, half the work of an
+//                     all-reduce). grads_sharded() tells which.
 //   grad_norm()       the global norm, the same on every rank.
 //   after_update()    ZeRO 1/2: all-gathers the parameter shards and the bf16 mirror's (shared
 //                     memory), or the parameters then refreshes the mirror (message passing).
@@ -62,7 +65,8 @@ class DataParallel {
   bool shared_memory() const { return grads_buf_ != nullptr; }
 
   void arm(model::Transformer& m);
-  Status finish(model::Transformer& m);
+  Status finish(model::Transformer& m, bool full_grads = false);
+  bool grads_sharded() const { return grads_sharded_; }
   StatusOr<double> grad_norm(model::Transformer& m);
   Status after_update(model::Transformer& m);
   // Mean of `v` over ranks.
@@ -90,6 +94,7 @@ class DataParallel {
   int64_t launched_lo_ = 0;                          // [launched_lo_, blocks_hi) is in flight
   std::vector<std::unique_ptr<dist::Request>> inflight_;
   Tensor rs_scratch_;                                // ZeRO-2 reduce-scatter result (shard size)
+  bool grads_sharded_ = false;                       // the last finish() reduced only this shard
   // Symmetric buffers holding the model's storage (use_shared_memory()); the model's Tensors share them.
   std::shared_ptr<dist::SymmetricBuffer> params_buf_, grads_buf_, mirror_buf_;
 };

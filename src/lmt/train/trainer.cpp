@@ -278,7 +278,9 @@ Status Trainer::train_step() {
   double t_comm = 0;
   {
     Timer t;
-    LMT_RETURN_IF_ERROR(dp_->finish(*model_));
+    // Per-layer gradient norms (logged this step) need every rank's full reduced gradients.
+    const bool layer_norms = r.layer_grad_norm_every > 0 && (step_ + 1) % r.layer_grad_norm_every == 0;
+    LMT_RETURN_IF_ERROR(dp_->finish(*model_, /*full_grads=*/layer_norms));
     LMT_ASSIGN_OR_RETURN(loss, dp_->mean(loss));
     t_comm = t.seconds();
   }
