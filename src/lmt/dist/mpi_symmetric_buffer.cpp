@@ -36,7 +36,7 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
  public:
   ~MpiSymmetricBuffer() override {
     if (win_ != MPI_WIN_NULL) {
-      MPI_Win_unlock_all(win_);
+      if (locked_) MPI_Win_unlock_all(win_);
       MPI_Win_free(&win_);
     }
     if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
@@ -65,6 +65,7 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
     const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(b->bytes_ + kAlign), 1, info, b->node_, &base, &b->win_);
     MPI_Info_free(&info);
     LMT_RETURN_IF_ERROR(mpi_status(rc, "MPI_Win_allocate_shared"));
+    MPI_Win_set_errhandler(b->win_, MPI_ERRORS_RETURN);  // windows default to aborting
     b->parts_.resize(static_cast<size_t>(world));
     for (int q = 0; q < world; ++q) {
       MPI_Aint size = 0;
@@ -75,6 +76,7 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
       b->parts_[static_cast<size_t>(q)] = align_up(p);
     }
     LMT_RETURN_IF_ERROR(mpi_status(MPI_Win_lock_all(MPI_MODE_NOCHECK, b->win_), "MPI_Win_lock_all"));
+    b->locked_ = true;
     std::memset(b->parts_[static_cast<size_t>(b->rank_)], 0, static_cast<size_t>(b->bytes_));
     LMT_RETURN_IF_ERROR(b->sync("MPI_Barrier (symmetric buffer creation)"));
     return std::unique_ptr<SymmetricBuffer>(std::move(b));
@@ -102,7 +104,6 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
 
   Status all_gather_bytes(int64_t first, const std::vector<int64_t>& counts) override {
     LMT_RETURN_IF_ERROR(check_symmetric_range("all_gather_bytes", rank_, world_, bytes_, 1, first, counts));
-    LMT_RETURN_IF_ERROR(sync("MPI_Barrier (all-gather start)"));
     return gather_slices(first, counts);
   }
 
@@ -142,6 +143,7 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
   MPI_Comm node_ = MPI_COMM_NULL;
   MPI_Win win_ = MPI_WIN_NULL;
   int rank_ = 0, world_ = 1;
+  bool locked_ = false;  // MPI_Win_lock_all held (released before MPI_Win_free)
   int64_t bytes_ = 0;
   std::vector<char*> parts_;  // every rank's part, 64-byte aligned, in this process's address space
 };
