@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
@@ -35,8 +36,7 @@ Timing time_it(int warmup, int iters, const std::function<void()>& fn) {
     fn();
     t.push_back(timer.seconds());
   }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front()};
+  return {median(t), *std::min_element(t.begin(), t.end())};
 }
 
 Tensor random_tensor(Shape shape, DType dtype, Rng& rng, double scale = 1.0) {

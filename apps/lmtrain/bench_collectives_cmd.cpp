@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.h"
 #include "commands.h"
 #include "lmt/base/timer.h"
 #include "lmt/dist/communicator.h"
@@ -33,8 +34,7 @@ StatusOr<double> median_seconds(dist::Communicator& comm, int iters, F&& body) {
     LMT_RETURN_IF_ERROR(body());
     if (i > 0) t.push_back(timer.seconds());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 Status run_collectives_bench(const CollectivesArgs& a) {

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.h"
 #include "commands.h"
 #include "lmt/base/timer.h"
 #include "lmt/data/loader.h"
@@ -41,9 +42,8 @@ struct Timing {
 
 Timing summarise(std::vector<double> us) {
   Timing t;
-  std::sort(us.begin(), us.end());
-  t.median_us = us[us.size() / 2];
-  t.max_us = us.back();
+  t.median_us = median(us);
+  t.max_us = *std::max_element(us.begin(), us.end());
   for (double u : us) t.mean_us += u / static_cast<double>(us.size());
   return t;
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
@@ -65,10 +66,6 @@ Status run_model_bench(const ModelBenchArgs& a) {
       bwd.push_back(t.seconds() - tf);
     }
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   std::vector<double> step(fwd.size());
   for (size_t i = 0; i < fwd.size(); ++i) step[i] = fwd[i] + bwd[i];
   const double secs = median(step);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_stats.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
@@ -32,11 +33,6 @@ struct TrainBenchArgs {
   double bucket_mb = 25;
   bool recompute = false, json = false, shared_memory = true;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 Status run_train_bench(const TrainBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
@@ -133,14 +129,13 @@ Status run_train_bench(const TrainBenchArgs& a) {
   mi.dp = world;
   mi.precision = o.compute == DType::kBF16 ? metrics::Precision::kBf16 : metrics::Precision::kFp32;
   const plan::MemoryBreakdown predicted = plan::estimate_memory(mi);
+  const int64_t mirror_bytes = m.compute_mirror().present() ? static_cast<int64_t>(m.compute_mirror().bytes()) : 0;
   const nlohmann::json memory = {
       {"params", m.params().bytes()},
       {"grads", m.grads().bytes()},
-      {"mirror", m.compute_mirror().present() ? m.compute_mirror().bytes() : 0},
+      {"mirror", mirror_bytes},
       {"optimizer_state", state_bytes},
-      {"model_states", static_cast<int64_t>(m.params().bytes() + m.grads().bytes() +
-                                            (m.compute_mirror().present() ? m.compute_mirror().bytes() : 0)) +
-                           state_bytes},
+      {"model_states", static_cast<int64_t>(m.params().bytes() + m.grads().bytes()) + mirror_bytes + state_bytes},
       {"plan_model_states", predicted.model_states()},
       {"plan_optimizer_state", predicted.adam_m + predicted.adam_v},
       {"peak_rss", metrics::peak_rss_bytes()}};
