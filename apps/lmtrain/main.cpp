@@ -17,14 +17,14 @@
 
 namespace {
 
-// Subcommands that later work fills in; they say so instead of pretending.
-void add_pending(CLI::App& app, const char* name, const char* what, const char* issue,
+// Subcommands that later work fills in; they say so instead of pretending, and the hint says
+// what to use meanwhile.
+void add_pending(CLI::App& app, const char* name, const char* what, const char* meanwhile,
                  lmt::cli::Runner& runner) {
   CLI::App* sub = app.add_subcommand(name, what);
   sub->allow_extras();
-  sub->callback([&runner, name, issue] {
-    runner.set(lmt::Unimplemented(std::string("'lmtrain ") + name + "' is not implemented yet",
-                                  std::string("tracked in issue ") + issue));
+  sub->callback([&runner, name, meanwhile] {
+    runner.set(lmt::Unimplemented(std::string("'lmtrain ") + name + "' is not implemented yet", meanwhile));
   });
 }
 
@@ -46,7 +46,10 @@ int main(int argc, char** argv) {
   lmt::cli::add_train_command(app, runner);
   lmt::cli::add_eval_command(app, runner);
   lmt::cli::add_generate_command(app, runner);
-  add_pending(app, "export", "export to Hugging Face safetensors / GGUF", "the export issue", runner);
+  add_pending(app, "export", "export to Hugging Face safetensors / GGUF (not implemented yet)",
+              "no issue covers it yet; meanwhile every checkpoint holds model.safetensors with Hugging Face "
+              "tensor names and model.json with its configuration, which lmtrain eval and generate load directly",
+              runner);
 
   try {
     app.parse(argc, argv);
