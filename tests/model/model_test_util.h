@@ -16,19 +16,25 @@ struct Variant {
   float z_loss = 0.0f;
 };
 
+// The `tiny` preset shrunk to a few thousand parameters (GQA, 2 blocks, vocabulary 37).
+inline ModelConfig tiny_test_config() {
+  ModelConfig c = *preset("tiny");
+  c.vocab_size = 37;  // padded to 64: exercises vocabulary padding
+  c.max_seq_len = 16;
+  c.n_layers = 2;
+  c.d_model = 16;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 4;
+  c.ffn_hidden = 24;
+  return c;
+}
+
 // A few-thousand-parameter config of each architecture family the issue names.
 inline std::vector<Variant> tiny_variants() {
   auto base = [](const char* name) {
-    ModelConfig c = *preset("tiny");
+    ModelConfig c = tiny_test_config();
     c.name = name;
-    c.vocab_size = 37;  // padded to 64: exercises vocabulary padding
-    c.max_seq_len = 16;
-    c.n_layers = 2;
-    c.d_model = 16;
-    c.n_heads = 4;
-    c.n_kv_heads = 2;
-    c.head_dim = 4;
-    c.ffn_hidden = 24;
     c.init_std = 0.2f;
     return c;
   };

@@ -10,6 +10,7 @@
 
 #include "lmt/base/rng.h"
 #include "lmt/model/transformer.h"
+#include "model/model_test_util.h"
 
 namespace lmt::optim {
 namespace {
@@ -54,15 +55,7 @@ TEST(Accumulation, LossScale) {
 // the gradient of one batch of both rows (whose mean is over all valid targets together). The rows
 // have different numbers of ignored targets, so 1/accum would be wrong here.
 TEST(Accumulation, MicroBatchesEqualOneBatch) {
-  model::ModelConfig c = *model::preset("tiny");
-  c.vocab_size = 37;
-  c.max_seq_len = 16;
-  c.n_layers = 2;
-  c.d_model = 16;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 4;
-  c.ffn_hidden = 24;
+  const model::ModelConfig c = model::testing::tiny_test_config();
   const int64_t T = 8;
   std::vector<int32_t> tokens(2 * T), targets(2 * T);
   Rng rng(3);

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "lmt/base/rng.h"
+#include "model/model_test_util.h"
 
 namespace lmt::optim {
 namespace {
@@ -40,15 +41,9 @@ model::ModelConfig gpt2_tiny() {
 // Llama-style with QK-norm, biases and an untied LM head: tall, wide and square Muon matrices,
 // and fused bias groups whose later members start unaligned (k|v after q: 8 each; up after gate: 24).
 model::ModelConfig llama_tiny() {
-  model::ModelConfig c = *model::preset("tiny");
-  c.vocab_size = 37;
-  c.max_seq_len = 16;
-  c.n_layers = 2;
-  c.d_model = 16;
-  c.n_heads = 4;
+  model::ModelConfig c = model::testing::tiny_test_config();
   c.n_kv_heads = 1;
   c.head_dim = 8;
-  c.ffn_hidden = 24;
   c.qk_norm = true;
   c.attn_bias = true;
   c.mlp_bias = true;
