@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
+#include "lmt/model/activations.h"
 #include "lmt/model/config_json.h"
 #include "lmt/model/flops.h"
 
@@ -95,6 +99,73 @@ TEST(ConfigJson, UnknownKeyAndWrongTypeAreNamed) {
   auto type = model_config_from_json(nlohmann::json{{"n_layers", "four"}}, "m.json");
   ASSERT_FALSE(type.ok());
   EXPECT_NE(type.status().message().find("'n_layers'"), std::string::npos);
+}
+
+// Sizes beyond the structural limits are refused by validate(), before any allocation: a model.json
+// with n_layers = 1e8 once made `generate` run for minutes while its memory grew.
+TEST(ModelConfig, AbsurdSizesAreRefusedByName) {
+  nlohmann::json j = model_config_to_json(*preset("tiny"));
+  j["n_layers"] = 100000000;
+  auto c = model_config_from_json(j, "hostile/model.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("hostile/model.json"), std::string::npos) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("n_layers = 100000000 is out of range: it must be in [1, 16384]"), std::string::npos)
+      << c.status().ToString();
+  for (const char* key : {"vocab_size", "max_seq_len", "d_model", "n_heads", "n_kv_heads", "head_dim", "ffn_hidden"}) {
+    nlohmann::json k = model_config_to_json(*preset("tiny"));
+    k[key] = int64_t{1} << 40;
+    auto r = model_config_from_json(k, "m.json");
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_NE(r.status().message().find(std::string(key) + " = "), std::string::npos) << r.status().ToString();
+  }
+  ModelConfig nan = *preset("tiny");
+  nan.rope_theta = std::nanf("");
+  EXPECT_FALSE(nan.validate().ok());
+  nan = *preset("tiny");
+  nan.rotary_fraction = std::nanf("");
+  EXPECT_FALSE(nan.validate().ok());
+  nan = *preset("tiny");
+  nan.init_std = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(nan.validate().ok());
+}
+
+TEST(ModelConfig, TotalParametersAreBoundedWithoutOverflow) {
+  ModelConfig c = *preset("tiny");
+  c.n_layers = ModelLimits::kMaxLayers;
+  c.d_model = ModelLimits::kMaxDModel;
+  c.ffn_hidden = ModelLimits::kMaxFfnHidden;
+  c.n_heads = c.n_kv_heads = 1024;
+  c.head_dim = 1024;
+  EXPECT_GT(c.param_count_estimate(), 1e17);  // each field in range, the whole far beyond
+  Status s = c.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("parameters, more than the limit of 1e13"), std::string::npos) << s.ToString();
+  ModelConfig t = *preset("gpt2-124m");
+  EXPECT_EQ(static_cast<double>(t.param_count()), t.param_count_estimate());
+}
+
+TEST(ModelConfig, MemoryChecksRefuseWhatThisMachineCannotHold) {
+  ModelConfig c = *preset("tiny");
+  EXPECT_TRUE(model_memory_check(c, 8, 0, "loading tiny").ok());
+  c.n_layers = 1024;
+  c.d_model = 16384;
+  c.n_heads = c.n_kv_heads = 128;
+  c.head_dim = 128;
+  c.ffn_hidden = 65536;  // 4.4e12 parameters: 35 TB in 8 bytes each
+  ASSERT_TRUE(c.validate().ok()) << c.validate().ToString();
+  Status s = model_memory_check(c, 8, 0, "loading big/");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("loading big/"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("n_layers 1024"), std::string::npos) << s.ToString();
+
+  // Activations: a batch of 2^20 rows of 2^24 tokens must be refused without overflowing.
+  ModelConfig t = *preset("tiny");
+  RunOptions run;
+  EXPECT_TRUE(activation_memory_check(t, 2, 64, run, 0, "a small batch", "").ok());
+  Status a = activation_memory_check(t, int64_t{1} << 20, int64_t{1} << 24, run, 0, "--batch 1048576", "lower --batch");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.message().find("--batch 1048576 needs"), std::string::npos) << a.ToString();
+  EXPECT_EQ(a.hint(), "lower --batch");
 }
 
 }  // namespace

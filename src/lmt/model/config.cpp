@@ -1,6 +1,9 @@
 #include "lmt/model/config.h"
 
 #include <cmath>
+#include <cstdio>
+
+#include "lmt/base/limits.h"
 
 namespace lmt::model {
 
@@ -37,31 +40,37 @@ Status ModelConfig::validate() const {
   auto bad = [&](const std::string& what, const std::string& hint) {
     return InvalidArgument("model '" + name + "': " + what, hint);
   };
-  auto positive = [&](const char* key, int64_t v) -> Status {
-    if (v <= 0) return bad(std::string(key) + " = " + std::to_string(v) + " must be positive", "set model." + std::string(key));
+  // Every size in [1, max] (nope_every in [0, max]).
+  auto size = [&](const char* key, int64_t v, int64_t max, int64_t min = 1) -> Status {
+    if (v < min || v > max)
+      return bad(std::string(key) + " = " + std::to_string(v) + " is out of range: it must be in [" + std::to_string(min) +
+                     ", " + std::to_string(max) + "]",
+                 "set model." + std::string(key) + " to a size in that range");
     return Status::Ok();
   };
-  LMT_RETURN_IF_ERROR(positive("vocab_size", vocab_size));
-  LMT_RETURN_IF_ERROR(positive("vocab_pad_to", vocab_pad_to));
-  LMT_RETURN_IF_ERROR(positive("max_seq_len", max_seq_len));
-  LMT_RETURN_IF_ERROR(positive("n_layers", n_layers));
-  LMT_RETURN_IF_ERROR(positive("d_model", d_model));
-  LMT_RETURN_IF_ERROR(positive("n_heads", n_heads));
-  LMT_RETURN_IF_ERROR(positive("n_kv_heads", n_kv_heads));
-  LMT_RETURN_IF_ERROR(positive("head_dim", head_dim));
-  LMT_RETURN_IF_ERROR(positive("ffn_hidden", ffn_hidden));
+  using L = ModelLimits;
+  LMT_RETURN_IF_ERROR(size("vocab_size", vocab_size, L::kMaxVocab));
+  LMT_RETURN_IF_ERROR(size("vocab_pad_to", vocab_pad_to, L::kMaxVocabPadTo));
+  LMT_RETURN_IF_ERROR(size("max_seq_len", max_seq_len, L::kMaxSeqLen));
+  LMT_RETURN_IF_ERROR(size("n_layers", n_layers, L::kMaxLayers));
+  LMT_RETURN_IF_ERROR(size("d_model", d_model, L::kMaxDModel));
+  LMT_RETURN_IF_ERROR(size("n_heads", n_heads, L::kMaxHeads));
+  LMT_RETURN_IF_ERROR(size("n_kv_heads", n_kv_heads, L::kMaxHeads));
+  LMT_RETURN_IF_ERROR(size("head_dim", head_dim, L::kMaxHeadDim));
+  LMT_RETURN_IF_ERROR(size("ffn_hidden", ffn_hidden, L::kMaxFfnHidden));
+  LMT_RETURN_IF_ERROR(size("nope_every", nope_every, L::kMaxLayers, 0));
   if (n_heads % n_kv_heads != 0)
     return bad("n_heads = " + std::to_string(n_heads) + " is not divisible by n_kv_heads = " + std::to_string(n_kv_heads),
                "n_kv_heads must divide n_heads (MHA: equal; MQA: 1; GQA: a divisor)");
   if (positions == PositionKind::kRope) {
-    if (rotary_fraction <= 0.0f || rotary_fraction > 1.0f)
+    if (!(rotary_fraction > 0.0f) || rotary_fraction > 1.0f)
       return bad("rotary_fraction = " + std::to_string(rotary_fraction) + " must be in (0, 1]", "e.g. 1.0 or 0.25");
     if (rotary_dim() < 2)
       return bad("rotary dim round(head_dim · rotary_fraction) = " + std::to_string(rotary_dim()) + " is below 2",
                  "raise rotary_fraction or head_dim");
-    if (rope_theta <= 0.0f) return bad("rope_theta must be positive", "e.g. 10000");
+    if (!(rope_theta > 0.0f) || rope_theta > L::kMaxRopeTheta)
+      return bad("rope_theta = " + std::to_string(rope_theta) + " must be positive and at most 1e12", "e.g. 10000");
   }
-  if (nope_every < 0) return bad("nope_every must be >= 0", "0 disables NoPE layers");
   if (nope_every > 0 && positions != PositionKind::kRope)
     return bad("nope_every is set but positions is not rope", "set positions = \"rope\" or nope_every = 0");
   if (family == NamingFamily::kGpt2) {
@@ -71,30 +80,57 @@ Status ModelConfig::validate() const {
                  "multi-head attention with n_heads·head_dim = d_model and no QK-norm",
                  "use family = \"llama\" for other architectures (its names cover every variant)");
   }
-  if (!(norm_eps > 0.0f)) return bad("norm_eps must be positive", "e.g. 1e-5");
-  if (!(init_std > 0.0f)) return bad("init_std must be positive", "e.g. 0.02");
+  if (!(norm_eps > 0.0f) || norm_eps > 1.0f) return bad("norm_eps must be in (0, 1]", "e.g. 1e-5");
+  if (!(init_std > 0.0f) || init_std > L::kMaxInitStd) return bad("init_std must be in (0, 10]", "e.g. 0.02");
+  const double params = param_count_estimate();
+  if (params > L::kMaxParams) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", params);
+    return bad(std::string("has ") + buf + " parameters, more than the limit of 1e13",
+               "check n_layers, d_model, ffn_hidden, n_heads · head_dim and vocab_size");
+  }
   return Status::Ok();
 }
 
-int64_t ModelConfig::param_count() const {
-  const int64_t C = d_model, H = ffn_hidden;
-  const int64_t norm_params = has_norm_bias() ? 2 * C : C;
-  int64_t per_layer = 0;
+namespace {
+
+// The parameter count in T (int64_t: exact; double: never overflows).
+template <typename T>
+T count_params(const ModelConfig& c) {
+  const T C = static_cast<T>(c.d_model), H = static_cast<T>(c.ffn_hidden), HD = static_cast<T>(c.head_dim);
+  const T q = static_cast<T>(c.n_heads) * HD, kv = static_cast<T>(c.n_kv_heads) * HD;
+  const T norm_params = c.has_norm_bias() ? 2 * C : C;
+  T per_layer = 0;
   per_layer += norm_params;                                   // attention norm
-  per_layer += C * (q_dim() + 2 * kv_dim());                  // q, k, v
-  if (attn_bias) per_layer += q_dim() + 2 * kv_dim();
-  if (qk_norm) per_layer += 2 * head_dim;
-  per_layer += q_dim() * C + (attn_out_bias ? C : 0);         // output projection
+  per_layer += C * (q + 2 * kv);                              // q, k, v
+  if (c.attn_bias) per_layer += q + 2 * kv;
+  if (c.qk_norm) per_layer += 2 * HD;
+  per_layer += q * C + (c.attn_out_bias ? C : 0);             // output projection
   per_layer += norm_params;                                   // FFN norm
-  const int64_t up_rows = ffn == FfnKind::kGlu ? 2 * H : H;   // gate+up or up
-  per_layer += up_rows * C + (mlp_bias ? up_rows : 0);
-  per_layer += H * C + (mlp_bias ? C : 0);                    // down
-  int64_t total = per_layer * n_layers;
-  total += vocab_size * C;                                    // token embedding
-  if (positions == PositionKind::kLearned) total += max_seq_len * C;
+  const T up_rows = c.ffn == FfnKind::kGlu ? 2 * H : H;       // gate+up or up
+  per_layer += up_rows * C + (c.mlp_bias ? up_rows : 0);
+  per_layer += H * C + (c.mlp_bias ? C : 0);                  // down
+  T total = per_layer * static_cast<T>(c.n_layers);
+  total += static_cast<T>(c.vocab_size) * C;                  // token embedding
+  if (c.positions == PositionKind::kLearned) total += static_cast<T>(c.max_seq_len) * C;
   total += norm_params;                                       // final norm
-  if (!tied_embeddings) total += vocab_size * C;              // LM head
+  if (!c.tied_embeddings) total += static_cast<T>(c.vocab_size) * C;  // LM head
   return total;
+}
+
+}  // namespace
+
+int64_t ModelConfig::param_count() const { return count_params<int64_t>(*this); }
+double ModelConfig::param_count_estimate() const { return count_params<double>(*this); }
+
+Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what) {
+  const double params = c.param_count_estimate();
+  char shape[160];
+  std::snprintf(shape, sizeof shape, "%.4g parameters: n_layers %lld, d_model %lld, ffn_hidden %lld, vocab_size %lld", params,
+                static_cast<long long>(c.n_layers), static_cast<long long>(c.d_model), static_cast<long long>(c.ffn_hidden),
+                static_cast<long long>(c.vocab_size));
+  return check_fits_in_memory(params * bytes_per_param + extra_bytes, what + " (model '" + c.name + "', " + shape + ")",
+                              "check the model's configuration; `lmtrain plan` estimates the memory a model needs");
 }
 
 }  // namespace lmt::model

@@ -19,6 +19,24 @@ enum class FfnKind : uint8_t { kMlp, kGlu };  // two matrices with an activation
 enum class PositionKind : uint8_t { kLearned, kRope, kNone };
 enum class NamingFamily : uint8_t { kGpt2, kLlama };
 
+// Structural limits of a ModelConfig: far above any real model, low enough that no size computation
+// (parameter counts, tensor shapes, FLOPs) can overflow. validate() enforces them; the recipe
+// schema's model.* ranges (config/schema.cpp) repeat them. Whether a model that passes fits in this
+// machine's memory is checked separately (model_memory_check) before it is allocated.
+struct ModelLimits {
+  static constexpr int64_t kMaxVocab = int64_t{1} << 24;
+  static constexpr int64_t kMaxVocabPadTo = int64_t{1} << 16;
+  static constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+  static constexpr int64_t kMaxLayers = int64_t{1} << 14;
+  static constexpr int64_t kMaxDModel = int64_t{1} << 20;
+  static constexpr int64_t kMaxHeads = int64_t{1} << 16;
+  static constexpr int64_t kMaxHeadDim = int64_t{1} << 16;
+  static constexpr int64_t kMaxFfnHidden = int64_t{1} << 22;
+  static constexpr double kMaxRopeTheta = 1e12;
+  static constexpr double kMaxInitStd = 10;
+  static constexpr double kMaxParams = 1e13;  // 10 trillion
+};
+
 struct ModelConfig {
   std::string name;
   NamingFamily family = NamingFamily::kLlama;
@@ -63,7 +81,14 @@ struct ModelConfig {
   Status validate() const;
   // Exact trainable parameter count (unpadded vocabulary; tied embeddings counted once).
   int64_t param_count() const;
+  // The same count in floating point: defined (no overflow) for any field values.
+  double param_count_estimate() const;
 };
+
+// OK when a model of `c` (parameters in `bytes_per_param` bytes each, plus `extra_bytes`) fits in
+// this machine's memory; otherwise an error naming `what`, the sizes and the model's shape. Run
+// before allocating the parameters, so that a huge config is refused at once.
+Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what);
 
 // Known presets: gpt2-124m, gpt2-350m, gpt2-1.3b, llama-124m, llama2-1.3b, llama3-2.2b,
 // llama3.2-1b, smollm-360m, smollm2-135m, qwen3-1.8b, tiny.
