@@ -1,6 +1,11 @@
 #include "lmt/config/config.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -16,14 +21,14 @@ std::string describe(const toml::node& n) {
   return (n.is_array() ? "an array " : "") + s.str();
 }
 
+std::string example(const KeyInfo& info);
+
 // Converts a TOML node to the key's type; the error names `where` (file or flag) and the key.
 StatusOr<Value> convert(const toml::node& n, const KeyInfo& info, const std::string& where) {
   auto wrong = [&] {
     const std::string t = type_name(info.type);
     const std::string article = (t[0] == 'i') ? "an " : "a ";
-    return InvalidArgument(where + ": key '" + info.key + "' must be " + article + t + ", got " + describe(n),
-                           info.key + " = " + (info.presence == Presence::kDefault ? value_to_string(info.default_value) : "...") +
-                               "  # " + info.doc);
+    return InvalidArgument(where + ": key '" + info.key + "' must be " + article + t + ", got " + describe(n), example(info));
   };
   switch (info.type) {
     case Type::kInt:
@@ -64,6 +69,30 @@ StatusOr<Value> convert(const toml::node& n, const KeyInfo& info, const std::str
   return wrong();
 }
 
+std::string example(const KeyInfo& info) {
+  return info.key + " = " + (info.presence == Presence::kDefault ? value_to_string(info.default_value) : "...") + "  # " +
+         info.doc;
+}
+
+std::string number_string(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::ostringstream s;
+  s.precision(10);
+  s << v;
+  return s.str();
+}
+
+Status out_of_range(const KeyInfo& info, const std::string& what, double v, const std::string& where) {
+  const std::string range = info.range.text();
+  const bool interval = range[0] == '[' || range[0] == '(';
+  const std::string why = std::isfinite(v) ? " is out of range: it must be " + std::string(interval ? "in " : "") + range
+                                           : std::string(" is not a finite number");
+  return InvalidArgument(where + ": " + what + " = " + number_string(v) + why,
+                         "valid range of " + info.key + (info.type == Type::kFloatList ? " elements" : "") + ": " + range +
+                             "; e.g. " + example(info));
+}
+
 Status unknown_key(const std::string& where, const std::string& key) {
   return InvalidArgument(where + ": unknown key '" + key + "'",
                          "did you mean '" + closest_key(key) + "'? (`lmtrain train --print-keys` lists every key)");
@@ -98,6 +127,36 @@ StatusOr<toml::table> parse(const std::string& text, const std::string& source) 
 
 }  // namespace
 
+Status check_value(const KeyInfo& info, const Value& value, const std::string& where) {
+  const bool type_ok = std::visit([&](const auto& x) {
+    using V = std::decay_t<decltype(x)>;
+    switch (info.type) {
+      case Type::kInt: return std::is_same_v<V, int64_t>;
+      case Type::kFloat: return std::is_same_v<V, double>;
+      case Type::kBool: return std::is_same_v<V, bool>;
+      case Type::kString: return std::is_same_v<V, std::string>;
+      case Type::kFloatList: return std::is_same_v<V, std::vector<double>>;
+      case Type::kStringList: return std::is_same_v<V, std::vector<std::string>>;
+    }
+    return false;
+  }, value);
+  if (!type_ok)
+    return InvalidArgument(where + ": key '" + info.key + "' must be of type " + type_name(info.type) + ", got " +
+                               value_to_string(value),
+                           example(info));
+  const std::string key = "key '" + info.key + "'";
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    if (!info.range.contains(static_cast<double>(*i))) return out_of_range(info, key, static_cast<double>(*i), where);
+  } else if (const auto* f = std::get_if<double>(&value)) {
+    if (!info.range.contains(*f)) return out_of_range(info, key, *f, where);
+  } else if (const auto* l = std::get_if<std::vector<double>>(&value)) {
+    for (size_t e = 0; e < l->size(); ++e)
+      if (!info.range.contains((*l)[e]))
+        return out_of_range(info, "element " + std::to_string(e) + " of " + key, (*l)[e], where);
+  }
+  return Status::Ok();
+}
+
 std::string value_to_string(const Value& v) {
   std::ostringstream s;
   s.precision(10);
@@ -130,26 +189,52 @@ Config Config::defaults() {
 StatusOr<Config> Config::from_toml_string(const std::string& text, const std::string& source) {
   LMT_ASSIGN_OR_RETURN(toml::table t, parse(text, source));
   Config c = defaults();
+  c.origin_ = source;
   LMT_RETURN_IF_ERROR(apply_table(c, t, "", source));
   return c;
 }
 
 StatusOr<Config> Config::from_toml_file(const std::string& path) {
+  const char* hint = "pass --config configs/<recipe>.toml";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return NotFound("cannot read config file '" + path + "': " + std::strerror(errno), hint);
+  if (S_ISDIR(st.st_mode))
+    return InvalidArgument("config file '" + path + "' is a directory, not a TOML recipe", hint);
+  if (!S_ISREG(st.st_mode))
+    return InvalidArgument("config file '" + path + "' is not a regular file", hint);
+  if (st.st_size > (int64_t{64} << 20))
+    return InvalidArgument("config file '" + path + "' is " + std::to_string(st.st_size >> 20) +
+                               " MiB: too large for a recipe (the limit is 64 MiB)",
+                           hint);
   FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return NotFound("cannot read config file '" + path + "'", "pass --config configs/<recipe>.toml");
+  if (!f) return NotFound("cannot read config file '" + path + "': " + std::strerror(errno), hint);
   std::string text;
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
   std::fclose(f);
+  if (failed) return IoError("cannot read config file '" + path + "'", hint);
   return from_toml_string(text, path);
 }
 
-Status Config::set(const std::string& key, const Value& value, const std::string& source) {
+Status Config::set(const std::string& key, const Value& value_in, const std::string& source) {
   const KeyInfo* info = find_key(key);
   if (!info) return unknown_key(source, key);
-  values_[key] = value;
+  Value value = value_in;
+  if (info->type == Type::kFloat && std::holds_alternative<int64_t>(value))
+    value = static_cast<double>(std::get<int64_t>(value));
+  LMT_RETURN_IF_ERROR(check_value(*info, value, source));
+  values_[key] = std::move(value);
+  sources_[key] = source;
   return Status::Ok();
+}
+
+std::string Config::where(const std::string& key) const {
+  auto it = sources_.find(key);
+  if (it != sources_.end()) return it->second;
+  return origin_ + " (default)";
 }
 
 Status Config::apply_override(const std::string& assignment) {

@@ -1,13 +1,32 @@
 // The schema of a training recipe: every key, its type, default and meaning. docs/CONFIG.md is
 // generated from this table (`lmtrain train --print-keys`), so the two cannot disagree.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
 
 #include "lmt/config/config.h"
 
 namespace lmt::config {
 namespace {
 
-KeyInfo key(std::string k, Value def, std::string doc) {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Ranges, written next to each key below.
+Range any() { return Range{}; }                                      // finite
+Range at_least(double lo) { return Range{lo, kInf, false, false}; }  // [lo, inf)
+Range between(double lo, double hi) { return Range{lo, hi, false, false}; }          // [lo, hi]
+Range above_to(double lo, double hi) { return Range{lo, hi, true, false}; }          // (lo, hi]
+Range from_below(double lo, double hi) { return Range{lo, hi, false, true}; }        // [lo, hi)
+Range open(double lo, double hi) { return Range{lo, hi, true, true}; }               // (lo, hi)
+
+// Bounds shared by several keys. Step counts and intervals: 1e12 steps is far beyond any run, and
+// keeps step arithmetic (ETA, tokens = steps x batch x seq) far from overflow.
+constexpr double kMaxSteps = 1e12;
+constexpr double kMaxTokens = 1e15;
+
+KeyInfo key(std::string k, Value def, Range range, std::string doc) {
   Type t = std::visit([](const auto& v) -> Type {
     using V = std::decay_t<decltype(v)>;
     if constexpr (std::is_same_v<V, int64_t>) return Type::kInt;
@@ -17,98 +36,129 @@ KeyInfo key(std::string k, Value def, std::string doc) {
     else if constexpr (std::is_same_v<V, std::vector<double>>) return Type::kFloatList;
     else return Type::kStringList;
   }, def);
-  return KeyInfo{std::move(k), t, std::move(def), Presence::kDefault, std::move(doc)};
+  return KeyInfo{std::move(k), t, std::move(def), Presence::kDefault, std::move(doc), range};
 }
-KeyInfo required(std::string k, Type t, std::string doc) { return KeyInfo{std::move(k), t, Value{}, Presence::kRequired, std::move(doc)}; }
-KeyInfo optional_model(std::string k, Type t, std::string doc) {
-  return KeyInfo{std::move(k), t, Value{}, Presence::kOptional, std::move(doc)};
+// Keys without a numeric range (strings, booleans, lists of strings).
+KeyInfo key(std::string k, Value def, std::string doc) { return key(std::move(k), std::move(def), any(), std::move(doc)); }
+KeyInfo required(std::string k, Type t, std::string doc) {
+  return KeyInfo{std::move(k), t, Value{}, Presence::kRequired, std::move(doc), any()};
 }
+KeyInfo optional_model(std::string k, Type t, Range range, std::string doc) {
+  return KeyInfo{std::move(k), t, Value{}, Presence::kOptional, std::move(doc), range};
+}
+KeyInfo optional_model(std::string k, Type t, std::string doc) { return optional_model(std::move(k), t, any(), std::move(doc)); }
 
 std::vector<KeyInfo> build() {
   using I = int64_t;
+  // The model.* bounds are the structural limits of model::ModelConfig::validate() (model/config.h,
+  // ModelLimits); a test checks that the two agree.
   std::vector<KeyInfo> s = {
       // model
       key("model.preset", std::string("tiny"), "architecture preset (`lmtrain model info --preset NAME`); the model.* keys below override its fields"),
-      optional_model("model.vocab_size", Type::kInt, "vocabulary size; defaults to the dataset's (its manifest) when the preset's differs"),
-      optional_model("model.max_seq_len", Type::kInt, "positions the model supports (learned table size, RoPE limit)"),
-      optional_model("model.n_layers", Type::kInt, "transformer blocks"),
-      optional_model("model.d_model", Type::kInt, "model width C"),
-      optional_model("model.n_heads", Type::kInt, "query heads"),
-      optional_model("model.n_kv_heads", Type::kInt, "key/value heads (divides n_heads; 1 = MQA)"),
-      optional_model("model.head_dim", Type::kInt, "dimension of one head"),
-      optional_model("model.ffn_hidden", Type::kInt, "FFN hidden width H"),
+      optional_model("model.vocab_size", Type::kInt, between(1, 1 << 24), "vocabulary size; defaults to the dataset's (its manifest) when the preset's differs"),
+      optional_model("model.max_seq_len", Type::kInt, between(1, 1 << 24), "positions the model supports (learned table size, RoPE limit)"),
+      optional_model("model.n_layers", Type::kInt, between(1, 1 << 14), "transformer blocks"),
+      optional_model("model.d_model", Type::kInt, between(1, 1 << 20), "model width C"),
+      optional_model("model.n_heads", Type::kInt, between(1, 1 << 16), "query heads"),
+      optional_model("model.n_kv_heads", Type::kInt, between(1, 1 << 16), "key/value heads (divides n_heads; 1 = MQA)"),
+      optional_model("model.head_dim", Type::kInt, between(1, 1 << 16), "dimension of one head"),
+      optional_model("model.ffn_hidden", Type::kInt, between(1, 1 << 22), "FFN hidden width H"),
       optional_model("model.ffn", Type::kString, "\"glu\" (gated, SwiGLU with silu) or \"mlp\""),
       optional_model("model.activation", Type::kString, "\"silu\", \"gelu_tanh\" or \"relu\""),
       optional_model("model.norm", Type::kString, "\"rmsnorm\", \"layernorm\" or \"layernorm_nobias\""),
       optional_model("model.positions", Type::kString, "\"rope\", \"learned\" or \"none\""),
-      optional_model("model.rope_theta", Type::kFloat, "RoPE base"),
-      optional_model("model.rotary_fraction", Type::kFloat, "fraction of each head that is rotated (partial RoPE)"),
-      optional_model("model.nope_every", Type::kInt, "every N-th layer uses no positions (0: never)"),
+      optional_model("model.rope_theta", Type::kFloat, above_to(0, 1e12), "RoPE base"),
+      optional_model("model.rotary_fraction", Type::kFloat, above_to(0, 1), "fraction of each head that is rotated (partial RoPE)"),
+      optional_model("model.nope_every", Type::kInt, between(0, 1 << 14), "every N-th layer uses no positions (0: never)"),
       optional_model("model.qk_norm", Type::kBool, "RMSNorm on q and k per head"),
       optional_model("model.tied_embeddings", Type::kBool, "share the token embedding with the LM head"),
-      optional_model("model.init_std", Type::kFloat, "standard deviation of weight initialisation"),
+      optional_model("model.init_std", Type::kFloat, above_to(0, 10), "standard deviation of weight initialisation"),
       // train
-      key("train.max_steps", I{1000}, "optimizer steps to run"),
-      key("train.micro_batch", I{4}, "sequences per micro-batch (per process)"),
-      key("train.seq_len", I{256}, "tokens per sequence"),
-      key("train.grad_accum", I{1}, "micro-batches per optimizer step (the target, after batch-size warmup)"),
-      key("train.batch_warmup_tokens", I{0}, "ramp grad_accum linearly from 1 to its target over this many tokens (0: off)"),
-      key("train.seed", I{1337}, "seed of initialisation and data order"),
+      key("train.max_steps", I{1000}, between(1, kMaxSteps), "optimizer steps to run"),
+      key("train.micro_batch", I{4}, between(1, 1 << 20), "sequences per micro-batch (per process); with the model and train.seq_len it must fit in this machine's memory"),
+      key("train.seq_len", I{256}, between(1, 1 << 24), "tokens per sequence (at most model.max_seq_len)"),
+      key("train.grad_accum", I{1}, between(1, 1 << 20), "micro-batches per optimizer step (the target, after batch-size warmup)"),
+      key("train.batch_warmup_tokens", I{0}, between(0, kMaxTokens), "ramp grad_accum linearly from 1 to its target over this many tokens (0: off)"),
+      key("train.seed", I{1337}, at_least(0), "seed of initialisation and data order"),
       key("train.dtype", std::string("bf16"), "\"bf16\" (bf16 compute, fp32 master weights and optimizer state) or \"fp32\""),
       key("train.attention", std::string("auto"), "\"auto\", \"flash\" or \"naive\""),
       key("train.doc_masking", true, "attention stays within each packed document (document ids from the data)"),
       key("train.recompute", false, "activation checkpointing per block (less memory, ~1/3 more compute)"),
-      key("train.z_loss", 0.0, "z-loss coefficient (adds z·logsumexp² per token)"),
-      key("train.grad_clip", 1.0, "clip the global gradient norm to this (0: off)"),
-      key("train.log_every", I{1}, "console progress line every N steps (metrics.jsonl gets every step)"),
-      key("train.zero", I{0}, "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded) or 2 (and gradients)"),
+      key("train.z_loss", 0.0, between(0, 1), "z-loss coefficient (adds z·logsumexp² per token)"),
+      key("train.grad_clip", 1.0, between(0, 1e6), "clip the global gradient norm to this (0: off)"),
+      key("train.log_every", I{1}, between(1, kMaxSteps), "console progress line every N steps (metrics.jsonl gets every step)"),
+      key("train.zero", I{0}, between(0, 2), "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded) or 2 (and gradients)"),
+      key("train.save_on_signal", true, "on SIGTERM or SIGINT, finish the step, save a checkpoint and exit with status 3 (docs/RELIABILITY.md); false: the signal ends the process at once"),
       // dist
       key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),
-      key("dist.bucket_mb", 25.0, "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
+      key("dist.bucket_mb", 25.0, between(0, 1e6), "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
       // optim
       key("optim.name", std::string("adamw"), "\"adamw\", or \"muon\" (Muon for hidden matrices, AdamW for the rest)"),
-      key("optim.lr", 6e-4, "peak learning rate (AdamW)"),
-      key("optim.beta1", 0.9, "AdamW β1"),
-      key("optim.beta2", 0.95, "AdamW β2"),
-      key("optim.eps", 1e-8, "AdamW ε"),
-      key("optim.weight_decay", 0.1, "decoupled weight decay on 2-D matrices (norms and biases never decay)"),
+      key("optim.lr", 6e-4, above_to(0, 100), "peak learning rate (AdamW)"),
+      key("optim.beta1", 0.9, from_below(0, 1), "AdamW β1"),
+      key("optim.beta2", 0.95, from_below(0, 1), "AdamW β2"),
+      key("optim.eps", 1e-8, above_to(0, 1), "AdamW ε"),
+      key("optim.weight_decay", 0.1, between(0, 100), "decoupled weight decay on 2-D matrices (norms and biases never decay); optim.lr · optim.weight_decay must be below 1"),
       key("optim.decay_embeddings", false, "apply weight decay to embeddings and the LM head too"),
-      key("optim.muon_lr", 0.02, "Muon learning rate"),
-      key("optim.muon_momentum", 0.95, "Muon momentum"),
+      key("optim.muon_lr", 0.02, above_to(0, 100), "Muon learning rate"),
+      key("optim.muon_momentum", 0.95, from_below(0, 1), "Muon momentum"),
       key("optim.muon_nesterov", true, "Nesterov momentum in Muon"),
-      key("optim.muon_ns_steps", I{5}, "Newton–Schulz iterations in Muon"),
-      key("optim.muon_weight_decay", 0.0, "decoupled weight decay for Muon matrices"),
+      key("optim.muon_ns_steps", I{5}, between(1, 100), "Newton–Schulz iterations in Muon"),
+      key("optim.muon_weight_decay", 0.0, between(0, 100), "decoupled weight decay for Muon matrices"),
       // schedule
       key("schedule.kind", std::string("cosine"), "\"cosine\", \"wsd\", \"multistep\" or \"constant\""),
-      key("schedule.warmup_steps", I{100}, "linear warmup steps"),
-      key("schedule.min_ratio", 0.1, "final learning rate as a fraction of the peak (cosine, wsd)"),
-      key("schedule.decay_fraction", 0.2, "wsd: fraction of the run spent decaying"),
-      key("schedule.drops", std::vector<double>{0.5, 0.75}, "multistep: fractions of the run where lr is multiplied by gamma"),
-      key("schedule.gamma", 0.1, "multistep: factor at each drop"),
+      key("schedule.warmup_steps", I{100}, between(0, kMaxSteps), "linear warmup steps"),
+      key("schedule.min_ratio", 0.1, between(0, 1), "final learning rate as a fraction of the peak (cosine, wsd)"),
+      key("schedule.decay_fraction", 0.2, above_to(0, 1), "wsd: fraction of the run spent decaying"),
+      key("schedule.drops", std::vector<double>{0.5, 0.75}, open(0, 1), "multistep: fractions of the run where lr is multiplied by gamma (increasing; the range is each element's)"),
+      key("schedule.gamma", 0.1, above_to(0, 1), "multistep: factor at each drop"),
       // data
       required("data.path", Type::kString, "prepared dataset directory (`lmtrain data prepare`)"),
-      key("data.mixture", std::vector<std::string>{}, "more datasets mixed in, as \"DIR:WEIGHT\" (data.path gets data.weight)"),
-      key("data.weight", 1.0, "weight of data.path in a mixture"),
+      key("data.mixture", std::vector<std::string>{}, "more datasets mixed in, as \"DIR:WEIGHT\" with a positive WEIGHT (data.path gets data.weight)"),
+      key("data.weight", 1.0, above_to(0, 1e6), "weight of data.path in a mixture"),
       // checkpoint
-      key("checkpoint.every", I{0}, "save a checkpoint every N steps (0: only at the end)"),
-      key("checkpoint.keep", I{3}, "keep the newest N checkpoints"),
+      key("checkpoint.every", I{0}, between(0, kMaxSteps), "save a checkpoint every N steps (0: only at the end)"),
+      key("checkpoint.keep", I{3}, between(0, 1e6), "keep the newest N checkpoints (0: keep all)"),
       key("checkpoint.async", true, "save in a background thread while training continues"),
       // eval
-      key("eval.every", I{0}, "validation loss every N steps (0: only at the end)"),
-      key("eval.batches", I{16}, "validation batches per evaluation (0: the whole validation split)"),
+      key("eval.every", I{0}, between(0, kMaxSteps), "validation loss every N steps (0: only at the end)"),
+      key("eval.batches", I{16}, between(0, 1e9), "validation batches per evaluation (0: the whole validation split)"),
       key("eval.tasks", std::vector<std::string>{}, "multiple-choice tasks as \"TASK:FILE[:LIMIT]\" (TASK: arc_easy, arc_challenge, openbookqa, piqa, hellaswag, winogrande)"),
-      key("eval.tasks_every", I{0}, "run eval.tasks every N steps (0: only at the end)"),
+      key("eval.tasks_every", I{0}, between(0, kMaxSteps), "run eval.tasks every N steps (0: only at the end)"),
       // metrics
-      key("metrics.layer_grad_norm_every", I{0}, "per-layer gradient norms in metrics.jsonl every N steps (0: off)"),
+      key("metrics.layer_grad_norm_every", I{0}, between(0, kMaxSteps), "per-layer gradient norms in metrics.jsonl every N steps (0: off)"),
       // stability
       key("stability.skip_nonfinite", true, "skip an update whose loss or gradients are NaN/Inf (logged)"),
-      key("stability.max_bad_steps", I{5}, "stop the run after this many bad steps in a row"),
-      key("stability.spike_window", I{50}, "steps in the loss-spike window"),
-      key("stability.spike_zscore", 6.0, "a loss more than this many standard deviations above the window mean is a spike"),
+      key("stability.max_bad_steps", I{5}, between(1, 1e6), "stop the run after this many bad steps in a row"),
+      key("stability.spike_window", I{50}, between(1, 1e5), "steps in the loss-spike window"),
+      key("stability.spike_zscore", 6.0, above_to(0, 1e6), "a loss more than this many standard deviations above the window mean is a spike"),
+      key("stability.loss_margin", 3.0, above_to(0, 1e6), "a loss above ln(vocab) + this many nats is divergence, from step 1 on: the update is skipped like a non-finite one (docs/RELIABILITY.md)"),
+      key("stability.max_rollbacks", I{3}, between(1, 1e6), "stop the run when the loss keeps spiking after this many rollbacks to the same checkpoint"),
       key("stability.spike_action", std::string("log"), "\"log\", \"skip\" (skip that update) or \"rollback\" (reload the last checkpoint, skip the data window)"),
       // profile
       key("profile.steps", std::string(""), "\"A:B\" writes RUN/trace.json (Chrome trace) of steps A..B-1"),
   };
+  return s;
+}
+
+bool is_numeric(Type t) { return t == Type::kInt || t == Type::kFloat || t == Type::kFloatList; }
+
+// A bound as written in the docs: 1e12 rather than 1e+12, 16777216 rather than 1.67772e+07.
+std::string number_text(double v) {
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e17) {
+    std::snprintf(buf, sizeof buf, "%g", v);
+    if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+  }
+  std::string s = buf;
+  const size_t e = s.find("e+");
+  if (e != std::string::npos) {
+    size_t digits = e + 2;
+    while (digits + 1 < s.size() && s[digits] == '0') ++digits;
+    s = s.substr(0, e + 1) + s.substr(digits);
+  }
   return s;
 }
 
@@ -149,13 +199,32 @@ std::string closest_key(const std::string& k) {
     }
     return prev[b.size()];
   };
+  // A typo of a schema key lies in its first 64 bytes; a longer argument (a 1 MB `--set` key) would
+  // make the quadratic distance take seconds for nothing.
+  const std::string head = k.substr(0, 64);
   std::string best;
   size_t best_d = SIZE_MAX;
   for (const auto& i : schema()) {
-    size_t d = distance(k, i.key);
+    size_t d = distance(head, i.key);
     if (d < best_d) best_d = d, best = i.key;
   }
   return best;
+}
+
+bool Range::contains(double v) const {
+  if (!std::isfinite(v)) return false;
+  if (min_open ? !(v > min) : !(v >= min)) return false;
+  if (max_open ? !(v < max) : !(v <= max)) return false;
+  return true;
+}
+
+std::string Range::text() const {
+  const bool has_min = min != -kInf, has_max = max != kInf;
+  if (has_min && has_max)
+    return std::string(min_open ? "(" : "[") + number_text(min) + ", " + number_text(max) + (max_open ? ")" : "]");
+  if (has_min) return std::string(min_open ? "> " : ">= ") + number_text(min);
+  if (has_max) return std::string(max_open ? "< " : "<= ") + number_text(max);
+  return "finite";
 }
 
 std::string schema_markdown() {
@@ -165,12 +234,13 @@ std::string schema_markdown() {
     const std::string sec = i.key.substr(0, i.key.find('.'));
     if (sec != section) {
       section = sec;
-      out += "\n### [" + sec + "]\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
+      out += "\n### [" + sec + "]\n\n| key | type | default | range | meaning |\n|---|---|---|---|---|\n";
     }
     const std::string def = i.presence == Presence::kRequired   ? "(required)"
                             : i.presence == Presence::kOptional ? "(from the preset)"
                                                                 : value_to_string(i.default_value);
-    out += "| `" + i.key + "` | " + type_name(i.type) + " | `" + def + "` | " + i.doc + " |\n";
+    const std::string range = is_numeric(i.type) ? i.range.text() : "";
+    out += "| `" + i.key + "` | " + type_name(i.type) + " | `" + def + "` | " + range + " | " + i.doc + " |\n";
   }
   return out;
 }
