@@ -113,7 +113,14 @@ StatusOr<Manifest> read_manifest(const std::string& dir) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec))
+    const auto status = std::filesystem::status(dir, ec);
+    const char* layout = "a dataset is the directory `lmtrain data prepare --out DIR` makes: DIR/manifest.json plus its "
+                         "token shards DIR/train-000000.bin, ..., DIR/val-000000.bin, ...";
+    if (std::filesystem::is_regular_file(status))
+      return InvalidArgument(dir + " is a file, not a dataset directory", std::string(layout) + "; pass DIR");
+    if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
+      return InvalidArgument(dir + " is not a directory, so not a dataset", layout);
+    if (!std::filesystem::is_directory(status))
       return NotFound("dataset directory " + dir + " does not exist",
                       "create it with `lmtrain data prepare --out " + dir + " ...`");
     return NotFound(dir + " is not a prepared dataset: it has no " + kManifestFile,

@@ -1,17 +1,41 @@
 #include "lmt/train/recipe.h"
 
+#include <cmath>
+#include <cstdio>
+
+#include "lmt/base/limits.h"
 #include "lmt/data/manifest.h"
 #include "lmt/model/config_json.h"
 
 namespace lmt::train {
 namespace {
 
-Status bad(const std::string& source, const std::string& key, const std::string& what, const std::string& hint) {
-  return InvalidArgument(source + ": " + key + " " + what, hint);
+// An error about `key`, named with where its value came from (the recipe file or the --set flag).
+Status bad(const config::Config& c, const std::string& key, const std::string& what, const std::string& hint) {
+  return InvalidArgument(c.where(key) + ": " + key + " " + what, hint);
+}
+
+// Where the keys starting with `prefix` came from: every file or flag that set one of them, or the
+// recipe's defaults. For errors about several keys of a section at once.
+std::string where_section(const config::Config& c, const std::string& prefix) {
+  std::string out;
+  for (const auto& k : config::schema()) {
+    if (k.key.rfind(prefix, 0) != 0 || !c.has(k.key)) continue;
+    const std::string w = c.where(k.key);
+    if (w.size() > 10 && w.compare(w.size() - 10, 10, " (default)") == 0) continue;
+    if (out.find(w) == std::string::npos) out += (out.empty() ? "" : ", ") + w;
+  }
+  return out.empty() ? c.where(prefix + "?") : out;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
 }
 
 // Preset, then every model.* key the recipe sets (same names as the model config JSON).
-StatusOr<model::ModelConfig> build_model(const config::Config& c, const std::string& source, int64_t data_vocab) {
+StatusOr<model::ModelConfig> build_model(const config::Config& c, int64_t data_vocab) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig preset, model::preset(c.get_string("model.preset")));
   nlohmann::json j = model::model_config_to_json(preset);
   for (const auto& [key, value] : c.values()) {
@@ -19,40 +43,60 @@ StatusOr<model::ModelConfig> build_model(const config::Config& c, const std::str
     std::visit([&](const auto& v) { j[key.substr(6)] = v; }, value);
   }
   if (!c.has("model.vocab_size")) j["vocab_size"] = data_vocab;
-  return model::model_config_from_json(j, source + " [model]");
+  return model::model_config_from_json(j, where_section(c, "model.") + " [model]");
 }
 
-StatusOr<data::DataSource> parse_mixture_entry(const std::string& entry, const std::string& source) {
+StatusOr<data::DataSource> parse_mixture_entry(const std::string& entry, const config::Config& c) {
   const size_t colon = entry.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    return bad(source, "data.mixture", "entry '" + entry + "' is not \"DIR:WEIGHT\"", "e.g. data.mixture = [\"data/code:0.3\"]");
+    return bad(c, "data.mixture", "entry '" + entry + "' is not \"DIR:WEIGHT\"", "e.g. data.mixture = [\"data/code:0.3\"]");
   char* end = nullptr;
   const std::string w = entry.substr(colon + 1);
   const double weight = std::strtod(w.c_str(), &end);
-  if (end == w.c_str() || *end != '\0' || !(weight > 0))
-    return bad(source, "data.mixture", "entry '" + entry + "' has no positive weight", "e.g. \"data/code:0.3\"");
+  if (end == w.c_str() || *end != '\0' || !(weight > 0) || !std::isfinite(weight))
+    return bad(c, "data.mixture", "entry '" + entry + "' has no positive weight", "e.g. \"data/code:0.3\"");
   return data::DataSource{entry.substr(0, colon), weight};
+}
+
+// The whole run must fit in this machine's memory: parameters, gradients, optimizer state, the bf16
+// mirror and the activation arena of one micro-batch (model/activations.h measures it exactly).
+Status check_memory(const Recipe& r, const config::Config& c) {
+  // fp32 master weights and gradients, AdamW's two moments (Muon's momentum is smaller), the mirror.
+  const double bytes_per_param = 4 + 4 + 8 + (r.run.compute == DType::kBF16 ? 2 : 0);
+  const std::string what = "training (" + c.where("train.micro_batch") + ": train.micro_batch = " +
+                           std::to_string(r.micro_batch) + ", " + c.where("train.seq_len") +
+                           ": train.seq_len = " + std::to_string(r.seq_len) + ", " +
+                           std::to_string(static_cast<long long>(r.model.param_count())) + " parameters)";
+  const std::string hint =
+      "lower train.micro_batch (raise train.grad_accum to keep the batch), lower train.seq_len, set train.recompute = true, "
+      "or choose a smaller model; `lmtrain plan` estimates the memory a configuration needs";
+  LMT_RETURN_IF_ERROR(model::model_memory_check(r.model, bytes_per_param, 0, "training"));
+  return model::activation_memory_check(r.model, r.micro_batch, r.seq_len, r.run,
+                                        r.model.param_count_estimate() * bytes_per_param, what, hint);
 }
 
 }  // namespace
 
 StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& source) {
   LMT_RETURN_IF_ERROR(c.check_complete(source));
+  // The OpenMP runtime reads OMP_NUM_THREADS itself; an absurd value crashes the first parallel
+  // region of a training step, so it is refused here, before anything starts.
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
   Recipe r;
   // Data first: the model's vocabulary defaults to the dataset's.
   data::DataStage stage;
   stage.sources.push_back({c.get_string("data.path"), c.get_float("data.weight")});
   for (const auto& e : c.get_string_list("data.mixture")) {
-    LMT_ASSIGN_OR_RETURN(data::DataSource s, parse_mixture_entry(e, source));
+    LMT_ASSIGN_OR_RETURN(data::DataSource s, parse_mixture_entry(e, c));
     stage.sources.push_back(s);
   }
   auto manifest = data::read_manifest(stage.sources[0].path);
   if (!manifest.ok())
-    return manifest.status().WithContext(source + ": data.path");
-  LMT_ASSIGN_OR_RETURN(r.model, build_model(c, source, manifest->vocab_size));
+    return manifest.status().WithContext(c.where("data.path") + ": data.path");
+  LMT_ASSIGN_OR_RETURN(r.model, build_model(c, manifest->vocab_size));
   if (r.model.vocab_size < manifest->vocab_size)
-    return bad(source, "model.vocab_size", "= " + std::to_string(r.model.vocab_size) + " is smaller than the dataset's " +
-                                               std::to_string(manifest->vocab_size),
+    return bad(c, "model.vocab_size", "= " + std::to_string(r.model.vocab_size) + " is smaller than the dataset's " +
+                                          std::to_string(manifest->vocab_size),
                "remove model.vocab_size to take the dataset's");
 
   r.max_steps = c.get_int("train.max_steps");
@@ -64,23 +108,33 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   r.doc_masking = c.get_bool("train.doc_masking");
   r.grad_clip = static_cast<float>(c.get_float("train.grad_clip"));
-  for (auto [key, v] : {std::pair{"train.max_steps", r.max_steps}, {"train.micro_batch", r.micro_batch},
-                        {"train.seq_len", r.seq_len}, {"train.grad_accum", r.grad_accum}, {"train.log_every", r.log_every}})
-    if (v <= 0) return bad(source, key, "= " + std::to_string(v) + " must be positive", "e.g. " + std::string(key) + " = 4");
+  // Each key's own range is checked when it is set (config/schema.cpp); what is left here are the
+  // limits that involve several keys.
   if (r.seq_len > r.model.max_seq_len)
-    return bad(source, "train.seq_len", "= " + std::to_string(r.seq_len) + " exceeds the model's max_seq_len " +
-                                            std::to_string(r.model.max_seq_len),
+    return bad(c, "train.seq_len", "= " + std::to_string(r.seq_len) + " exceeds the model's max_seq_len " +
+                                       std::to_string(r.model.max_seq_len),
                "lower train.seq_len or raise model.max_seq_len");
+  // Token counters (tokens per step, tokens so far) stay far from int64 overflow, on any world size.
+  const double step_tokens = static_cast<double>(r.micro_batch) * static_cast<double>(r.seq_len) * static_cast<double>(r.grad_accum);
+  if (step_tokens > 1e12)
+    return InvalidArgument(where_section(c, "train.") + ": train.micro_batch · train.seq_len · train.grad_accum = " +
+                               num(step_tokens) + " tokens per step is more than the limit of 1e12",
+                           "lower train.grad_accum or train.micro_batch");
+  if (step_tokens * static_cast<double>(r.max_steps) > 1e15)
+    return bad(c, "train.max_steps", "= " + std::to_string(r.max_steps) + " steps of " + num(step_tokens) + " tokens is " +
+                                         num(step_tokens * static_cast<double>(r.max_steps)) +
+                                         " tokens, more than the limit of 1e15",
+               "lower train.max_steps");
 
   const std::string dtype = c.get_string("train.dtype");
   if (dtype == "bf16") r.run.compute = DType::kBF16;
   else if (dtype == "fp32") r.run.compute = DType::kF32;
-  else return bad(source, "train.dtype", "= \"" + dtype + "\" is unknown", "use \"bf16\" or \"fp32\"");
+  else return bad(c, "train.dtype", "= \"" + dtype + "\" is unknown", "use \"bf16\" or \"fp32\"");
   const std::string att = c.get_string("train.attention");
   if (att == "auto") r.run.attention = model::AttentionChoice::kAuto;
   else if (att == "flash") r.run.attention = model::AttentionChoice::kFlash;
   else if (att == "naive") r.run.attention = model::AttentionChoice::kNaive;
-  else return bad(source, "train.attention", "= \"" + att + "\" is unknown", "use \"auto\", \"flash\" or \"naive\"");
+  else return bad(c, "train.attention", "= \"" + att + "\" is unknown", "use \"auto\", \"flash\" or \"naive\"");
   r.run.recompute = c.get_bool("train.recompute");
   r.run.z_loss = static_cast<float>(c.get_float("train.z_loss"));
 
@@ -97,7 +151,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.optim.muon_ns_steps = static_cast<int>(c.get_int("optim.muon_ns_steps"));
   r.optim.muon_weight_decay = static_cast<float>(c.get_float("optim.muon_weight_decay"));
   Status os = optim::validate(r.optim);
-  if (!os.ok()) return os.WithContext(source);
+  if (!os.ok()) return os.WithContext(where_section(c, "optim."));
 
   r.schedule.kind = c.get_string("schedule.kind");
   r.schedule.warmup_steps = c.get_int("schedule.warmup_steps");
@@ -106,7 +160,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   for (double d : c.get_float_list("schedule.drops")) r.schedule.drops.push_back(static_cast<float>(d));
   r.schedule.gamma = static_cast<float>(c.get_float("schedule.gamma"));
   Status ss = optim::validate(r.schedule);
-  if (!ss.ok()) return ss.WithContext(source);
+  if (!ss.ok()) return ss.WithContext(where_section(c, "schedule."));
 
   r.train_data.stages = {stage};
   r.train_data.split = "train";
@@ -120,12 +174,8 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.val_data.loop = false;
   r.val_data.prefetch = false;
 
-  r.zero = static_cast<int>(c.get_int("train.zero"));
-  if (r.zero < 0 || r.zero > 2)
-    return bad(source, "train.zero", "= " + std::to_string(r.zero) + " is not a ZeRO stage", "use 0, 1 or 2");
-  const double bucket_mb = c.get_float("dist.bucket_mb");
-  if (!(bucket_mb >= 0) || bucket_mb > 1e6)
-    return bad(source, "dist.bucket_mb", "= " + std::to_string(bucket_mb) + " is out of range", "use a size in MiB, e.g. 25 (0: no buckets)");
+  r.zero = static_cast<int>(c.get_int("train.zero"));  // 0..2 (schema)
+  const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");
   r.checkpoint_every = c.get_int("checkpoint.every");
@@ -143,7 +193,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
     char* end = nullptr;
     if (b != std::string::npos) t.limit = std::strtoll(entry.c_str() + b + 1, &end, 10);
     if (a == std::string::npos || t.path.empty() || (b != std::string::npos && (*end != '\0' || t.limit < 0)))
-      return bad(source, "eval.tasks", "entry '" + entry + "' is not \"TASK:FILE[:LIMIT]\"",
+      return bad(c, "eval.tasks", "entry '" + entry + "' is not \"TASK:FILE[:LIMIT]\"",
                  "e.g. eval.tasks = [\"piqa:data/piqa/valid.jsonl:200\"]");
     r.eval_tasks.push_back(t);
   }
@@ -156,7 +206,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   if (action == "log") r.spike_action = SpikeAction::kLog;
   else if (action == "skip") r.spike_action = SpikeAction::kSkip;
   else if (action == "rollback") r.spike_action = SpikeAction::kRollback;
-  else return bad(source, "stability.spike_action", "= \"" + action + "\" is unknown", "use \"log\", \"skip\" or \"rollback\"");
+  else return bad(c, "stability.spike_action", "= \"" + action + "\" is unknown", "use \"log\", \"skip\" or \"rollback\"");
 
   const std::string prof = c.get_string("profile.steps");
   if (!prof.empty()) {
@@ -166,8 +216,9 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
     r.profile_begin = colon == std::string::npos ? -1 : std::strtoll(prof.c_str(), &e1, 10);
     r.profile_end = colon == std::string::npos ? -1 : std::strtoll(prof.c_str() + colon + 1, &e2, 10);
     if (colon == std::string::npos || *e1 != ':' || *e2 != '\0' || r.profile_begin < 1 || r.profile_end <= r.profile_begin)
-      return bad(source, "profile.steps", "= \"" + prof + "\" is not \"A:B\" with 1 <= A < B", "e.g. profile.steps = \"10:20\"");
+      return bad(c, "profile.steps", "= \"" + prof + "\" is not \"A:B\" with 1 <= A < B", "e.g. profile.steps = \"10:20\"");
   }
+  LMT_RETURN_IF_ERROR(check_memory(r, c));
   return r;
 }
 

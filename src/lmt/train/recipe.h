@@ -44,8 +44,12 @@ struct Recipe {
   bool shared_memory = true;        // dist.shared_memory: symmetric memory when all ranks share a node
 };
 
-// Builds and validates the recipe; `source` (the config file) names errors. Reads the dataset
-// manifest: model.vocab_size defaults to the dataset's.
+// Builds and validates the recipe. Errors about a key name where its value came from
+// (Config::where: the recipe file, or the --set flag); `source` (the config file) names the rest.
+// Reads the dataset manifest: model.vocab_size defaults to the dataset's. Checks what involves
+// several keys (seq_len against the model, token counts) and that the model, its optimizer state
+// and one micro-batch's activations fit in this machine's memory; refuses an absurd
+// OMP_NUM_THREADS (base/limits.h).
 StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& source);
 
 }  // namespace lmt::train
