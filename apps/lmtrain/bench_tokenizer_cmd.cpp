@@ -78,7 +78,8 @@ Pass run_pass(const data::Tokenizer& tok, const std::vector<std::vector<const st
 }
 
 Status run_tokenizer_bench(const TokenizerBenchArgs& a) {
-  if (a.threads < 1 || a.iters < 1) return InvalidArgument("--threads and --iters must be at least 1");
+  LMT_RETURN_IF_ERROR(check_thread_count(a.threads, "--threads", 1));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed passes over the input"));
   Timer load;
   LMT_ASSIGN_OR_RETURN(auto tok, data::load_tokenizer(a.tokenizer, a.encoding));
   const double load_seconds = load.seconds();

@@ -4,9 +4,33 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "lmt/base/limits.h"
 #include "lmt/base/status.h"
 
 namespace lmt::cli {
+
+// Range checks for numeric flags (every numeric flag is checked before it is used): an error naming
+// the flag, the value and the valid range; `hint` says what the value means.
+inline Status check_flag(const std::string& flag, int64_t v, int64_t min, int64_t max, const std::string& hint = "") {
+  if (v < min || v > max)
+    return InvalidArgument(flag + " " + std::to_string(v) + " is out of range: it must be in [" + std::to_string(min) + ", " +
+                               std::to_string(max) + "]",
+                           hint);
+  return Status::Ok();
+}
+inline Status check_real_flag(const std::string& flag, double v, double min, double max, const std::string& hint = "") {
+  if (!std::isfinite(v) || v < min || v > max) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, " %g is out of range: it must be in [%g, %g]", v, min, max);
+    return InvalidArgument(flag + buf, hint);
+  }
+  return Status::Ok();
+}
 
 class Runner {
  public:

@@ -67,6 +67,9 @@ nlohmann::json split_summary(const data::SplitInfo& s) {
 }
 
 Status run_prepare(const PrepareArgs& a) {
+  LMT_RETURN_IF_ERROR(check_thread_count(a.workers, "--workers"));
+  LMT_RETURN_IF_ERROR(check_flag("--shard-tokens", a.shard_tokens, 1, int64_t{1} << 40, "tokens per shard file, e.g. 100000000"));
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tok, data::load_tokenizer(a.tokenizer, a.encoding));
   data::PrepareOptions o;
   o.inputs = a.inputs;
@@ -198,7 +201,7 @@ void add_data_command(CLI::App& app, Runner& runner) {
       ->capture_default_str();
   p->add_option("--split-seed", pa.split_seed, "seed of the train/val document hash")->capture_default_str();
   p->add_option("--shard-tokens", pa.shard_tokens, "tokens per shard file")->capture_default_str();
-  p->add_option("--workers", pa.workers, "tokenising threads (0: one per hardware thread)")->capture_default_str();
+  p->add_option("--workers", pa.workers, "tokenising threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
   p->add_option("--eos", pa.eos, "the end-of-document token's text (default: the tokenizer's)");
   p->add_flag("--progress", pa.progress, "draw the progress bar even when stderr is not a terminal");
   p->add_flag("--json", pa.json, "print the summary as one JSON object");

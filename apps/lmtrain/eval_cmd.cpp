@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "lmt/base/format.h"
 #include "lmt/eval/model_dir.h"
 #include "lmt/eval/scoring.h"
 #include "lmt/eval/tasks.h"
@@ -51,6 +52,7 @@ StatusOr<Loaded> load(const EvalArgs& a, bool need_tokenizer) {
     out.source = lm.source;
   } else {
     LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
+    LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "--preset " + a.preset));
     lm.model = std::make_unique<model::Transformer>(config, kernels::cpu_backend());
     lm.model->init(a.seed);
     lm.source = out.source = "preset " + a.preset + " (random weights, seed " + std::to_string(a.seed) + ")";
@@ -80,15 +82,21 @@ Status run_val(const EvalArgs& a, DType compute) {
                         {"tokens", r.tokens}, {"batches", r.batches}, {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("model: %s\nval %s: loss %.4f | ppl %.3f | %lld tokens in %lld batches | %.0f tokens/s\n", l.source.c_str(),
-                a.data.c_str(), r.loss, r.ppl, static_cast<long long>(r.tokens), static_cast<long long>(r.batches), r.tokens_per_s);
+    std::printf("model: %s\nval %s: loss %.4f | ppl %s | %lld tokens in %lld batches | %.0f tokens/s\n", l.source.c_str(),
+                a.data.c_str(), r.loss, perplexity_text(r.loss).c_str(), static_cast<long long>(r.tokens),
+                static_cast<long long>(r.batches), r.tokens_per_s);
   }
   return Status::Ok();
 }
 
 Status run_eval(const EvalArgs& a) {
   LMT_ASSIGN_OR_RETURN(DType compute, parse_dtype(a.dtype));
-  if (a.limit < 0) return InvalidArgument("--limit must be >= 0 (0: everything)");
+  LMT_RETURN_IF_ERROR(check_flag("--limit", a.limit, 0, int64_t{1} << 40, "items (val: batches) to evaluate; 0: all"));
+  // Whether the batch fits in memory is checked against the model once it is known.
+  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20, "rows per forward pass, e.g. --batch 8"));
+  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 0, model::ModelLimits::kMaxSeqLen, "val: tokens per row; 0: min(1024, model max)"));
+  LMT_RETURN_IF_ERROR(check_flag("--max-seq", a.max_seq, 0, model::ModelLimits::kMaxSeqLen, "longest scored row; 0: model max"));
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
   if (a.task == "val") return run_val(a, compute);
   // Parse the file before loading a (possibly large) model, so a bad file fails fast.
   LMT_ASSIGN_OR_RETURN(std::vector<eval::McItem> items, eval::parse_task(a.task, a.data));

@@ -67,6 +67,7 @@ StatusOr<eval::LoadedModel> load(const GenerateArgs& a, kernels::Backend& be) {
                            "randomly initialised model (for benchmarking)");
   if (!a.checkpoint.empty()) return eval::load_model_dir(a.checkpoint, be);
   LMT_ASSIGN_OR_RETURN(model::ModelConfig c, model::preset(a.preset));
+  LMT_RETURN_IF_ERROR(model::model_memory_check(c, 8, 0, "--preset " + a.preset));
   eval::LoadedModel m;
   m.model = std::make_unique<model::Transformer>(c, be);
   m.model->init(a.seed);
@@ -82,9 +83,11 @@ Status run_generate(const GenerateArgs& a) {
   o.max_tokens = a.max_tokens;
   o.sampling = {a.temperature, a.top_k, a.top_p, a.seed};
   LMT_RETURN_IF_ERROR(eval::validate(o.sampling));
-  if (a.max_tokens < 0) return InvalidArgument("--max-tokens must be >= 0", "the number of new tokens to draw");
+  LMT_RETURN_IF_ERROR(check_flag("--max-tokens", a.max_tokens, 0, model::ModelLimits::kMaxSeqLen,
+                                 "the number of new tokens to draw (the model's max_seq_len bounds prompt + tokens)"));
 
-  if (a.threads < 0) return InvalidArgument("--threads must be >= 0", "0 keeps OpenMP's default (all cores)");
+  LMT_RETURN_IF_ERROR(check_thread_count(a.threads, "--threads"));
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
   if (a.threads > 0) omp_set_num_threads(a.threads);
   kernels::Backend& be = kernels::cpu_backend();
   Timer load_timer;
@@ -107,7 +110,13 @@ Status run_generate(const GenerateArgs& a) {
 
   const model::ModelConfig& c = loaded.model->config();
   const int64_t n = static_cast<int64_t>(prompt.size());
-  eval::Decoder decoder(*loaded.model, std::max<int64_t>(1, std::min(c.max_seq_len, n + a.max_tokens)));
+  const int64_t max_len = std::max<int64_t>(1, std::min(c.max_seq_len, n + a.max_tokens));
+  // The KV cache: keys and values of every layer for max_len positions, f32.
+  LMT_RETURN_IF_ERROR(check_fits_in_memory(
+      2.0 * 4 * static_cast<double>(c.n_layers) * static_cast<double>(max_len) * static_cast<double>(c.kv_dim()) +
+          8.0 * c.param_count_estimate(),
+      "the KV cache for " + std::to_string(max_len) + " positions", "lower --max-tokens or use a shorter prompt"));
+  eval::Decoder decoder(*loaded.model, max_len);
 
   // Streaming: the prompt first, then each token as it is drawn.
   eval::Utf8Stream utf8;
@@ -188,7 +197,8 @@ void add_generate_command(CLI::App& app, Runner& runner) {
   g->add_option("--top-p", a.top_p, "nucleus: the smallest set with mass >= p; 1: off (default 0.9)");
   g->add_option("--seed", a.seed, "sampling seed (and the preset's init seed); default 0");
   g->add_option("--tokenizer", a.tokenizer, "tokenizer.json, *.tiktoken or a GPT-2 dir (default: the model's)");
-  g->add_option("--threads", a.threads, "OpenMP threads; 0: all cores (default)");
+  g->add_option("--threads", a.threads,
+                 "OpenMP threads; 0: all cores (default); at most 4 x the hardware threads (at least 64, at most 1024)");
   g->add_flag("--json", a.json, "print one JSON object (ids, text, speeds) instead of streaming");
   g->callback([&runner] { runner.set(run_generate(a)); });
 }

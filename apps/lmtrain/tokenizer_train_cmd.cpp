@@ -101,6 +101,7 @@ Status refuse_existing(const TokenizerTrainArgs& a) {
 }
 
 Status run_tokenizer_train(const TokenizerTrainArgs& a) {
+  LMT_RETURN_IF_ERROR(check_thread_count(a.threads, "--threads"));
   LMT_RETURN_IF_ERROR(refuse_existing(a));
   // Creating the temporary file now proves the directory exists and is writable.
   LMT_ASSIGN_OR_RETURN(io::AtomicFileWriter writer, io::AtomicFileWriter::create(a.out));
@@ -149,7 +150,7 @@ void add_tokenizer_train_command(CLI::App* tokenizer, Runner& runner) {
   t->add_option("--out", a.out, "the tokenizer.json to write")->required();
   t->add_option("--text-field", a.text_field, "JSONL field that holds the document text")->capture_default_str();
   t->add_option("--special", a.specials, "special tokens, given the ids after the merges")->capture_default_str();
-  t->add_option("--threads", a.threads, "counting threads (0: one per hardware thread)")->capture_default_str();
+  t->add_option("--threads", a.threads, "counting threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
   t->add_flag("--force", a.force, "replace --out if it exists");
   t->add_flag("--progress", a.progress, "draw the progress bar even when stderr is not a terminal");
   t->callback([&runner] { runner.set(run_tokenizer_train(a)); });

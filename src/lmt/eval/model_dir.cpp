@@ -46,6 +46,9 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
     return NotFound(dir + " holds neither an lmtrain checkpoint (model.json) nor a Hugging Face model (config.json)",
                     "pass a run directory, RUN/checkpoints/step_XXXXXXXX, or a directory with config.json + model.safetensors");
   }
+  // Weights and gradients (a Transformer holds both) must fit before anything is allocated: a config
+  // with n_layers = 1e8 is refused here instead of swapping for minutes.
+  LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "loading " + dir));
   out.model = std::make_unique<model::Transformer>(config, backend);
   LMT_RETURN_IF_ERROR(io::load_hf_weights(dir + "/model.safetensors", out.model->layout(), out.model->params().as<float>()));
   return out;

@@ -63,6 +63,12 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
 
   model::RunOptions run;
   run.compute = model.master() == DType::kF64 ? DType::kF64 : options.compute;
+  if (n > 0) {  // the first batch has the longest rows: if it fits, every batch does
+    const int64_t T0 = std::min(cap, (row_len[order[0]] + kRowAlign - 1) / kRowAlign * kRowAlign);
+    LMT_RETURN_IF_ERROR(model::activation_memory_check(
+        cfg, B, T0, run, 0, "scoring batches of " + std::to_string(B) + " rows x " + std::to_string(T0) + " tokens",
+        "lower --batch (rows per forward pass) or --max-seq"));
+  }
   std::vector<ContinuationScore> out(n);
   std::vector<int32_t> tokens, targets;
   for (int64_t start = 0; start < n; start += B) {

@@ -14,6 +14,12 @@ StatusOr<ValidationResult> evaluate_validation(model::Transformer& model, const 
   if (T > model.config().max_seq_len || options.batch <= 0)
     return InvalidArgument("validation needs --batch > 0 and a sequence length in [1, " + std::to_string(model.config().max_seq_len) +
                            "], got batch " + std::to_string(options.batch) + ", seq " + std::to_string(T));
+  // Before the loader (whose buffers are batch x seq too) and the activation arena.
+  model::RunOptions run;
+  run.compute = model.master() == DType::kF64 ? DType::kF64 : options.compute;
+  LMT_RETURN_IF_ERROR(model::activation_memory_check(
+      model.config(), options.batch, T, run, 0,
+      "validation batches of " + std::to_string(options.batch) + " x " + std::to_string(T) + " tokens", "lower --batch or --seq"));
   data::LoaderOptions lo;
   lo.stages = {data::DataStage{0, {data::DataSource{dataset_dir, 1.0}}}};
   lo.split = "val";
@@ -28,8 +34,6 @@ StatusOr<ValidationResult> evaluate_validation(model::Transformer& model, const 
     return InvalidArgument(dataset_dir + " was tokenised with a vocabulary of " + std::to_string((*loader)->vocab_size()) +
                                " ids but the model has " + std::to_string(model.config().vocab_size),
                            "evaluate on data prepared with the model's tokenizer");
-  model::RunOptions run;
-  run.compute = model.master() == DType::kF64 ? DType::kF64 : options.compute;
   model.prepare(options.batch, T, run);
   Timer timer;
   ValidationResult r;
