@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <vector>
+
 #include "lmt/metrics/device_peaks.h"
 #include "test_models.h"
 
@@ -131,6 +134,28 @@ TEST(Parallelism, GlobalBatchMustSplitIntoMicroBatchesTimesDp) {
   auto ok = evaluate_layout(in, 4, 2);  // DP 4: 100 = 1 × 25 × 4
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->grad_accum, 25);
+}
+
+TEST(Parallelism, DivisorsAscending) {
+  EXPECT_EQ(divisors(1), (std::vector<int64_t>{1}));
+  EXPECT_EQ(divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+  EXPECT_EQ(divisors(49), (std::vector<int64_t>{1, 7, 49}));
+  EXPECT_EQ(divisors(1'000'000'000'000).size(), 169u);  // 2^12 · 5^12
+  EXPECT_EQ(divisors(999'999'999'989).size(), 2u);      // a prime
+}
+
+// The search visits divisors only: a huge device count is answered at once (it once counted TP up
+// to the device count: more than 20 s for 10^12 devices; `lmtrain plan` allows up to 10^7).
+TEST(Parallelism, HugeDeviceCountsAreSearchedAtOnce) {
+  ParallelismInputs in = eight_b_on_32_gpus();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t devices : {int64_t{10'000'000}, int64_t{9'999'991}, int64_t{8'648'640}, int64_t{1'000'000'000'000}}) {
+    in.devices = devices;
+    in.global_batch = 256;
+    const ParallelismSearch s = search_layouts(in);
+    EXPECT_FALSE(s.rejected.empty() && s.ranked.empty()) << devices;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
 }  // namespace

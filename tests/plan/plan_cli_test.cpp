@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -79,6 +80,19 @@ TEST(PlanCli, BadFlagsExit2) {
   EXPECT_EQ(run("--params 7e9").code, 2);                             // --hardware is required
   EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --devices many").code, 2);
   EXPECT_EQ(run("--params 7e9 --model tiny --hardware cpu").code, 2);  // mutually exclusive
+}
+
+// No plan may take more than a second to refuse an absurd value (issue #20).
+TEST(PlanCli, AbsurdDeviceCountsAreRefusedAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  Result huge = run("--model tiny --hardware h100-sxm --devices 1000000000000", true);
+  EXPECT_EQ(huge.code, 1);
+  EXPECT_NE(huge.out.find("--devices 1000000000000 is out of range"), std::string::npos) << huge.out;
+  EXPECT_NE(run("--model tiny --hardware h100-sxm --devices 1e10").code, 0);
+  Result many = run("--model tiny --hardware h100-sxm --devices 9699690 --devices-per-node 10");  // 2·3·5·…·19
+  EXPECT_EQ(many.code, 0);
+  EXPECT_NE(many.out.find("more (--json lists all)"), std::string::npos) << many.out;  // the rejections are cut short
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
 }  // namespace

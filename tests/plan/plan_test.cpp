@@ -159,6 +159,25 @@ TEST(Plan, BadValuesAreErrorsWithHints) {
   in.devices = 12;
   in.devices_per_node = 8;
   expect_bad(in, "whole nodes");
+  // Upper limits (issue #20: --devices 1e12 once searched for minutes).
+  in = small_on_a100();
+  in.devices = 1'000'000'000'000;
+  expect_bad(in, "--devices 1000000000000 is out of range");
+  in = small_on_a100();
+  in.micro_batch = int64_t{1} << 40;
+  expect_bad(in, "--micro-batch");
+  in = small_on_a100();
+  in.global_batch = int64_t{1} << 50;
+  expect_bad(in, "--global-batch");
+  in = small_on_a100();
+  in.seq_len = int64_t{1} << 40;
+  expect_bad(in, "--seq-len");
+  in = small_on_a100();
+  in.devices_per_node = int64_t{1} << 40;
+  expect_bad(in, "--devices-per-node");
+  in = small_on_a100();
+  in.tp = 1000;
+  expect_bad(in, "--tp and --pp must be at most --devices");
 }
 
 TEST(Plan, CpuPlanUsesTheMachinesMeasuredPeak) {

@@ -72,11 +72,26 @@ StatusOr<Layout> evaluate_layout(const ParallelismInputs& in, int64_t tp, int64_
   return l;
 }
 
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
 ParallelismSearch search_layouts(const ParallelismInputs& in) {
   ParallelismSearch out;
-  for (int64_t tp = 1; tp <= in.devices; ++tp) {
-    if (in.devices % tp != 0) continue;
-    for (int64_t pp = 1; pp <= in.devices / tp; ++pp) {
+  if (in.devices < 1) return out;
+  // Only divisors are candidates: sqrt(devices) steps to find them once, then one evaluation per
+  // (TP, PP) pair, so even 10^12 devices are searched in a moment.
+  const std::vector<int64_t> all = divisors(in.devices);
+  for (int64_t tp : all) {
+    for (int64_t pp : all) {  // the divisors of devices / tp are divisors of devices
+      if (pp > in.devices / tp) break;
       if ((in.devices / tp) % pp != 0) continue;
       auto layout = evaluate_layout(in, tp, pp);
       if (layout.ok()) {

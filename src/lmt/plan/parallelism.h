@@ -61,8 +61,12 @@ std::string layout_problem(const ParallelismInputs& in, int64_t tp, int64_t pp);
 // The costed layout (tp, pp); InvalidArgument explaining the problem when it is not valid.
 StatusOr<Layout> evaluate_layout(const ParallelismInputs& in, int64_t tp, int64_t pp);
 
-// Every (TP, PP) pair with TP·PP dividing the device count, ranked or rejected.
+// Every (TP, PP) pair with TP·PP dividing the device count, ranked or rejected. Enumerates
+// divisors only (O(sqrt(devices)) to find them), so it is fast for any device count.
 ParallelismSearch search_layouts(const ParallelismInputs& in);
+
+// The divisors of n >= 1, ascending.
+std::vector<int64_t> divisors(int64_t n);
 
 // 1F1B pipeline bubble fraction for p stages and m micro-batches.
 double pipeline_bubble(int64_t p, int64_t m);

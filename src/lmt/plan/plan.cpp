@@ -9,6 +9,11 @@
 namespace lmt::plan {
 namespace {
 
+constexpr int64_t kMaxDevices = 10'000'000;
+constexpr int64_t kMaxDevicesPerNode = 65536;
+constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -32,8 +37,22 @@ Status check_inputs(const PlanInputs& in) {
       for (const auto& n : metrics::device_names()) s += (s.empty() ? "" : ", ") + n;
       return s;
     }());
+  // Upper limits: far above any real cluster or run, low enough that the batch and token arithmetic
+  // (int64) cannot overflow and the layout search answers at once.
+  auto at_most = [](const char* flag, int64_t v, int64_t max, const char* what) -> Status {
+    if (v > max)
+      return InvalidArgument(std::string(flag) + " " + std::to_string(v) + " is out of range: it must be at most " +
+                                 std::to_string(max),
+                             what);
+    return Status::Ok();
+  };
   LMT_RETURN_IF_ERROR(positive("--devices", static_cast<double>(in.devices), "8"));
+  LMT_RETURN_IF_ERROR(at_most("--devices", in.devices, kMaxDevices, "the number of accelerators (the largest clusters have about 10^5)"));
   if (in.devices_per_node < 0) return InvalidArgument("--devices-per-node must be positive", "e.g. --devices-per-node 8");
+  LMT_RETURN_IF_ERROR(at_most("--devices-per-node", in.devices_per_node, kMaxDevicesPerNode, "e.g. --devices-per-node 8"));
+  if (!in.model && in.params > model::ModelLimits::kMaxParams)
+    return InvalidArgument("--params " + fmt("%g", in.params) + " is more than the limit of " + fmt("%g", model::ModelLimits::kMaxParams),
+                           "the parameter count, e.g. --params 7e9");
   if (in.hours) LMT_RETURN_IF_ERROR(positive("--hours", *in.hours, "24"));
   if (in.tokens) LMT_RETURN_IF_ERROR(positive("--tokens", *in.tokens, "2e12"));
   if (in.throughput) LMT_RETURN_IF_ERROR(positive("--throughput", *in.throughput, "400000"));
@@ -46,13 +65,18 @@ Status check_inputs(const PlanInputs& in) {
   if (in.price && (*in.price < 0 || !std::isfinite(*in.price)))
     return InvalidArgument("--price must be zero or positive", "USD per device-hour, e.g. --price 2.5");
   if (in.seq_len < 0) return InvalidArgument("--seq-len must be positive", "e.g. --seq-len 4096");
+  LMT_RETURN_IF_ERROR(at_most("--seq-len", in.seq_len, model::ModelLimits::kMaxSeqLen, "tokens per sequence, e.g. --seq-len 4096"));
   LMT_RETURN_IF_ERROR(positive("--micro-batch", static_cast<double>(in.micro_batch), "1"));
+  LMT_RETURN_IF_ERROR(at_most("--micro-batch", in.micro_batch, kMaxMicroBatch, "sequences per micro-batch per device, e.g. 1"));
   if (in.global_batch < 0) return InvalidArgument("--global-batch must be positive", "sequences per step, e.g. 512");
+  LMT_RETURN_IF_ERROR(at_most("--global-batch", in.global_batch, kMaxGlobalBatch, "sequences per step, e.g. 512"));
   if (in.zero_stage < 0 || in.zero_stage > 3)
     return InvalidArgument("--zero " + std::to_string(in.zero_stage) + " is not a ZeRO stage",
                            "0 (none), 1 (optimizer states), 2 (+ gradients) or 3 (+ weights)");
   if ((in.tp && *in.tp < 1) || (in.pp && *in.pp < 1))
     return InvalidArgument("--tp and --pp must be at least 1", "e.g. --tp 4 --pp 2");
+  if ((in.tp && *in.tp > in.devices) || (in.pp && *in.pp > in.devices))
+    return InvalidArgument("--tp and --pp must be at most --devices (" + std::to_string(in.devices) + ")", "e.g. --tp 4 --pp 2");
   if (in.model) {
     Status v = in.model->validate();
     if (!v.ok()) return v;

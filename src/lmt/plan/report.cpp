@@ -255,8 +255,14 @@ std::string format_report(const PlanReport& r) {
   }
   if (!r.search.rejected.empty()) {
     o += "  rejected:\n";
-    for (const RejectedLayout& x : r.search.rejected)
+    size_t shown = 0;
+    for (const RejectedLayout& x : r.search.rejected) {
+      if (++shown > 12) {
+        o += "    ... " + std::to_string(r.search.rejected.size() - 12) + " more (--json lists all)\n";
+        break;
+      }
       o += "    TP " + std::to_string(x.tp) + ", PP " + std::to_string(x.pp) + ": " + x.reason + "\n";
+    }
   }
   if (!r.warnings.empty()) {
     o += "\nwarnings\n";
