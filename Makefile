@@ -27,9 +27,23 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	@JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS)
 
 bench: build
 	@bash scripts/bench_kernels.sh $(BUILD)
+
+# libFuzzer targets for every parser of user files (tests/fuzz; clang, in their own build dir, never
+# $(BUILD)). `make fuzz` runs each for FUZZ_SECONDS, `make fuzz-smoke` (and `make test`) for
+# FUZZ_SMOKE_SECONDS; docs/RELIABILITY.md, "Fuzzing".
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+.PHONY: fuzz fuzz-smoke
+fuzz: setup
+	@JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-smoke: setup
+	@JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS)
 
 clean:
 	rm -rf $(BUILD)

@@ -17,6 +17,7 @@ packages=(
   libtomlplusplus-dev      # TOML recipes
   libcli11-dev             # command line
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and microbenchmarks
+  clang libclang-rt-14-dev # libFuzzer targets (tests/fuzz, `make fuzz`; part of `make test`)
   bible-kjv bible-kjv-text # the demo's corpus: the King James Bible (public domain)
 )
 if [[ "${1:-}" == "--golden" ]]; then

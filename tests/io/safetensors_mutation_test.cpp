@@ -1,5 +1,6 @@
 // Seeded random mutations of a valid file pushed through SafetensorsFile::parse(): the poor man's
-// fuzzer that runs in every build (the libFuzzer target, safetensors_fuzz.cpp, needs clang).
+// fuzzer that runs in every build (the libFuzzer target, tests/fuzz/safetensors_fuzz.cpp, needs
+// clang).
 // Each input lives in its own exact-size heap buffer so ASan/valgrind flag any read past its end.
 #include <gtest/gtest.h>
 

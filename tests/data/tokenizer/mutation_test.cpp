@@ -1,6 +1,7 @@
 // Seeded random byte edits of small valid tokenizer.json files pushed through the loader and, when
 // they still load, through encode/decode: the poor man's fuzzer that runs in every build (the
-// libFuzzer target, tokenizer_fuzz.cpp, needs clang). Nothing may crash; every id must be valid.
+// libFuzzer target, tests/fuzz/tokenizer_json_fuzz.cpp, needs clang). Nothing may crash; every id
+// must be valid.
 #include <gtest/gtest.h>
 
 #include <chrono>
