@@ -137,6 +137,19 @@ TEST(Tasks, PiqaLabelsFileTooShortNamesIt) {
   EXPECT_NE(r.status().message().find(labels + ":2"), std::string::npos) << r.status().message();
 }
 
+// Found by tests/fuzz/eval_tasks_fuzz: a labels-file line that is not UTF-8 made the error message
+// throw nlohmann's type_error 316 (invalid UTF-8) instead of returning the Status.
+TEST(Tasks, LabelsFileLineNotUtf8IsAnError) {
+  const std::string row = R"({"sentence": "Tom gave _ the book.", "option1": "Ann", "option2": "Bob", "answer": ""})";
+  const std::string path = write_temp("wg_bytes.jsonl", {row});
+  const std::string labels = write_temp("wg_bytes-labels.lst", {"\x82\x82"});
+  auto r = parse_task("winogrande", path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find(labels + ":1"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(r.status().hint().empty());
+}
+
 TEST(Tasks, UnknownTaskAndMissingFile) {
   auto r = parse_task("mmlu", "/nonexistent");
   ASSERT_FALSE(r.ok());

@@ -57,7 +57,9 @@ StatusOr<int> get_label(const json& v, int base, size_t n, const Where& w, const
   }
   x -= base;
   if (x < 0 || x >= static_cast<int64_t>(n))
-    return bad_line(w, std::string("label '") + key + "' = " + v.dump() + " is not one of the " + std::to_string(n) + " choices",
+    // A label from a labels file is raw bytes: dump() would throw on invalid UTF-8, so it is replaced.
+    return bad_line(w, std::string("label '") + key + "' = " + v.dump(-1, ' ', false, json::error_handler_t::replace) +
+                           " is not one of the " + std::to_string(n) + " choices",
                     base == 1 ? "labels count from 1 here" : "labels count from 0 here");
   return static_cast<int>(x);
 }
