@@ -85,6 +85,18 @@ TEST(ModelSource, FileErrorsNameTheFileAndKey) {
   EXPECT_EQ(toml.status().code(), StatusCode::kUnimplemented);
 }
 
+// Found by tests/fuzz/model_config_fuzz: a number too large for a double ("d_model": 2223e222...)
+// is nlohmann's out_of_range, not a parse_error, and escaped load_model() uncaught (terminate).
+TEST(ModelSource, NumberOverflowIsAnErrorNamingTheFile) {
+  const std::string path = write_temp("overflow.json", R"({"n_layers": 2, "d_model": 2223e22222222222222})");
+  auto c = load_model(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(path), std::string::npos) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("not valid JSON"), std::string::npos) << c.status().ToString();
+  EXPECT_FALSE(c.status().hint().empty());
+}
+
 TEST(ModelSource, MfuFromMetricsIsTheMedianOfTheSecondHalf) {
   const std::string path = write_temp("metrics.jsonl",
                                       "{\"step\": 1, \"mfu\": 0.05}\n{\"step\": 2, \"mfu\": 0.30}\n"

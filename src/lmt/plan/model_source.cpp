@@ -44,7 +44,7 @@ StatusOr<ModelConfig> load_model(const std::string& arg) {
   json j;
   try {
     j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     return InvalidArgument("'" + arg + "' is not valid JSON: " + e.what(),
                            "a model config is one JSON object, e.g. {\"n_layers\": 16, ...}");
   }
