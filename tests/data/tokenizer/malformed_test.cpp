@@ -149,6 +149,35 @@ TEST_F(MalformedTest, Gpt2TruncatedVocabBpe) {
   EXPECT_NE(bad.status().message().find("encoder.json"), std::string::npos) << bad.status().ToString();
 }
 
+// Found by tests/fuzz/tiktoken_fuzz: a rank file of two lines, one with a rank near 2^30, made the
+// loader allocate one slot per rank up to it (6 GB, then out of memory). Every loader bounds its ids
+// by the number of tokens the file defines (token_id_bound) and names the offending entry.
+TEST_F(MalformedTest, IdsFarBeyondTheTokenCountAreRefused) {
+  expect_error("r50k_base.tiktoken", "IQ== 0\nIg== 162222222\n", StatusCode::kDataLoss,
+               {"r50k_base.tiktoken:2", "rank 162222222", "hint:"});
+  EXPECT_EQ(token_id_bound(50000), 101024);
+  EXPECT_EQ(token_id_bound(size_t{1} << 40), int64_t{1} << 30);
+
+  auto vocab = small_byte_level_json();
+  vocab["model"]["vocab"]["zz"] = 100000000;
+  expect_error("vocab_id.json", vocab.dump(), StatusCode::kDataLoss, {"model.vocab['zz']", "hint:"});
+
+  auto added = small_byte_level_json();
+  added["added_tokens"].push_back({{"id", 999999999}, {"content", "<x>"}, {"special", true}});
+  expect_error("added_id.json", added.dump(), StatusCode::kDataLoss, {"added token '<x>'", "999999999"});
+
+  nlohmann::json enc = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) enc[byte_level_encode(std::string(1, static_cast<char>(b)))] = b;
+  enc["<|endoftext|>"] = 500000000;
+  std::filesystem::create_directories(path("gpt2"));
+  write("gpt2/encoder.json", enc.dump());
+  write("gpt2/vocab.bpe", "#version: 0.2\n");
+  auto t = load_tokenizer(path("gpt2"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(t.status().message().find("encoder.json: the id of '<|endoftext|>'"), std::string::npos) << t.status().ToString();
+}
+
 TEST_F(MalformedTest, PathsThatAreNotTokenizers) {
   auto missing = load_tokenizer(path("nope.json"));
   ASSERT_FALSE(missing.ok());

@@ -24,9 +24,12 @@ StatusOr<std::unique_ptr<BpeTokenizer>> load_gpt2_directory(const std::string& d
   spec.description = "gpt2 encoder.json+vocab.bpe";
   BytesIdMap text_ids;  // byte-level text -> id, for the merges
   std::string bytes;
+  const int64_t bound = token_id_bound(enc.size());
   for (const auto& [text, value] : enc.items()) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= (int64_t{1} << 30))
-      return DataLoss(enc_path + ": the id of '" + text + "' is not an integer in [0, 2^30)");
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= bound)
+      return DataLoss(enc_path + ": the id of '" + text + "' is not an integer in [0, " + std::to_string(bound) + ")",
+                      "ids number the " + std::to_string(enc.size()) + " tokens from 0 without large gaps; "
+                      "is the file complete? re-download encoder.json");
     const auto id = static_cast<int32_t>(value.get<int64_t>());
     if (!byte_level_decode(text, &bytes))
       return DataLoss(enc_path + ": token '" + text + "' has characters outside GPT-2's byte-level alphabet");

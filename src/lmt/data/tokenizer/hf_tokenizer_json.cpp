@@ -169,9 +169,11 @@ struct Parser {
 
     BytesIdMap text_ids;
     std::string bytes;
+    const int64_t bound = token_id_bound(m["vocab"].size());
     for (const auto& [text, value] : m["vocab"].items()) {
-      if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= (int64_t{1} << 30))
-        return DataLoss(source + ": model.vocab['" + text + "'] is not an id in [0, 2^30)");
+      if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= bound)
+        return DataLoss(source + ": model.vocab['" + text + "'] is not an id in [0, " + std::to_string(bound) + ")",
+                        "ids number the " + std::to_string(m["vocab"].size()) + " tokens of model.vocab from 0 without large gaps");
       const auto id = static_cast<int32_t>(value.get<int64_t>());
       if (static_cast<size_t>(id) >= spec.model_tokens.size()) spec.model_tokens.resize(id + 1);
       if (spec.model_tokens[id]) return DataLoss(source + ": model.vocab uses id " + std::to_string(id) + " twice");
@@ -223,7 +225,11 @@ struct Parser {
       AddedToken t;
       t.text = a.at("content").get<std::string>();
       const int64_t id = a.at("id").get<int64_t>();
-      if (id < 0 || id >= (int64_t{1} << 30)) return DataLoss(source + ": added token '" + t.text + "' has id out of range");
+      const int64_t bound = token_id_bound(spec.model_tokens.size() + list.size());
+      if (id < 0 || id >= bound)
+        return DataLoss(source + ": added token '" + t.text + "' has id " + std::to_string(id) + ", outside [0, " +
+                            std::to_string(bound) + ")",
+                        "added tokens take the ids after model.vocab's, without large gaps");
       t.id = static_cast<int32_t>(id);
       t.special = a.value("special", false);
       t.lstrip = a.value("lstrip", false);

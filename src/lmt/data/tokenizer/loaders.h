@@ -6,6 +6,7 @@
 // the feature. Files are read whole at load time; nothing is kept open. Thread-safe (no shared state).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -59,5 +60,13 @@ StatusOr<std::unique_ptr<BpeTokenizer>> parse_hf_tokenizer_json(std::string_view
 
 // Reads a whole file (kNotFound / kIoError naming it).
 StatusOr<std::string> read_file_bytes(const std::string& path);
+
+// The bound (exclusive) on the ids of a vocabulary file that defines `entries` tokens. Every id
+// table is dense (one slot per id up to the largest), and real files number their tokens from 0
+// with few gaps, so an id far beyond the count is corruption: without this bound one line such as
+// "IQ== 999999999" would allocate gigabytes. The loaders refuse larger ids, naming them.
+inline int64_t token_id_bound(size_t entries) {
+  return std::min<int64_t>(int64_t{1} << 30, 2 * static_cast<int64_t>(entries) + 1024);
+}
 
 }  // namespace lmt::data

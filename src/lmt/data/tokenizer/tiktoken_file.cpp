@@ -1,5 +1,6 @@
 // tiktoken rank files. The encodings' patterns and special tokens are constants here (tiktoken keeps
 // them in code, not in the rank files), so the product never needs anything but the .tiktoken file.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -86,6 +87,8 @@ StatusOr<std::vector<std::optional<std::string>>> read_tiktoken_ranks(const std:
   std::string bytes;
   size_t line_no = 0;
   const std::string hint = "each line of a .tiktoken file is '<base64 token> <rank>' (e.g. 'IQ== 0')";
+  const size_t lines = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  const int64_t bound = token_id_bound(lines);
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
@@ -110,6 +113,10 @@ StatusOr<std::vector<std::optional<std::string>>> read_tiktoken_ranks(const std:
     }
     if (num.empty() || rank < 0 || rank >= (int64_t{1} << 30))
       return DataLoss(where + ": rank '" + std::string(num) + "' is not a number below 2^30", hint);
+    if (rank >= bound)
+      return DataLoss(where + ": rank " + std::to_string(rank) + " is far beyond the file's " +
+                          std::to_string(lines) + " lines (ranks must be below " + std::to_string(bound) + ")",
+                      "ranks number the tokens from 0 without large gaps; the file is corrupt or not a .tiktoken file");
     if (static_cast<size_t>(rank) >= ranks.size()) ranks.resize(static_cast<size_t>(rank) + 1);
     if (ranks[rank]) return DataLoss(where + ": rank " + std::to_string(rank) + " appears twice", hint);
     ranks[rank] = bytes;
