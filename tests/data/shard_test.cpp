@@ -106,6 +106,20 @@ TEST_F(ShardTest, LargeVocabulariesUseUint32) {
   EXPECT_EQ(token_bytes_for_vocab(65537), 4u);
 }
 
+// Found by tests/fuzz/shard_fuzz (UBSan): reading the zero tokens of an empty 4-byte shard into an
+// empty vector called memcpy(nullptr, ..., 0), which is undefined behaviour.
+TEST_F(ShardTest, ReadingNothingFromAnEmptyShardIsFine) {
+  for (int64_t vocab : {100, 100000}) {
+    const std::string p = write_shard("empty_" + std::to_string(vocab) + ".bin", {}, vocab, 0);
+    auto r = ShardReader::open(p, Verify::kFull);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->token_count(), 0);
+    std::vector<int32_t> none;
+    r->read(0, 0, none.data());
+    EXPECT_TRUE(r->doc_starts().empty());
+  }
+}
+
 TEST_F(ShardTest, WriterNeverOverwritesAFile) {
   write_bytes(path("x.bin"), "keep");
   auto w = ShardWriter::create(path("x.bin"), ShardSpec{10, 0});

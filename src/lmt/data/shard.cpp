@@ -266,6 +266,7 @@ int32_t ShardReader::token(int64_t i) const {
 void ShardReader::read(int64_t start, int64_t n, int32_t* out) const {
   LMT_CHECK(start >= 0 && n >= 0 && start + n <= token_count())
       << path() << ": read [" << start << ", " << start + n << ") of " << token_count();
+  if (n == 0) return;  // `out` may be null then (an empty vector's data()): no memcpy from or to it
   if (header_.token_bytes == 2) {
     const uint16_t* src = reinterpret_cast<const uint16_t*>(tokens_) + start;
     for (int64_t i = 0; i < n; ++i) out[i] = src[i];
