@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +68,15 @@ Status run_matmul(const MatmulArgs& a) {
   LMT_ASSIGN_OR_RETURN(DType dtype, parse_dtype(a.dtype));
   if (a.m <= 0 || a.k <= 0 || a.n <= 0)
     return InvalidArgument("--m, --k and --n must be positive", "e.g. --m 2048 --k 768 --n 3072");
+  for (const auto& [flag, v] : {std::pair{"--m", a.m}, {"--k", a.k}, {"--n", a.n}})
+    LMT_RETURN_IF_ERROR(check_flag(flag, v, 1, int64_t{1} << 24, "a GEMM dimension, e.g. --m 2048 --k 768 --n 3072"));
+  LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed repetitions"));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed repetitions"));
+  // A, B and C in f32 (and bf16 copies): about 6 bytes per element of each.
+  const double elems = static_cast<double>(a.m) * a.k + static_cast<double>(a.k) * a.n + static_cast<double>(a.m) * a.n;
+  LMT_RETURN_IF_ERROR(check_fits_in_memory(6.0 * elems, "--m " + std::to_string(a.m) + " --k " + std::to_string(a.k) +
+                                                            " --n " + std::to_string(a.n),
+                                           "lower --m, --k or --n"));
   kernels::Backend& be = kernels::cpu_backend();
   Rng rng(1);
   // Forms: the GEMMs of a linear layer y = x·Wᵀ with x[M,K], W[N,K]; all cost 2·M·K·N flops.
@@ -135,6 +145,22 @@ Status run_attention(const AttentionArgs& a) {
   const int64_t G = a.kv_heads > 0 ? a.kv_heads : a.heads;
   if (a.batch <= 0 || a.heads <= 0 || a.seq <= 0 || a.head_dim <= 0)
     return InvalidArgument("--batch, --heads, --seq and --head-dim must be positive");
+  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--heads", a.heads, 1, int64_t{1} << 16));
+  LMT_RETURN_IF_ERROR(check_flag("--kv-heads", a.kv_heads, 0, int64_t{1} << 16, "0: as many as --heads"));
+  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 1, int64_t{1} << 24));
+  LMT_RETURN_IF_ERROR(check_flag("--head-dim", a.head_dim, 1, int64_t{1} << 16));
+  LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed repetitions"));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed repetitions"));
+  {
+    // q, k, v, the output and their gradients in f32; the naive backend also holds T x T scores.
+    const double tokens = static_cast<double>(a.batch) * static_cast<double>(a.seq);
+    const double qkv = tokens * static_cast<double>(a.head_dim) * (4.0 * a.heads + 4.0 * (a.kv_heads > 0 ? a.kv_heads : a.heads));
+    const double scores = a.backend == "naive" ? 2.0 * tokens * static_cast<double>(a.heads) * static_cast<double>(a.seq) : 0;
+    LMT_RETURN_IF_ERROR(check_fits_in_memory(4.0 * (qkv + scores), "attention of --batch " + std::to_string(a.batch) +
+                                                                       " --seq " + std::to_string(a.seq),
+                                             "lower --batch or --seq"));
+  }
   if (a.heads % G != 0)
     return InvalidArgument("--heads " + std::to_string(a.heads) + " is not a multiple of --kv-heads " +
                                std::to_string(G),

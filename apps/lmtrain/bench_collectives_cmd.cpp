@@ -39,6 +39,9 @@ StatusOr<double> median_seconds(dist::Communicator& comm, int iters, F&& body) {
 
 Status run_collectives_bench(const CollectivesArgs& a) {
   if (!(a.mb > 0) || a.iters <= 0) return InvalidArgument("--mb and --iters must be positive");
+  LMT_RETURN_IF_ERROR(check_real_flag("--mb", a.mb, 1e-6, 1e6, "buffer size in MiB"));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed repetitions"));
+  LMT_RETURN_IF_ERROR(check_fits_in_memory(2.0 * a.mb * (1 << 20), "--mb " + std::to_string(a.mb), "lower --mb"));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
   const int w = comm->world();
   if (w == 1)

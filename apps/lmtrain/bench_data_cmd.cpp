@@ -95,6 +95,15 @@ Status time_next(const DataBenchArgs& a, bool prefetch, double* open_ms, Timing*
 Status run_data_bench(const DataBenchArgs& a) {
   if (a.iters < 1 || a.warmup < 0 || a.step_ms < 0)
     return InvalidArgument("--iters must be positive, --warmup and --step-ms non-negative");
+  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 1, int64_t{1} << 24));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 10000000, "timed batches"));
+  LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 10000000, "untimed batches"));
+  LMT_RETURN_IF_ERROR(check_real_flag("--step-ms", a.step_ms, 0, 60000, "simulated step time in ms"));
+  // Tokens, targets and document ids of a batch (int32), double-buffered with prefetch.
+  LMT_RETURN_IF_ERROR(check_fits_in_memory(2.0 * 3 * 4 * static_cast<double>(a.batch) * static_cast<double>(a.seq + 1),
+                                           "batches of --batch " + std::to_string(a.batch) + " x --seq " + std::to_string(a.seq),
+                                           "lower --batch or --seq"));
   double open_ms = 0, open_ms_prefetch = 0;
   Timing build, wait;
   LMT_RETURN_IF_ERROR(time_next(a, false, &open_ms, &build));

@@ -44,6 +44,14 @@ Status run_model_bench(const ModelBenchArgs& a) {
   else if (a.attention == "auto") o.attention = model::AttentionChoice::kAuto;
   else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use auto, flash or naive");
   o.recompute = a.recompute;
+  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
+  LMT_RETURN_IF_ERROR(model::activation_memory_check(
+      config, a.batch, a.seq, o, 8.0 * config.param_count_estimate() + (o.compute == DType::kBF16 ? 2.0 : 0.0) * config.param_count_estimate(),
+      "--preset " + a.preset + " --batch " + std::to_string(a.batch) + " --seq " + std::to_string(a.seq),
+      "lower --batch or --seq, or pass --recompute"));
 
   model::Transformer m(config, kernels::cpu_backend());
   m.init(1);

@@ -43,6 +43,17 @@ Status run_train_bench(const TrainBenchArgs& a) {
   else if (a.dtype == "fp32") o.compute = DType::kF32;
   else return InvalidArgument("--dtype '" + a.dtype + "' is unknown", "use bf16 or fp32");
   o.recompute = a.recompute;
+  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--accum", a.accum, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
+  LMT_RETURN_IF_ERROR(check_real_flag("--bucket-mb", a.bucket_mb, 0, 1e6, "MiB per all-reduce bucket; 0: one all-reduce"));
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
+  // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena.
+  LMT_RETURN_IF_ERROR(model::activation_memory_check(
+      config, a.batch, a.seq, o, (16.0 + (o.compute == DType::kBF16 ? 2.0 : 0.0)) * config.param_count_estimate(),
+      "--preset " + a.preset + " --batch " + std::to_string(a.batch) + " --seq " + std::to_string(a.seq),
+      "lower --batch (raise --accum to keep the batch) or --seq, or pass --recompute"));
   model::Transformer m(config, kernels::cpu_backend());
   m.init(1);
   m.prepare(a.batch, a.seq, o);

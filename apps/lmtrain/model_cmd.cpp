@@ -46,6 +46,7 @@ double f7(float v) {
 
 Status run_model_info(const ModelInfoArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig c, model::preset(a.preset));
+  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 0, model::ModelLimits::kMaxSeqLen, "0: the model's max_seq_len"));
   model::ParamLayout layout(c);
   std::map<std::string, int64_t> counts;
   for (const auto& p : layout.params()) counts[component(p)] += p.hf_shape.numel();

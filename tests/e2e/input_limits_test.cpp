@@ -177,4 +177,21 @@ TEST_F(InputLimits, PerplexityIsPrintedCompactly) {
   EXPECT_LE(end - (at + 6), 10u) << r.out;
 }
 
+// The benchmarks take sizes too: absurd ones are refused before anything is allocated.
+TEST_F(InputLimits, BenchmarkSizesAreBounded) {
+  const auto start = std::chrono::steady_clock::now();
+  for (const std::string& args : {std::string("bench matmul --m 100000000 --k 768 --n 10"),
+                                  std::string("bench matmul --m 10000000 --k 1000000 --n 10"),
+                                  std::string("bench attention --batch 100000 --seq 100000"),
+                                  std::string("bench model --preset tiny --batch 1000000 --seq 256"),
+                                  std::string("bench train --preset tiny --batch 1000000 --seq 256"),
+                                  "bench data --data " + path("data") + " --batch 100000000",
+                                  std::string("model info --preset tiny --seq 100000000000")}) {
+    CliResult r = run(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_TRUE(has(r, "is out of range") || has(r, "more than this machine has")) << args << "\n" << r.out;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+}
+
 }  // namespace

@@ -38,9 +38,13 @@ inline double usable_memory_bytes() {
   return bytes;
 }
 
+// "23.5 GiB", "54.6 TiB", "2.29e+05 TiB".
 inline std::string gib_text(double bytes) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, bytes >= 1e3 * 1073741824.0 ? "%.3g GiB" : "%.1f GiB", bytes / 1073741824.0);
+  const double gib = bytes / 1073741824.0;
+  if (gib < 1024) std::snprintf(buf, sizeof buf, "%.1f GiB", gib);
+  else if (gib < 1024.0 * 10000) std::snprintf(buf, sizeof buf, "%.1f TiB", gib / 1024);
+  else std::snprintf(buf, sizeof buf, "%.3g TiB", gib / 1024);
   return buf;
 }
 
