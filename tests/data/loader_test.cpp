@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -373,6 +374,32 @@ TEST_F(LoaderTest, ACursorFromAnotherScheduleIsRefused) {
   ASSERT_TRUE(l->next(&a).ok());
   ASSERT_TRUE(fresh->next(&b).ok());
   EXPECT_TRUE(same(a, b));
+}
+
+// Found by tests/fuzz/loader_cursor_fuzz (UBSan): a cursor whose counters were near 2^63 (epoch,
+// tokens_seen, batches) was accepted, and the next batch overflowed them (signed overflow in next()).
+TEST_F(LoaderTest, ACursorWithHugeCountersIsRefused) {
+  make_unique("d", 20, 1, 10, 19);
+  auto l = open(options("d", 2, 4));
+  take(*l, 2);
+  const nlohmann::json c = l->cursor();
+  const int64_t huge = std::numeric_limits<int64_t>::max();
+  for (const char* key : {"tokens_seen", "batches"}) {
+    nlohmann::json broken = c;
+    broken[key] = huge;
+    Status s = l->restore(broken);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(s.message().find(key), std::string::npos) << s.ToString();
+  }
+  nlohmann::json broken = c;
+  broken["sources"][0]["epoch"] = huge;
+  Status s = l->restore(broken);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sources[0].epoch"), std::string::npos) << s.ToString();
+  broken["sources"][0]["epoch"] = (int64_t{1} << 53) - 1;  // the largest accepted: next() still works
+  ASSERT_TRUE(l->restore(broken).ok());
+  Batch b;
+  EXPECT_TRUE(l->next(&b).ok());
 }
 
 TEST_F(LoaderTest, ACorruptTokenIsCaughtAtOpenOrWhenRead) {

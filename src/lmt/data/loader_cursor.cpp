@@ -28,16 +28,20 @@ bool parse_hex64(const nlohmann::json& j, uint64_t* out) {
   return true;
 }
 
+// Counters (batches, tokens, epochs) stay far below this in any run, and next() adds to them
+// without overflowing: 2^53 is also exact in every JSON reader.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+
 Status malformed(const std::string& key) {
-  return InvalidArgument("loader cursor: key '" + key + "' is missing or malformed",
+  return InvalidArgument("loader cursor: key '" + key + "' is missing or malformed (counts are integers in [0, 2^53))",
                          "pass the object that Loader::cursor() returned, unchanged");
 }
 
-// Reads a non-negative integer member.
+// Reads an integer member in [0, kMaxCount).
 bool get_count(const nlohmann::json& j, const char* key, int64_t* out) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number_integer()) return false;
   *out = j[key].get<int64_t>();
-  return *out >= 0;
+  return *out >= 0 && *out < kMaxCount;
 }
 
 }  // namespace
