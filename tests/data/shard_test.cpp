@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 
 #include "data_test_util.h"
 #include "lmt/base/xxh64.h"
@@ -290,6 +291,26 @@ TEST_F(ShardTest, AManifestWithAMissingKeyNamesTheKey) {
   EXPECT_EQ(d.status().code(), StatusCode::kDataLoss);
   EXPECT_NE(d.status().message().find("splits.train.shards[0].checksum"), std::string::npos) << d.status().ToString();
   EXPECT_NE(d.status().message().find("manifest.json"), std::string::npos);
+}
+
+// Found by tests/fuzz/dataset_manifest_fuzz (UBSan): two shards whose counts were near 2^63 made
+// the sum over the split's shards overflow (signed overflow) before the counts were compared.
+TEST_F(ShardTest, ShardCountsThatOverflowTheirSumAreAnErrorNamingTheShard) {
+  testing::write_dataset(path("a"), testing::unique_token_docs(10, 3, 9, 1), 100, 0, 10);
+  nlohmann::json j = nlohmann::json::parse(read_bytes(path("a/manifest.json")));
+  ASSERT_GE(j["splits"]["train"]["shards"].size(), 2u);
+  for (const char* key : {"tokens", "documents"}) {
+    nlohmann::json broken = j;
+    broken["splits"]["train"]["shards"][0][key] = std::numeric_limits<int64_t>::max();
+    broken["splits"]["train"]["shards"][1][key] = std::numeric_limits<int64_t>::max();
+    write_bytes(path("a/manifest.json"), broken.dump());
+    auto d = Dataset::open(path("a"), "train", Verify::kHeader);
+    ASSERT_FALSE(d.ok()) << key;
+    EXPECT_EQ(d.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(d.status().message().find("splits.train.shards[1]"), std::string::npos) << d.status().ToString();
+    EXPECT_NE(d.status().message().find("overflow"), std::string::npos) << d.status().ToString();
+    EXPECT_FALSE(d.status().hint().empty());
+  }
 }
 
 TEST_F(ShardTest, AnEmptySplitIsAFailedPreconditionWithAHint) {

@@ -76,8 +76,8 @@ StatusOr<SplitInfo> split_from_json(const Reader& r, const nlohmann::json& split
       used = 0;
     }
     if (hex.size() != 16 || used != 16) return r.error(sat + ".checksum", "is not 16 hex digits");
-    tokens += e.tokens;
-    documents += e.documents;
+    if (__builtin_add_overflow(tokens, e.tokens, &tokens) || __builtin_add_overflow(documents, e.documents, &documents))
+      return r.error(sat, "makes the split's token or document count overflow");
     s.shards.push_back(std::move(e));
   }
   if (tokens != s.tokens || documents != s.documents)
