@@ -97,6 +97,32 @@ TEST(ModelSource, NumberOverflowIsAnErrorNamingTheFile) {
   EXPECT_FALSE(c.status().hint().empty());
 }
 
+// Found by tests/fuzz/model_config_fuzz (UBSan): an integer key of a Hugging Face config.json
+// holding a float beyond int64 ("vocab_size": 1e300) was converted with undefined behaviour, and a
+// GPT-2 n_embd near 2^62 overflowed 4 · n_embd (the default n_inner).
+TEST(ModelSource, HuggingFaceIntegerKeysRefuseFloatsAndHugeValues) {
+  const std::string llama = R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": )";
+  for (const char* bad : {"1e300", "512.5", "-1e30"}) {
+    const std::string path = write_temp("hf_float.json", llama + bad + "}");
+    auto c = load_model(path);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find("'vocab_size' has the wrong type"), std::string::npos) << c.status().ToString();
+    EXPECT_NE(c.status().message().find(path), std::string::npos);
+  }
+  auto whole = load_model(write_temp("hf_whole.json", llama + "512.0}"));  // an integral float is accepted
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->vocab_size, 512);
+
+  const std::string gpt2 = write_temp("hf_gpt2_huge.json", R"({"model_type": "gpt2", "vocab_size": 100,
+      "n_embd": 4611686018427387904, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  auto g = load_model(gpt2);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("d_model"), std::string::npos) << g.status().ToString();
+}
+
 TEST(ModelSource, MfuFromMetricsIsTheMedianOfTheSecondHalf) {
   const std::string path = write_temp("metrics.jsonl",
                                       "{\"step\": 1, \"mfu\": 0.05}\n{\"step\": 2, \"mfu\": 0.30}\n"

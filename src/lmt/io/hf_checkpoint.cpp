@@ -1,9 +1,11 @@
 #include "lmt/io/hf_checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,11 +29,24 @@ Status get(const json& j, const std::string& path, const char* key, T* out, cons
     }
     return InvalidArgument(path + ": missing key '" + key + "'", "a Hugging Face config.json has it; re-export the model");
   }
+  auto wrong_type = [&] {
+    return InvalidArgument(path + ": key '" + key + "' has the wrong type (" + it->dump() + ")",
+                           "compare with the model's published config.json");
+  };
+  // An integer key may hold a float with an integral value (64.0); any other float (64.5, 1e300) is
+  // the wrong type: get<int64_t>() would truncate it or, beyond int64's range, be undefined.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (it->is_number_float()) {
+      const double d = it->get<double>();
+      if (!(std::abs(d) < 0x1p62) || d != std::floor(d)) return wrong_type();
+      *out = static_cast<T>(d);
+      return Status::Ok();
+    }
+  }
   try {
     *out = it->get<T>();
   } catch (const json::exception&) {
-    return InvalidArgument(path + ": key '" + key + "' has the wrong type (" + it->dump() + ")",
-                           "compare with the model's published config.json");
+    return wrong_type();
   }
   return Status::Ok();
 }
@@ -88,7 +103,7 @@ Status gpt2_like(const json& j, const std::string& path, ModelConfig* c) {
   c->norm_eps = static_cast<float>(eps);
   c->n_kv_heads = c->n_heads;
   c->head_dim = c->n_heads > 0 ? c->d_model / c->n_heads : 0;
-  const int64_t inner = 4 * c->d_model;
+  const int64_t inner = c->d_model > 0 && c->d_model <= INT64_MAX / 4 ? 4 * c->d_model : 0;  // validate() names d_model
   LMT_RETURN_IF_ERROR(get(j, path, "n_inner", &c->ffn_hidden, &inner));
   c->norm = model::NormKind::kLayerNorm;
   c->ffn = model::FfnKind::kMlp;
