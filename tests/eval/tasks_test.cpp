@@ -150,6 +150,18 @@ TEST(Tasks, LabelsFileLineNotUtf8IsAnError) {
   EXPECT_FALSE(r.status().hint().empty());
 }
 
+// Found by tests/fuzz/eval_tasks_fuzz (UBSan): a WinoGrande answer of -2^63 overflowed when the
+// 1-based label was shifted to 0-based.
+TEST(Tasks, ALabelOfMinusTwoToThe63IsAnError) {
+  const std::string path = write_temp("wg_min.jsonl",
+      {R"({"sentence": "The cup is _ full.", "option1": "half", "option2": "not", "answer": -9223372036854775808})"});
+  auto r = parse_task("winogrande", path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find(path + ":1"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("'answer'"), std::string::npos) << r.status().message();
+}
+
 TEST(Tasks, UnknownTaskAndMissingFile) {
   auto r = parse_task("mmlu", "/nonexistent");
   ASSERT_FALSE(r.ok());

@@ -55,7 +55,7 @@ StatusOr<int> get_label(const json& v, int base, size_t n, const Where& w, const
       if (x > 1000000) break;
     }
   }
-  x -= base;
+  x = x < base ? -1 : x - base;  // not x -= base: x may be INT64_MIN
   if (x < 0 || x >= static_cast<int64_t>(n))
     // A label from a labels file is raw bytes: dump() would throw on invalid UTF-8, so it is replaced.
     return bad_line(w, std::string("label '") + key + "' = " + v.dump(-1, ' ', false, json::error_handler_t::replace) +
