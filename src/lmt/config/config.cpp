@@ -201,9 +201,8 @@ StatusOr<Config> Config::from_toml_file(const std::string& path) {
     return NotFound("cannot read config file '" + path + "': " + std::strerror(errno), hint);
   if (S_ISDIR(st.st_mode))
     return InvalidArgument("config file '" + path + "' is a directory, not a TOML recipe", hint);
-  if (!S_ISREG(st.st_mode))
-    return InvalidArgument("config file '" + path + "' is not a regular file", hint);
-  if (st.st_size > (int64_t{64} << 20))
+  // Pipes (--config <(...)) are read as they come; regular files must be of a recipe's size.
+  if (S_ISREG(st.st_mode) && st.st_size > (int64_t{64} << 20))
     return InvalidArgument("config file '" + path + "' is " + std::to_string(st.st_size >> 20) +
                                " MiB: too large for a recipe (the limit is 64 MiB)",
                            hint);
@@ -212,10 +211,12 @@ StatusOr<Config> Config::from_toml_file(const std::string& path) {
   std::string text;
   char buf[4096];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= (size_t{64} << 20)) text.append(buf, n);
   const bool failed = std::ferror(f) != 0;
   std::fclose(f);
   if (failed) return IoError("cannot read config file '" + path + "'", hint);
+  if (text.size() > (size_t{64} << 20))
+    return InvalidArgument("config file '" + path + "' is larger than 64 MiB: too large for a recipe", hint);
   return from_toml_string(text, path);
 }
 
