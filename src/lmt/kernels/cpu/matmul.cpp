@@ -5,14 +5,19 @@
 // only swaps data handles. bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
 // (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
 // Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass.
+// CPUs without AVX-512 (AVX2 only): oneDNN has no bf16 matmul there, so bf16 operands are widened
+// to f32 (exact) into reused scratch buffers and multiplied in f32, with a one-time warning. The
+// results equal a bf16 GEMM with f32 accumulation up to summation order; only the speed differs.
 #include <algorithm>
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "lmt/base/bf16.h"
+#include "lmt/base/log.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
 
 namespace lmt::kernels {
@@ -50,6 +55,17 @@ struct CpuBackend::Dnnl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<GemmKey, GemmPrimitive> cache;
+  int bf16_native = -1;                  // -1 unknown; 0: widen bf16 operands to f32 (no bf16 matmul here)
+  std::vector<float> wide_a, wide_b;     // the widened operands, grown as needed
+
+  static const float* widen(const void* src, int64_t n, std::vector<float>* dst) {
+    if (static_cast<int64_t>(dst->size()) < n) dst->resize(static_cast<size_t>(n));
+    const uint16_t* in = static_cast<const uint16_t*>(src);
+    float* out = dst->data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16::to_float(in[i]);
+    return out;
+  }
 
   GemmPrimitive& get(const GemmKey& k) {
     auto it = cache.find(k);
@@ -87,6 +103,24 @@ struct CpuBackend::Dnnl {
     if (k.K == 0) {  // oneDNN rejects empty reductions; the product is zero
       if (!k.accumulate) std::fill_n(static_cast<float*>(c), k.M * k.N, 0.0f);
       return;
+    }
+    if (k.in == DType::kBF16 && bf16_native != 1) {
+      if (bf16_native == -1) {
+        try {
+          get(k);
+          bf16_native = 1;
+        } catch (const dnnl::error&) {
+          bf16_native = 0;
+          LMT_LOG(WARNING) << "oneDNN has no bf16 matmul on this CPU (ISA " << cpu_gemm_isa()
+                           << "): bf16 GEMM operands are widened to f32 (same results, slower)";
+        }
+      }
+      if (bf16_native == 0) {
+        GemmKey wide = k;
+        wide.in = DType::kF32;
+        run(wide, widen(a, k.M * k.K, &wide_a), widen(b, k.K * k.N, &wide_b), c, bias);
+        return;
+      }
     }
     GemmPrimitive& g = get(k);
     g.a.set_data_handle(const_cast<void*>(a));
