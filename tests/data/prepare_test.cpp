@@ -129,6 +129,38 @@ TEST_F(PrepareTest, TheValSplitFollowsTheSeededDocumentHash) {
   EXPECT_EQ(r->manifest.val.documents + r->manifest.train.documents, 400);
 }
 
+// Regression (issue #20): a one-document corpus (tinyshakespeare) used to get no val split whatever
+// --val-fraction said; its token tail goes to val now.
+TEST_F(PrepareTest, AOneDocumentInputIsSplitByTokensItsTailGoingToVal) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += static_cast<char>('a' + i % 26);
+  write_bytes(path("novel.txt"), text);
+  PrepareOptions o = options({"novel.txt"}, "out");
+  o.val_fraction = 0.1;
+  auto r = prepare_dataset(o, tok_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(read_split(path("out"), "train"), bytes_then_eos(text.substr(0, 90)));
+  EXPECT_EQ(read_split(path("out"), "val"), bytes_then_eos(text.substr(90)));
+  EXPECT_EQ(r->documents, 1);
+  // With no val fraction, or a document of one token, nothing is split.
+  o.val_fraction = 0;
+  o.out = path("out0");
+  ASSERT_TRUE(prepare_dataset(o, tok_).ok());
+  EXPECT_EQ(read_split(path("out0"), "train"), bytes_then_eos(text));
+  write_bytes(path("one.txt"), "x");
+  o = options({"one.txt"}, "out1");
+  o.val_fraction = 0.5;
+  ASSERT_TRUE(prepare_dataset(o, tok_).ok());
+  EXPECT_EQ(read_split(path("out1"), "train"), bytes_then_eos("x"));
+  // Two documents: whole documents are drawn as before (neither is cut).
+  write_bytes(path("two.jsonl"), "{\"text\": \"ab\"}\n{\"text\": \"cd\"}\n");
+  o = options({"two.jsonl"}, "out2");
+  o.val_fraction = 0.5;
+  auto r2 = prepare_dataset(o, tok_);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->manifest.train.documents + r2->manifest.val.documents, 2);
+}
+
 TEST_F(PrepareTest, EmptyDocumentsAreSkippedAndCounted) {
   write_bytes(path("empty.txt"), "");
   write_bytes(path("e.jsonl"), "{\"text\": \"\"}\n{\"text\": \"x\"}\n{\"text\": \"\"}\n");

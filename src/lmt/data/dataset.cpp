@@ -18,7 +18,8 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::open(const std::string& dir, const s
   if (info == nullptr) return InvalidArgument("split '" + split + "' is unknown", "use train or val");
   if (info->tokens == 0)
     return FailedPrecondition("dataset " + dir + " has no '" + split + "' tokens",
-                              split == "val" ? "prepare it with a --val-fraction that selects some documents"
+                              split == "val" ? "prepare it again with a larger --val-fraction: whole documents are drawn at random "
+                                                               "(about documents × fraction of them; a one-document input is split by tokens)"
                                              : "prepare it from inputs that hold some text");
   std::unique_ptr<Dataset> d(new Dataset());
   d->dir_ = dir;

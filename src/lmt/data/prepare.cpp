@@ -6,6 +6,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "lmt/base/timer.h"
@@ -183,6 +184,44 @@ StatusOr<PrepareReport> prepare_dataset(const PrepareOptions& o, const Tokenizer
     return Status::Ok();
   };
 
+  // The first document waits until a second one exists: an input of one document (a novel, a
+  // single-file corpus) is split by tokens instead, its tail fraction going to val.
+  std::unique_ptr<Job> first;
+  int64_t first_index = -1;
+  auto emit = [&](std::unique_ptr<Job> job, int64_t doc_index) -> Status {
+    if (prog.documents == 0 && !first) {
+      first = std::move(job);
+      first_index = doc_index;
+      return Status::Ok();
+    }
+    if (first) {
+      LMT_RETURN_IF_ERROR(write(*first, first_index));
+      first.reset();
+    }
+    return write(*job, doc_index);
+  };
+  auto write_split = [&](Job& job, int64_t doc_index) -> Status {
+    const int64_t n = static_cast<int64_t>(job.ids.size());
+    if (o.val_fraction <= 0 || n < 2) return write(job, doc_index);
+    const int64_t tail = std::clamp<int64_t>(std::llround(static_cast<double>(n) * o.val_fraction), 1, n - 1);
+    const std::span<const int32_t> ids(job.ids);
+    for (const auto& [split, part] : {std::pair{Split::kTrain, ids.first(static_cast<size_t>(n - tail))},
+                                      std::pair{Split::kVal, ids.last(static_cast<size_t>(tail))}}) {
+      const Status s = writer->add_document(split, part);
+      if (!s.ok()) return Status(s.code(), reader.where(job.doc) + ": " + s.message(), s.hint());
+    }
+    SourceStats& st = stats[static_cast<size_t>(job.doc.file)];
+    st.documents += 1;
+    st.val_documents += 1;
+    st.train_tokens += n - tail + 1;
+    st.val_tokens += tail + 1;
+    prog.documents += 1;
+    prog.tokens += n + 2;
+    prog.bytes_done += job.doc.input_bytes + skipped_bytes;
+    skipped_bytes = 0;
+    return Status::Ok();
+  };
+
   {
     const int workers = o.workers > 0 ? o.workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     EncodePool pool(tokenizer, workers);
@@ -216,9 +255,10 @@ StatusOr<PrepareReport> prepare_dataset(const PrepareOptions& o, const Tokenizer
       inflight -= job->doc.text.size();
       const int64_t doc_index = indices.front();
       indices.pop_front();
-      LMT_RETURN_IF_ERROR(write(*job, doc_index));
+      LMT_RETURN_IF_ERROR(emit(std::move(job), doc_index));
     }
   }  // joins the workers
+  if (first) LMT_RETURN_IF_ERROR(write_split(*first, first_index));  // the input held one document
 
   const int64_t documents = prog.documents;
   if (documents == 0)

@@ -9,7 +9,9 @@
 // Documents: empty texts are skipped (counted in the manifest); every other document gets EOS
 // appended. Document k (0-based over every document read, empty ones included) goes to the val
 // split when a seeded hash of (split_seed, k) falls below val_fraction, else to train: the split
-// depends on neither worker count nor timing. The output directory is written by DatasetWriter
+// depends on neither worker count nor timing. An input that holds a single non-empty document is
+// split by tokens instead: its last round(n · val_fraction) tokens (at least 1, at most n - 1) form
+// a val document, the rest a train document (each with EOS). The output directory is written by DatasetWriter
 // (atomic rename; an existing non-empty directory is refused and never touched).
 //
 // Threading: call from one thread; the Tokenizer must be thread-safe (tokenizer.h promises it).
