@@ -76,7 +76,9 @@ Status save_checkpoint(const std::string& checkpoints_dir, int64_t step, const C
   if (ec) return IoError("cannot create " + checkpoints_dir + ": " + ec.message(), "check the run directory is writable");
   const std::string final_dir = checkpoints_dir + "/" + checkpoint_name(step), tmp_dir = final_dir + ".tmp";
   if (fs::exists(final_dir))
-    return FailedPrecondition("checkpoint " + final_dir + " already exists", "it is never overwritten; remove it by hand");
+    return FailedPrecondition("checkpoint " + final_dir + " already exists",
+                              "it is never overwritten; if it is damaged, resume with --resume (damaged checkpoints are "
+                              "renamed aside to *.corrupt) or move it away by hand");
   fs::remove_all(tmp_dir, ec);  // a crash's leftovers
   fs::create_directory(tmp_dir, ec);
   if (ec) return IoError("cannot create " + tmp_dir + ": " + ec.message());
@@ -157,6 +159,50 @@ StatusOr<std::string> find_latest_checkpoint(const std::string& checkpoints_dir,
   std::string why = skipped && !skipped->empty() ? " (" + std::to_string(skipped->size()) + " skipped; newest: " + skipped->front() + ")" : "";
   return NotFound("no valid checkpoint in " + checkpoints_dir + why,
                   "a checkpoint is complete once its manifest.json is written; check the path or use an older run");
+}
+
+StatusOr<std::string> quarantine_checkpoint(const std::string& step_dir) {
+  std::string to = step_dir + ".corrupt";
+  for (int i = 2; fs::exists(to); ++i) to = step_dir + ".corrupt." + std::to_string(i);
+  std::error_code ec;
+  fs::rename(step_dir, to, ec);
+  if (ec)
+    return IoError("cannot rename damaged checkpoint " + step_dir + " to " + to + ": " + ec.message(),
+                   "move it out of the checkpoints directory by hand");
+  return to;
+}
+
+StatusOr<std::string> recover_latest_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* notes) {
+  auto all = committed(checkpoints_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    Status s = verify_checkpoint(it->second);
+    if (s.ok()) return it->second;
+    LMT_ASSIGN_OR_RETURN(std::string moved, quarantine_checkpoint(it->second));
+    notes->push_back(it->second + " is damaged (" + s.message() + "); renamed to " + moved);
+  }
+  return std::string();
+}
+
+std::vector<std::string> incomplete_checkpoints(const std::string& checkpoints_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    int64_t step = 0;
+    if (e.is_directory() && name.ends_with(".tmp") && parse_step(name.substr(0, name.size() - 4), &step))
+      out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status remove_incomplete_checkpoints(const std::string& checkpoints_dir) {
+  for (const std::string& dir : incomplete_checkpoints(checkpoints_dir)) {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec) return IoError("cannot remove incomplete checkpoint " + dir + ": " + ec.message());
+  }
+  return Status::Ok();
 }
 
 Status prune_checkpoints(const std::string& checkpoints_dir, int64_t keep) {

@@ -56,6 +56,20 @@ StatusOr<nlohmann::json> load_checkpoint(const std::string& step_dir, const mode
 // one is appended to *skipped as "dir: reason". NotFound when there is none.
 StatusOr<std::string> find_latest_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* skipped);
 
+// Recovery (docs/RELIABILITY.md). A damaged checkpoint is never deleted: it is renamed aside to
+// step_XXXXXXXX.corrupt (.corrupt.2, ... if taken), so the run can commit that step again and the
+// bytes stay for inspection. Returns the new path.
+StatusOr<std::string> quarantine_checkpoint(const std::string& step_dir);
+// For a resume (rank 0, holding the run lock): renames each damaged checkpoint newer than the newest
+// valid one aside, appending "DIR is damaged (why); renamed to DIR.corrupt" to *notes, and returns
+// the newest valid checkpoint, or "" when there is none. Errors: only a failed rename.
+StatusOr<std::string> recover_latest_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* notes);
+// The step_XXXXXXXX.tmp directories under checkpoints_dir: saves that never committed (a crash or a
+// full disk during the write). They hold nothing a resume can use.
+std::vector<std::string> incomplete_checkpoints(const std::string& checkpoints_dir);
+// Removes them; call only while holding the run lock (no save can be in flight).
+Status remove_incomplete_checkpoints(const std::string& checkpoints_dir);
+
 // Removes all but the newest `keep` committed checkpoints (keep <= 0 keeps all).
 Status prune_checkpoints(const std::string& checkpoints_dir, int64_t keep);
 

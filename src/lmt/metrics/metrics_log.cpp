@@ -1,10 +1,92 @@
 #include "lmt/metrics/metrics_log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string_view>
 
 namespace lmt::metrics {
 
-StatusOr<MetricsLog> MetricsLog::open(const std::string& path) {
+namespace {
+
+// Reads `path` ("" if missing). Fails only on a read error.
+StatusOr<std::string> read_all(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::string();
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool bad = std::ferror(f) != 0;
+  std::fclose(f);
+  if (bad) return IoError("cannot read " + path);
+  return text;
+}
+
+Status replace_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("cannot write " + tmp + ": " + std::strerror(errno), "check that the run directory is writable");
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return IoError("cannot write " + tmp + ": " + std::strerror(err), "is the disk full? " + path + " is unchanged");
+    }
+    done += static_cast<size_t>(w);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return IoError("cannot replace " + path + " with its repaired copy", path + " is unchanged");
+  }
+  return Status::Ok();
+}
+
+// The lines of `text` to keep (see open()), and a description of what was dropped.
+std::string repair(const std::string& text, int64_t keep_through_step, std::string* what) {
+  std::string kept;
+  int64_t later = 0;
+  bool torn = false;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string_view line(text.data() + at, (end == std::string::npos ? text.size() : end) - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (end == std::string::npos || (j.is_discarded() && at == text.size())) {
+      torn = !line.empty();
+      continue;
+    }
+    if (keep_through_step >= 0 && j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+        j["step"].get<int64_t>() > keep_through_step) {
+      ++later;
+      continue;
+    }
+    kept.append(line).push_back('\n');
+  }
+  what->clear();
+  if (torn) *what = "dropped a torn last line";
+  if (later > 0)
+    *what += (what->empty() ? "dropped " : "; dropped ") + std::to_string(later) + " records after step " +
+             std::to_string(keep_through_step) + " (the resumed run writes them again)";
+  return kept;
+}
+
+}  // namespace
+
+StatusOr<MetricsLog> MetricsLog::open(const std::string& path, int64_t keep_through_step, std::string* repaired) {
+  LMT_ASSIGN_OR_RETURN(std::string text, read_all(path));
+  std::string what;
+  const std::string kept = repair(text, keep_through_step, &what);
+  if (!what.empty()) LMT_RETURN_IF_ERROR(replace_file(path, kept));
+  if (repaired) *repaired = what;
   FILE* f = std::fopen(path.c_str(), "ab");
   if (!f) return IoError("cannot open " + path + " for appending", "check that the run directory is writable");
   return MetricsLog(f, path);

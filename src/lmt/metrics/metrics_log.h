@@ -13,8 +13,13 @@ namespace lmt::metrics {
 
 class MetricsLog {
  public:
-  // Opens for appending (a resumed run continues the same file).
-  static StatusOr<MetricsLog> open(const std::string& path);
+  // Opens for appending (a resumed run continues the same file). An existing file is repaired
+  // first: a torn last line (a crash or a full disk mid-write) is dropped, and with
+  // keep_through_step >= 0 so is every record whose "step" is larger (the steps a resumed run
+  // replays from its checkpoint then appear exactly once). Records without a step are kept. The
+  // repaired file replaces the old one atomically; *repaired (if given) says what was dropped, or "".
+  static StatusOr<MetricsLog> open(const std::string& path, int64_t keep_through_step = -1,
+                                   std::string* repaired = nullptr);
   MetricsLog(MetricsLog&& o) noexcept : f_(o.f_), path_(std::move(o.path_)) { o.f_ = nullptr; }
   MetricsLog& operator=(MetricsLog&& o) noexcept;
   ~MetricsLog();
