@@ -1,15 +1,21 @@
 // lmtrain: the command line. Each subcommand lives in its own *_cmd.cpp and registers itself here.
 //
-// Exit codes: 0 success; 1 a command failed (bad file, bad value: the message says which and how to
-// fix it); 2 usage error (unknown subcommand or option, missing argument) with usage on stderr.
+// Exit codes (docs/RELIABILITY.md): 0 success; 1 a command failed (bad file, bad value: the message
+// says which and how to fix it); 2 usage error (unknown subcommand or option, missing argument) with
+// usage on stderr; 3 (kExitStopped) a run stopped by SIGTERM/SIGINT after saving its checkpoint.
+// Commands report failures as Status values; an exception that escapes one anyway is caught here
+// (a last resort, not the design) and reported with the command's name, exit code 1.
 #include <cstdio>
+#include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "lmt/base/status.h"
+#include "lmt/base/stop_signal.h"
 
 #ifndef LMT_VERSION
 #define LMT_VERSION "0.0.0"
@@ -26,6 +32,22 @@ void add_pending(CLI::App& app, const char* name, const char* what, const char* 
   sub->callback([&runner, name, meanwhile] {
     runner.set(lmt::Unimplemented(std::string("'lmtrain ") + name + "' is not implemented yet", meanwhile));
   });
+}
+
+// "lmtrain data prepare": the subcommand path that was parsed, for messages.
+std::string command_name(const CLI::App& app) {
+  std::string name = "lmtrain";
+  for (const CLI::App* a = &app; !a->get_subcommands().empty();) {
+    a = a->get_subcommands().front();
+    name += " " + a->get_name();
+  }
+  return name;
+}
+
+int report(const lmt::Status& status) {
+  if (status.ok()) return 0;
+  std::cerr << "lmtrain: " << status.ToString() << "\n";
+  return status.code() == lmt::StatusCode::kCancelled ? lmt::kExitStopped : 1;
 }
 
 }  // namespace
@@ -71,11 +93,15 @@ int main(int argc, char** argv) {
     while (!failed->get_subcommands().empty()) failed = failed->get_subcommands().front();
     std::cerr << failed->help();
     return 2;
-  }
-  const lmt::Status& status = runner.status();
-  if (!status.ok()) {
-    std::cerr << "lmtrain: " << status.ToString() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << command_name(app) << ": error: out of memory\n"
+              << "hint: lower the batch size, sequence length or model size (lmtrain plan estimates memory)\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << command_name(app) << ": error: unexpected failure: " << e.what() << "\n"
+              << "hint: this is a bug in lmtrain; nothing already written was overwritten. Please report it with "
+                 "the command line\n";
     return 1;
   }
-  return 0;
+  return report(runner.status());
 }

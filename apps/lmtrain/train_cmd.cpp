@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "lmt/base/stop_signal.h"
 #include "lmt/config/config.h"
 #include "lmt/dist/communicator.h"
 #include "lmt/train/recipe.h"
@@ -39,9 +40,12 @@ Status run_train(const TrainArgs& a) {
                 static_cast<long long>(recipe.grad_accum), static_cast<long long>(recipe.micro_batch),
                 static_cast<long long>(recipe.seq_len), a.run_dir.c_str());
   }
+  // SIGTERM/SIGINT: finish the step, checkpoint, exit with status 3 (docs/RELIABILITY.md).
+  if (recipe.save_on_signal) install_stop_handlers();
   auto trainer = train::Trainer::create(recipe, c.to_toml(), a.run_dir, a.resume, comm.get());
   Status s = trainer.ok() ? (*trainer)->run() : trainer.status();
-  if (!s.ok() && comm->world() > 1) {  // the other ranks may be waiting in a collective: end the job
+  // Every rank stops on the same step after a signal; any other error may leave ranks waiting.
+  if (!s.ok() && s.code() != StatusCode::kCancelled && comm->world() > 1) {  // the other ranks may be waiting in a collective: end the job
     std::fprintf(stderr, "rank %d/%d: %s\n", comm->rank(), comm->world(), s.ToString().c_str());
     std::fflush(stderr);
     comm->abort(1);

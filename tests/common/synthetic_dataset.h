@@ -1,6 +1,6 @@
 // A small learnable dataset for trainer tests: documents that follow a fixed random successor
 // table 90% of the time, so a tiny model's loss falls within a few steps. Every tenth document goes
-// to the validation split. Written through the real DatasetWriter; fails the test on error.
+// to the validation split (none with with_val = false). Written through the real DatasetWriter; fails the test on error.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,7 +13,8 @@
 
 namespace lmt::test {
 
-inline void write_markov_dataset(const std::string& dir, int64_t vocab, const std::string& generator) {
+inline void write_markov_dataset(const std::string& dir, int64_t vocab, const std::string& generator,
+                                 bool with_val = true) {
   data::DatasetSpec spec;
   spec.tokenizer_path = "synthetic";
   spec.tokenizer_fingerprint = "synthetic-v1";
@@ -33,7 +34,7 @@ inline void write_markov_dataset(const std::string& dir, int64_t vocab, const st
       doc.push_back(t);
       t = rng.uniform() < 0.9 ? next[t] : static_cast<int32_t>(rng.below(vocab - 1));
     }
-    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
+    ASSERT_TRUE((*w)->add_document(with_val && d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
   }
   ASSERT_TRUE((*w)->commit({{"generator", generator}}).ok());
 }

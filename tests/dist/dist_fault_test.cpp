@@ -1,9 +1,10 @@
 // Fault behaviour of data-parallel training, as a user meets it: `mpirun -np 2 lmtrain train` on a
 // tiny model, then
-//  - rank 1 is killed (SIGKILL) mid-run: every rank stops, mpirun exits non-zero naming rank 1,
-//    and the last checkpoint verifies and resumes in one process;
-//  - a run of 4 steps is resumed by 2 ranks, and rank 0 alone hits an error at step 6 (that
-//    checkpoint directory already exists, and lmtrain never overwrites one) while rank 1 waits in
+//  - rank 1 is killed (SIGKILL) mid-run: every rank stops within 10 s, mpirun exits non-zero naming
+//    rank 1, and the last checkpoint verifies and resumes in one process, then on two ranks;
+//  - SIGTERM reaches rank 1 only: both ranks stop after the same step, with its checkpoint;
+//  - a run of 4 steps is resumed by 2 ranks, and rank 0 alone hits an error at step 6 (a file
+//    already has that checkpoint's name, and lmtrain never overwrites one) while rank 1 waits in
 //    a collective: every rank stops with a message naming rank 0 and the error, and the step-4
 //    checkpoint stays intact.
 // The test launches mpirun itself (it is not run under it). Skips where mpirun or MPI is missing.
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.h"
 #include "common/files.h"
 #include "common/lmtrain_cli.h"
 #include "common/synthetic_dataset.h"
@@ -47,35 +49,14 @@ class DistFaultTest : public test::ScratchDirTest {
   // Starts `mpirun -np 2 lmtrain train --config recipe.toml --run-dir RUN EXTRA` with stdout and
   // stderr in log(); returns mpirun's pid.
   pid_t launch(const std::string& run_dir, const std::string& extra = "") {
-    const std::string cmd = std::string(LMT_MPIRUN) +
-                            " --allow-run-as-root --oversubscribe --mca btl self,vader"
-                            " --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -np 2 " LMTRAIN_BIN
-                            " train --config " + path("recipe.toml") + " --run-dir " + run_dir + " " + extra + " > " +
-                            log() + " 2>&1";
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setpgid(0, 0);  // its own process group: the test can end everything it started
-      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    return pid;
+    return test::spawn_shell(std::string(LMT_MPIRUN) +
+                             " --allow-run-as-root --oversubscribe --mca btl self,vader"
+                             " --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 -np 2 " LMTRAIN_BIN
+                             " train --config " + path("recipe.toml") + " --run-dir " + run_dir + " " + extra + " > " +
+                             log() + " 2>&1");
   }
   std::string log() const { return path("mpirun.log"); }
-
-  // Waits for `pid` to exit; returns its exit code (128 + signal when killed), or -1 after `seconds`
-  // (then kills its process group).
-  static int wait_exit(pid_t pid, double seconds) {
-    const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-    while (Clock::now() < end) {
-      int status = 0;
-      if (waitpid(pid, &status, WNOHANG) == pid)
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    kill(-pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    return -1;
-  }
+  static int wait_exit(pid_t pid, double seconds) { return test::wait_exit(pid, seconds); }
 
   // Waits until `checkpoints_dir` holds a complete checkpoint (old ones are pruned as training goes on).
   static bool wait_for_checkpoint(const std::string& checkpoints_dir, double seconds) {
@@ -115,6 +96,14 @@ class DistFaultTest : public test::ScratchDirTest {
     return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
   }
 
+  // The step of the newest valid checkpoint, -1 if none.
+  static int64_t latest_step(const std::string& run_dir) {
+    auto latest = io::find_latest_checkpoint(run_dir + "/checkpoints", nullptr);
+    if (!latest.ok()) return -1;
+    std::ifstream in(*latest + "/trainer_state.json");
+    return nlohmann::json::parse(in).at("step").get<int64_t>();
+  }
+
   // The newest complete checkpoint verifies, and one process resumes from it (with the global batch
   // of the two ranks) for two more steps.
   void expect_resumable(const std::string& run_dir) {
@@ -147,23 +136,57 @@ TEST_F(DistFaultTest, ARankThatDiesStopsEveryRankAndKeepsTheLastCheckpoint) {
   ASSERT_GT(r0, 0) << "rank 0's process not found";
   ASSERT_GT(r1, 0) << "rank 1's process not found";
   ASSERT_EQ(kill(r1, SIGKILL), 0);
+  const auto killed = Clock::now();
   const int code = wait_exit(mpirun, 60);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   const std::string out = test::read_bytes(log());
   ASSERT_NE(code, -1) << "mpirun still running 60 s after rank 1 died:\n" << out;
+  EXPECT_LT(seconds, 10.0) << "the job took " << seconds << " s to end after rank 1 died";
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("rank 1"), std::string::npos) << "no message names rank 1:\n" << out;
   for (int i = 0; i < 100 && alive(r0); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(alive(r0)) << "rank 0 outlived the job";
   expect_resumable(run);
+  // ... and on two ranks again.
+  const int64_t step = latest_step(run);
+  ASSERT_EQ(wait_exit(launch(run, "--resume --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
+      << test::read_bytes(log());
+  EXPECT_EQ(latest_step(run), step + 2);
+}
+
+// SIGTERM reaches one rank only (a scheduler signals each task; here rank 1): every rank stops
+// after the same step, the checkpoint of that step is saved, each rank exits with status 3 (mpirun
+// passes a non-zero status on), and two ranks resume from it.
+TEST_F(DistFaultTest, SigtermOnOneRankStopsEveryRankAtTheSameStepWithACheckpoint) {
+  const std::string run = path("sigterm");
+  const pid_t mpirun = launch(run, "--set checkpoint.every=1000");
+  ASSERT_GT(mpirun, 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline && test::read_bytes(run + "/metrics.jsonl").find("\"step\":3,") == std::string::npos)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const pid_t r1 = rank_pid(mpirun, 1);
+  ASSERT_GT(r1, 0) << "rank 1's process not found";
+  ASSERT_EQ(kill(r1, SIGTERM), 0);
+  const int code = wait_exit(mpirun, 30);
+  const std::string out = test::read_bytes(log());
+  ASSERT_NE(code, -1) << "mpirun still running 30 s after SIGTERM:\n" << out;
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("stopped by SIGTERM"), std::string::npos) << out;
+  const int64_t step = latest_step(run);
+  EXPECT_GE(step, 3);
+  EXPECT_NE(test::read_bytes(run + "/metrics.jsonl").find("\"event\":\"stopped\""), std::string::npos);
+  ASSERT_EQ(wait_exit(launch(run, "--resume --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
+      << test::read_bytes(log());
+  EXPECT_EQ(latest_step(run), step + 2);
 }
 
 TEST_F(DistFaultTest, AnErrorOnOneRankStopsEveryRankNamingIt) {
   const std::string run = path("error");
   ASSERT_EQ(wait_exit(launch(run, "--set train.max_steps=4"), 60), 0) << test::read_bytes(log());
   // lmtrain never overwrites a checkpoint: on resuming, rank 0 (the only writer) fails at step 6.
+  // A file (not a directory, which resume would take for a damaged checkpoint and rename aside).
   const std::string blocker = run + "/checkpoints/" + io::checkpoint_name(6);
-  fs::create_directories(blocker);
-  std::ofstream(blocker + "/keep.txt") << "not lmtrain's\n";
+  std::ofstream(blocker) << "not lmtrain's\n";
   const pid_t mpirun = launch(run, "--resume");
   ASSERT_GT(mpirun, 0);
   const int code = wait_exit(mpirun, 60);
@@ -172,7 +195,7 @@ TEST_F(DistFaultTest, AnErrorOnOneRankStopsEveryRankNamingIt) {
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("rank 0/2"), std::string::npos) << "no message names rank 0:\n" << out;
   EXPECT_NE(out.find(io::checkpoint_name(6) + " already exists"), std::string::npos) << out;
-  EXPECT_EQ(test::read_bytes(blocker + "/keep.txt"), "not lmtrain's\n") << "the blocker was overwritten";
+  EXPECT_EQ(test::read_bytes(blocker), "not lmtrain's\n") << "the blocker was overwritten";
   EXPECT_TRUE(io::verify_checkpoint(run + "/checkpoints/" + io::checkpoint_name(4)).ok());
 }
 

@@ -11,6 +11,8 @@
 #include <limits>
 
 #include "lmt/base/rng.h"
+#include "lmt/base/xxh64.h"
+#include "common/files.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
 
@@ -142,6 +144,7 @@ TEST_F(TrainerTest, LossSpikeIsSkippedOrRolledBack) {
     config::Config c = recipe_config(20);
     ASSERT_TRUE(c.apply_override(std::string("stability.spike_action=") + action).ok());
     ASSERT_TRUE(c.apply_override("checkpoint.every=5").ok());
+    ASSERT_TRUE(c.apply_override("stability.loss_margin=100").ok());  // the spike detector alone, not DivergenceGuard
     const std::string run = std::string("spike_") + action;
     auto t = make(c, run);
     ASSERT_TRUE(t);
@@ -227,6 +230,125 @@ TEST_F(TrainerTest, BadTaskEntryNamesTheKey) {
   auto r = recipe_from_config(c, "test.toml");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("eval.tasks"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace lmt::train
+
+namespace lmt::train {
+namespace {
+
+// Divergence from step 1 (issue #20): with lr = 10 the loss used to go 8.4 -> 43,098 unflagged,
+// because the spike detector needs a history. The absolute guard skips those updates and the run
+// stops after max_bad_steps, naming the divergence.
+TEST_F(TrainerTest, DivergenceIsFlaggedFromTheFirstSteps) {
+  config::Config c = recipe_config(30);
+  ASSERT_TRUE(c.apply_override("optim.lr=10").ok());
+  ASSERT_TRUE(c.apply_override("optim.weight_decay=0").ok());
+  ASSERT_TRUE(c.apply_override("schedule.warmup_steps=0").ok());
+  auto t = make(c, "diverge");
+  ASSERT_TRUE(t);
+  Status s = t->run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("the run diverged"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("5 bad steps in a row"), std::string::npos) << s.message();
+  EXPECT_LE(t->step(), 7);
+  auto st = steps_of("diverge");
+  int diverged = 0;
+  for (const auto& [step, rec] : st) diverged += rec.value("skipped", "") == "diverged";
+  EXPECT_EQ(diverged, 5);
+}
+
+// Rollback that keeps failing used to alternate with good steps forever and report success.
+// (spike_window is 10 in these tests.)
+TEST_F(TrainerTest, RollingBackAgainAndAgainStopsTheRun) {
+  config::Config c = recipe_config(30);
+  for (const char* kv : {"optim.lr=10", "optim.weight_decay=0", "schedule.warmup_steps=0", "stability.spike_action=rollback",
+                         "checkpoint.every=1", "stability.max_bad_steps=20", "stability.max_rollbacks=3"})
+    ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+  auto t = make(c, "rollbacks");
+  ASSERT_TRUE(t);
+  Status s = t->run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("after 3 rollbacks in the last 10 steps"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rolling back does not help"), std::string::npos) << s.message();
+}
+
+// tinyshakespeare-like data with no val split and eval.every = 0 used to train to the end, fail the
+// forced final validation and exit without a final checkpoint. Now it trains without validation;
+// eval.every > 0 on such data is refused before training, with a hint that works.
+TEST_F(TrainerTest, WithoutAValidationSplitTheRunTrainsAndSavesItsFinalCheckpoint) {
+  test::write_markov_dataset((root_ / "noval").string(), kVocab, "trainer_test", /*with_val=*/false);
+  config::Config c = recipe_config(3);
+  ASSERT_TRUE(c.apply_override("data.path=" + (root_ / "noval").string()).ok());
+  auto t = make(c, "noval_run");
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->run().ok());
+  EXPECT_TRUE(io::verify_checkpoint((root_ / "noval_run" / "checkpoints" / "step_00000003").string()).ok());
+  ASSERT_TRUE(c.apply_override("eval.every=2").ok());
+  auto recipe = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(recipe.ok());
+  auto refused = Trainer::create(*recipe, c.to_toml(), (root_ / "noval_eval").string(), false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("has no validation split"), std::string::npos) << refused.status().ToString();
+  EXPECT_NE(refused.status().hint().find("one-document input is split by tokens"), std::string::npos);
+}
+
+// The final checkpoint is written before the final validation: when that fails, the run is not lost.
+TEST_F(TrainerTest, AFailingFinalValidationLeavesTheFinalCheckpointWritten) {
+  fs::copy(root_ / "data", root_ / "data_copy", fs::copy_options::recursive);
+  config::Config c = recipe_config(3);
+  ASSERT_TRUE(c.apply_override("data.path=" + (root_ / "data_copy").string()).ok());
+  auto t = make(c, "final_eval_fails");
+  ASSERT_TRUE(t);
+  for (const auto& e : fs::directory_iterator(root_ / "data_copy"))  // the val shards vanish mid-run
+    if (e.path().filename().string().find("val") != std::string::npos && e.path().extension() != ".json")
+      fs::remove(e.path());
+  Status s = t->run();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("after the final checkpoint"), std::string::npos) << s.message();
+  EXPECT_TRUE(io::verify_checkpoint((root_ / "final_eval_fails" / "checkpoints" / "step_00000003").string()).ok());
+}
+
+// A hostile trainer_state.json (with a manifest that matches it) used to abort with status 134 on
+// an uncaught json exception; each is an error naming the file and the field now.
+TEST_F(TrainerTest, AHostileTrainerStateIsAnErrorNamingTheFileAndField) {
+  config::Config c = recipe_config(2);
+  auto t = make(c, "hostile");
+  ASSERT_TRUE(t);
+  ASSERT_TRUE(t->run().ok());
+  t.reset();
+  const fs::path ckpt = root_ / "hostile" / "checkpoints" / "step_00000002";
+  const std::string original = test::read_bytes((ckpt / "trainer_state.json").string());
+  const nlohmann::json good = nlohmann::json::parse(original);
+  auto with = [&](const char* key, nlohmann::json v) {
+    nlohmann::json j = good;
+    if (v.is_discarded()) j.erase(key);
+    else j[key] = v;
+    return j.dump();
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {with("step", "two"), "'step' must be a non-negative integer"},
+      {with("step", -5), "'step' must be a non-negative integer"},
+      {with("loader", nlohmann::json::value_t::discarded), "'loader'"},
+      {"[1, 2, 3]", "must be a JSON object"},
+      {with("updates", 99), "'updates' must be at most 'step'"},
+      {with("spike_window", "x"), "'spike_window' is not an array"},
+  };
+  for (const auto& [text, want] : cases) {
+    test::write_bytes((ckpt / "trainer_state.json").string(), text);
+    // Re-sign the manifest so that only the trainer state's parser can object.
+    nlohmann::json m = nlohmann::json::parse(test::read_bytes((ckpt / "manifest.json").string()));
+    m["files"]["trainer_state.json"] = {{"bytes", text.size()}, {"xxh64", hex64(xxh64(text.data(), text.size()))}};
+    test::write_bytes((ckpt / "manifest.json").string(), m.dump(2));
+    config::Config c4 = recipe_config(4);
+    auto recipe = recipe_from_config(c4, "test.toml");
+    ASSERT_TRUE(recipe.ok());
+    auto r = Trainer::create(*recipe, c4.to_toml(), (root_ / "hostile").string(), /*resume=*/true);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.status().message().find("trainer_state.json"), std::string::npos) << r.status().ToString();
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().ToString();
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kFailedPrecondition: return "failed precondition";
     case StatusCode::kOutOfRange: return "out of range";
     case StatusCode::kUnimplemented: return "unimplemented";
+    case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kInternal: return "internal";
   }
   return "unknown";

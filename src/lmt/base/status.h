@@ -23,6 +23,7 @@ enum class StatusCode {
   kFailedPrecondition,  // the request is valid but the state does not allow it
   kOutOfRange,          // a sequence ended (e.g. a data loader's single pass): expected, not a fault
   kUnimplemented,       // a feature that lmtrain does not support (yet): named in the message
+  kCancelled,           // stopped on request (SIGTERM/SIGINT) after saving what was needed to resume
   kInternal,
 };
 
@@ -58,6 +59,7 @@ inline Status DataLoss(std::string m, std::string h = "") { return {StatusCode::
 inline Status FailedPrecondition(std::string m, std::string h = "") { return {StatusCode::kFailedPrecondition, std::move(m), std::move(h)}; }
 inline Status OutOfRange(std::string m, std::string h = "") { return {StatusCode::kOutOfRange, std::move(m), std::move(h)}; }
 inline Status Unimplemented(std::string m, std::string h = "") { return {StatusCode::kUnimplemented, std::move(m), std::move(h)}; }
+inline Status Cancelled(std::string m, std::string h = "") { return {StatusCode::kCancelled, std::move(m), std::move(h)}; }
 inline Status Internal(std::string m, std::string h = "") { return {StatusCode::kInternal, std::move(m), std::move(h)}; }
 
 // Holds either a value or a non-OK Status.

@@ -133,7 +133,7 @@ std::vector<KeyInfo> build() {
       key("stability.spike_window", I{50}, between(1, 1e5), "steps in the loss-spike window"),
       key("stability.spike_zscore", 6.0, above_to(0, 1e6), "a loss more than this many standard deviations above the window mean is a spike"),
       key("stability.loss_margin", 3.0, above_to(0, 1e6), "a loss above ln(vocab) + this many nats is divergence, from step 1 on: the update is skipped like a non-finite one (docs/RELIABILITY.md)"),
-      key("stability.max_rollbacks", I{3}, between(1, 1e6), "stop the run when the loss keeps spiking after this many rollbacks to the same checkpoint"),
+      key("stability.max_rollbacks", I{3}, between(1, 1e6), "stop the run after more than this many rollbacks within stability.spike_window steps (rolling back does not help)"),
       key("stability.spike_action", std::string("log"), "\"log\", \"skip\" (skip that update) or \"rollback\" (reload the last checkpoint, skip the data window)"),
       // profile
       key("profile.steps", std::string(""), "\"A:B\" writes RUN/trace.json (Chrome trace) of steps A..B-1"),

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lmt/base/log.h"
 #include "lmt/config/config.h"
 #include "lmt/data/manifest.h"
 #include "lmt/io/checkpoint.h"
@@ -28,6 +29,9 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
   if (fs::exists(dir + "/checkpoints") && !fs::exists(dir + "/model.safetensors")) {  // a run directory
     std::vector<std::string> skipped;
     LMT_ASSIGN_OR_RETURN(dir, io::find_latest_checkpoint(dir + "/checkpoints", &skipped));
+    for (const auto& s : skipped) {  // never silently an older model
+      LMT_LOG(WARNING) << "skipping damaged checkpoint " << s << "; using " << dir;
+    }
   }
   LoadedModel out;
   out.source = dir;

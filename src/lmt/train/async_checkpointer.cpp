@@ -1,6 +1,7 @@
 #include "lmt/train/async_checkpointer.h"
 
 #include <cstring>
+#include <exception>
 
 #include "lmt/base/trace.h"
 
@@ -29,8 +30,13 @@ Status AsyncCheckpointer::start(int64_t step, const io::CheckpointData& data) {
     data_.optimizer_state[i].second = TensorView(state_[i].data(), v.shape(), DType::kF32);
   }
   auto save = [this, step] {
-    result_ = io::save_checkpoint(dir_, step, data_);
-    if (result_.ok()) result_ = io::prune_checkpoints(dir_, keep_);
+    try {  // an exception must not escape the thread (std::terminate): it becomes the save's error
+      result_ = io::save_checkpoint(dir_, step, data_);
+      if (result_.ok()) result_ = io::prune_checkpoints(dir_, keep_);
+    } catch (const std::exception& e) {
+      result_ = Internal("saving checkpoint " + io::checkpoint_name(step) + " in " + dir_ + " failed: " + e.what(),
+                         "the previous checkpoints are intact");
+    }
   };
   if (async_) {
     thread_ = std::thread(save);

@@ -181,6 +181,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.checkpoint_every = c.get_int("checkpoint.every");
   r.checkpoint_keep = c.get_int("checkpoint.keep");
   r.checkpoint_async = c.get_bool("checkpoint.async");
+  r.save_on_signal = c.get_bool("train.save_on_signal");
   r.eval_every = c.get_int("eval.every");
   r.eval_batches = c.get_int("eval.batches");
   r.eval_tasks_every = c.get_int("eval.tasks_every");
@@ -200,6 +201,8 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.layer_grad_norm_every = c.get_int("metrics.layer_grad_norm_every");
   r.skip_nonfinite = c.get_bool("stability.skip_nonfinite");
   r.max_bad_steps = c.get_int("stability.max_bad_steps");
+  r.loss_margin = c.get_float("stability.loss_margin");
+  r.max_rollbacks = c.get_int("stability.max_rollbacks");
   r.spike_window = c.get_int("stability.spike_window");
   r.spike_zscore = c.get_float("stability.spike_zscore");
   const std::string action = c.get_string("stability.spike_action");

@@ -23,6 +23,7 @@ struct Recipe {
   int64_t max_steps = 0, micro_batch = 0, seq_len = 0, grad_accum = 1, batch_warmup_tokens = 0, log_every = 1;
   uint64_t seed = 0;
   bool doc_masking = true;
+  bool save_on_signal = true;  // train.save_on_signal: SIGTERM/SIGINT checkpoint and exit (the CLI installs the handlers)
   float grad_clip = 1.0f;
   optim::OptimizerConfig optim;
   optim::ScheduleConfig schedule;
@@ -37,6 +38,8 @@ struct Recipe {
   bool skip_nonfinite = true;
   int64_t max_bad_steps = 5, spike_window = 50;
   double spike_zscore = 6.0;
+  double loss_margin = 3.0;     // divergence: loss > ln(vocab) + loss_margin
+  int64_t max_rollbacks = 3;    // more rollbacks than this within spike_window steps stop the run
   SpikeAction spike_action = SpikeAction::kLog;
   int64_t profile_begin = -1, profile_end = -1;  // steps [begin, end) are traced; -1: off
   int zero = 0;                 // ZeRO stage 0, 1 or 2 (train.zero); matters only with world > 1

@@ -1,11 +1,14 @@
 #include "lmt/train/trainer.h"
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <unistd.h>
 
 #include "lmt/base/log.h"
+#include "lmt/base/stop_signal.h"
 #include "lmt/data/manifest.h"
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
@@ -24,7 +27,12 @@ namespace {
 // b·w = b'·w': positions are global (row · world + rank), so the per-rank row scales by w / w'.
 StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world) {
   if (!c.is_object() || !c.contains("world") || !c.contains("batch") || !c.contains("sources")) return c;
+  // Malformed values are left for Loader::restore() to name.
+  if (!c["world"].is_number_integer() || !c["batch"].is_number_integer() || !c["sources"].is_array()) return c;
   const int64_t w0 = c["world"].get<int64_t>(), b0 = c["batch"].get<int64_t>();
+  if (w0 <= 0 || b0 <= 0) return c;
+  for (const auto& src : c["sources"])
+    if (!src.is_object() || !src.contains("row") || !src["row"].is_number_integer()) return c;
   if (w0 == world && b0 == batch) return c;
   if (b0 * w0 != batch * world)
     return FailedPrecondition("the checkpoint's global batch is " + std::to_string(b0) + " × " + std::to_string(w0) +
@@ -41,13 +49,26 @@ StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world
   c["batch"] = batch;
   return c;
 }
+// "1m05s", "3h12m", "4d07h"; "> 10000 days" past that (a max_steps that can never finish).
+std::string format_duration(double seconds) {
+  if (!(seconds >= 0)) return "?";
+  if (seconds > 864e6) return "> 10000 days";
+  const auto s = static_cast<int64_t>(seconds);
+  char buf[48];
+  if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+  else if (s < 86400) std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s % 3600 / 60));
+  else std::snprintf(buf, sizeof buf, "%lldd%02lldh", static_cast<long long>(s / 86400), static_cast<long long>(s % 86400 / 3600));
+  return buf;
+}
+
 }  // namespace
 
 Trainer::Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml)
     : recipe_(std::move(recipe)),
       run_dir_(std::move(run_dir)),
       resolved_toml_(std::move(resolved_toml)),
-      spikes_(recipe_.spike_window, recipe_.spike_zscore) {}
+      spikes_(recipe_.spike_window, recipe_.spike_zscore),
+      divergence_(std::log(static_cast<double>(std::max<int64_t>(recipe_.model.vocab_size, 2))) + recipe_.loss_margin) {}
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const std::string& resolved_toml,
                                                    const std::string& run_dir, bool resume,
@@ -69,11 +90,24 @@ Status Trainer::setup(bool resume) {
   const bool has_run = fs::exists(run_dir_ + "/metrics.jsonl") || fs::exists(ckpt_dir);
   // Every rank checks before rank 0 writes anything (same answer on a shared file system).
   LMT_RETURN_IF_ERROR(comm_->barrier());
-  if (has_run && !resume)
+  if (has_run && !resume) {
+    const auto incomplete = io::incomplete_checkpoints(ckpt_dir);
+    const bool only_incomplete = !incomplete.empty() && !io::find_latest_checkpoint(ckpt_dir, nullptr).ok();
+    if (only_incomplete)
+      return FailedPrecondition("run directory " + run_dir_ + " already holds a run whose only checkpoints are incomplete (" +
+                                    incomplete.front() + ": the save never committed)",
+                                "pass --resume to start it over from step 0 (the incomplete checkpoints are removed), or "
+                                "choose a new --run-dir; nothing was overwritten");
     return FailedPrecondition("run directory " + run_dir_ + " already holds a run (metrics.jsonl or checkpoints/)",
                               "pass --resume to continue it, or choose a new --run-dir; nothing was overwritten");
-  fs::create_directories(run_dir_, ec);
-  if (ec) return IoError("cannot create run directory " + run_dir_ + ": " + ec.message());
+  }
+  if (root_) {
+    fs::create_directories(run_dir_, ec);
+    if (ec) return IoError("cannot create run directory " + run_dir_ + ": " + ec.message(), "check that its parent is writable");
+    LMT_ASSIGN_OR_RETURN(io::RunLock lock, io::RunLock::acquire(run_dir_));
+    lock_.emplace(std::move(lock));
+  }
+  LMT_RETURN_IF_ERROR(comm_->barrier());  // the directory exists and is ours
 
   model_ = std::make_unique<model::Transformer>(recipe_.model, kernels::cpu_backend());
   model_->init(recipe_.seed);
@@ -108,70 +142,140 @@ Status Trainer::setup(bool resume) {
   const auto& peaks = metrics::measured_peaks();
   peak_flops_ = (recipe_.run.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
 
-  if (resume && fs::exists(ckpt_dir)) {
-    nlohmann::json st;
-    std::string latest;
-    LMT_RETURN_IF_ERROR(load_latest(ckpt_dir, &st, &latest));
-    step_ = st.at("step").get<int64_t>();
-    updates_ = st.at("updates").get<int64_t>();
-    tokens_ = st.at("tokens").get<int64_t>();
-    bad_in_a_row_ = st.at("bad_in_a_row").get<int64_t>();
-    run_seconds_ = st.value("run_seconds", 0.0);
-    LMT_RETURN_IF_ERROR(spikes_.restore(st.at("spike_window")));
-    LMT_ASSIGN_OR_RETURN(nlohmann::json cursor, adapt_cursor(st.at("loader"), lo.batch, lo.world));
-    LMT_RETURN_IF_ERROR(train_loader_->restore(cursor));
-    last_checkpoint_step_ = step_;
-    if (root_) {
-      LMT_LOG(INFO) << "resumed from " << latest << " at step " << step_ << " (" << tokens_ << " tokens)";
+  LMT_RETURN_IF_ERROR(check_validation_split());
+
+  if (resume) {
+    LMT_ASSIGN_OR_RETURN(const std::string latest, recover_checkpoints());
+    if (!latest.empty()) {
+      TrainerState st;
+      LMT_RETURN_IF_ERROR(load_checkpoint(latest, &st));
+      step_ = st.step;
+      updates_ = st.updates;
+      tokens_ = st.tokens;
+      bad_in_a_row_ = st.bad_in_a_row;
+      run_seconds_ = st.run_seconds;
+      const std::string where = latest + "/trainer_state.json";
+      Status rs = spikes_.restore(st.spike_window);
+      if (rs.ok()) rs = divergence_.restore(st.grad_norm_window);
+      if (!rs.ok()) return rs.WithContext(where);
+      LMT_ASSIGN_OR_RETURN(nlohmann::json cursor, adapt_cursor(st.loader, lo.batch, lo.world));
+      Status ls = train_loader_->restore(cursor);
+      if (!ls.ok()) return ls.WithContext(where);
+      last_checkpoint_step_ = step_;
+      if (root_) {
+        LMT_LOG(INFO) << "resumed from " << latest << " at step " << step_ << " (" << tokens_ << " tokens)";
+      }
+    } else if (root_) {
+      LMT_LOG(WARNING) << "resume: no valid checkpoint in " << ckpt_dir << "; starting from step 0";
     }
-  } else if (resume && root_) {
-    LMT_LOG(INFO) << "resume: no checkpoint in " << ckpt_dir << "; starting from step 0";
   }
   if (root_) {
     LMT_ASSIGN_OR_RETURN(io::AtomicFileWriter cfg, io::AtomicFileWriter::create(run_dir_ + "/config.toml"));
     LMT_RETURN_IF_ERROR(cfg.append(resolved_toml_.data(), resolved_toml_.size()));
     LMT_RETURN_IF_ERROR(cfg.commit());
-    LMT_ASSIGN_OR_RETURN(metrics::MetricsLog log, metrics::MetricsLog::open(run_dir_ + "/metrics.jsonl"));
+    std::string repaired;
+    LMT_ASSIGN_OR_RETURN(metrics::MetricsLog log,
+                         metrics::MetricsLog::open(run_dir_ + "/metrics.jsonl", resume ? step_ : -1, &repaired));
+    if (!repaired.empty()) LMT_LOG(WARNING) << run_dir_ << "/metrics.jsonl: " << repaired;
     metrics_ = std::make_unique<metrics::MetricsLog>(std::move(log));
+    if (!quarantined_.is_null()) {
+      quarantined_["step"] = step_;
+      LMT_RETURN_IF_ERROR(write_record(quarantined_));
+      quarantined_ = nullptr;
+    }
   }
   return Status::Ok();
 }
 
-// Loads the newest checkpoint under `dir` on every rank: full parameters, and this rank's slice of
-// the full optimizer state (the whole of it unless sharded).
-Status Trainer::load_latest(const std::string& dir, nlohmann::json* state, std::string* path) {
-  std::vector<std::string> skipped;
-  auto latest = io::find_latest_checkpoint(dir, &skipped);
-  if (root_) {
-    for (const auto& s : skipped) LMT_LOG(WARNING) << "resume: skipping damaged checkpoint " << s;
+// Both splits are verified once, here (the training loader verified its shards when it opened).
+// Without a val split, validation is off with a warning, unless eval.every asks for it.
+Status Trainer::check_validation_split() {
+  const std::string& primary = recipe_.val_data.stages[0].sources[0].path;
+  LMT_ASSIGN_OR_RETURN(data::Manifest manifest, data::read_manifest(primary));
+  const data::SplitInfo* val = manifest.split("val");
+  if (val == nullptr || val->tokens == 0) {
+    if (recipe_.eval_every > 0)
+      return FailedPrecondition("eval.every = " + std::to_string(recipe_.eval_every) + " but dataset " + primary +
+                                    " has no validation split",
+                                "prepare it again with --val-fraction > 0 (a one-document input is split by tokens), "
+                                "or set eval.every = 0 to train without validation");
+    has_val_ = false;
+    if (root_) {
+      LMT_LOG(WARNING) << "dataset " << primary << " has no validation split: training without validation loss "
+                       << "(prepare it with --val-fraction > 0 to get one)";
+    }
+    return Status::Ok();
   }
-  if (!latest.ok()) return latest.status();
+  data::LoaderOptions o = recipe_.val_data;
+  o.verify = true;
+  auto loader = data::Loader::open(o);
+  if (!loader.ok()) return loader.status().WithContext("validation data");
+  return Status::Ok();
+}
+
+// Rank 0 removes incomplete checkpoints and renames damaged ones aside (under the run lock); then
+// every rank finds the same newest valid checkpoint.
+StatusOr<std::string> Trainer::recover_checkpoints() {
+  const std::string dir = run_dir_ + "/checkpoints";
+  std::string latest;
+  if (root_ && fs::exists(dir)) {
+    for (const auto& tmp : io::incomplete_checkpoints(dir)) {
+      LMT_LOG(WARNING) << "removing incomplete checkpoint " << tmp << " (its save never committed)";
+    }
+    LMT_RETURN_IF_ERROR(io::remove_incomplete_checkpoints(dir));
+    std::vector<std::string> notes;
+    LMT_ASSIGN_OR_RETURN(latest, io::recover_latest_checkpoint(dir, &notes));
+    for (const auto& n : notes) {
+      LMT_LOG(WARNING) << n;
+    }
+    if (!notes.empty()) {  // into metrics.jsonl now, or once it is open (at setup)
+      quarantined_ = {{"event", "checkpoints_quarantined"}, {"step", step_}, {"notes", notes}};
+      if (metrics_) {
+        LMT_RETURN_IF_ERROR(write_record(quarantined_));
+        quarantined_ = nullptr;
+      }
+    }
+  }
+  LMT_RETURN_IF_ERROR(comm_->barrier());
+  if (!root_ && fs::exists(dir)) {
+    auto found = io::find_latest_checkpoint(dir, nullptr);
+    if (found.ok()) latest = *found;
+  }
+  return latest;
+}
+
+// Loads checkpoint `path` on every rank: full parameters, and this rank's slice of the full
+// optimizer state (the whole of it unless sharded).
+Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
+  nlohmann::json j;
   if (dp_->sharded()) {
     auto full = dp_->full_state_buffers(*optimizer_);
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
-    LMT_ASSIGN_OR_RETURN(*state, io::load_checkpoint(*latest, model_->layout(), model_->params().as<float>(), views));
+    LMT_ASSIGN_OR_RETURN(j, io::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
     dp_->load_state_slice(*optimizer_, full);
   } else {
-    LMT_ASSIGN_OR_RETURN(*state, io::load_checkpoint(*latest, model_->layout(), model_->params().as<float>(),
-                                                     optimizer_->state()));
+    LMT_ASSIGN_OR_RETURN(j, io::load_checkpoint(path, model_->layout(), model_->params().as<float>(), optimizer_->state()));
   }
   model_->refresh_compute_weights();
-  *path = *latest;
+  LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
   return Status::Ok();
 }
 
 Status Trainer::write_record(const nlohmann::json& rec) { return root_ ? metrics_->write(rec) : Status::Ok(); }
 
-nlohmann::json Trainer::trainer_state() const {
-  return {{"step", step_},
-          {"updates", updates_},
-          {"tokens", tokens_},
-          {"bad_in_a_row", bad_in_a_row_},
-          {"run_seconds", run_seconds_},
-          {"spike_window", spikes_.state()},
-          {"loader", train_loader_->cursor()},
-          {"seed", recipe_.seed}};
+TrainerState Trainer::trainer_state() const {
+  TrainerState s;
+  s.step = step_;
+  s.updates = updates_;
+  s.tokens = tokens_;
+  s.bad_in_a_row = bad_in_a_row_;
+  s.run_seconds = run_seconds_;
+  s.seed = recipe_.seed;
+  s.spike_window = spikes_.state();
+  s.grad_norm_window = divergence_.state();
+  s.loader = train_loader_->cursor();
+  return s;
 }
 
 Status Trainer::save_checkpoint() {
@@ -185,7 +289,7 @@ Status Trainer::save_checkpoint() {
   } else {
     d.optimizer_state = optimizer_->state();
   }
-  d.trainer_state = trainer_state();
+  d.trainer_state = trainer_state().to_json();
   d.config_toml = resolved_toml_;
   last_checkpoint_step_ = step_;
   Status s = root_ ? checkpointer_->start(step_, d) : Status::Ok();  // start() snapshots `full`
@@ -198,18 +302,24 @@ Status Trainer::save_checkpoint() {
 Status Trainer::rollback() {
   if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());
   LMT_RETURN_IF_ERROR(comm_->barrier());  // the newest checkpoint is committed before anyone reads it
-  const std::string dir = run_dir_ + "/checkpoints";
-  std::vector<std::string> skipped;
-  if (!io::find_latest_checkpoint(dir, &skipped).ok()) {
+  LMT_ASSIGN_OR_RETURN(const std::string latest, recover_checkpoints());
+  if (latest.empty()) {
     if (root_) {
-      LMT_LOG(WARNING) << "step " << step_ << ": loss spike, but no checkpoint to roll back to; skipping the update";
+      LMT_LOG(WARNING) << "step " << step_ << ": bad step, but no checkpoint to roll back to; skipping the update";
     }
     return Status::Ok();
   }
-  nlohmann::json st;
-  std::string latest;
-  LMT_RETURN_IF_ERROR(load_latest(dir, &st, &latest));
-  updates_ = st.at("updates").get<int64_t>();
+  // Rollbacks that keep coming (even with good steps between them) do not help: stop.
+  rollback_steps_.push_back(step_);
+  while (!rollback_steps_.empty() && rollback_steps_.front() <= step_ - recipe_.spike_window) rollback_steps_.pop_front();
+  if (static_cast<int64_t>(rollback_steps_.size()) > recipe_.max_rollbacks)
+    return FailedPrecondition("step " + std::to_string(step_) + ": " + last_bad_ + ", after " +
+                                  std::to_string(rollback_steps_.size() - 1) + " rollbacks in the last " +
+                                  std::to_string(recipe_.spike_window) + " steps already: rolling back does not help",
+                              "lower optim.lr or raise schedule.warmup_steps and resume from " + latest + "; it is intact");
+  TrainerState st;
+  LMT_RETURN_IF_ERROR(load_checkpoint(latest, &st));
+  updates_ = st.updates;
   if (root_) {
     LMT_LOG(WARNING) << "step " << step_ << ": rolled back to " << latest << ", skipping the data since then";
   }
@@ -303,21 +413,22 @@ Status Trainer::train_step() {
   }
   const double lr_mult = optim::lr_multiplier(r.schedule, step_, r.max_steps);
   const bool nonfinite = !std::isfinite(loss) || !std::isfinite(norm);
+  const std::string diverged = nonfinite ? "" : divergence_.check(loss, norm);
   double z = 0;
-  const bool spike = !nonfinite && spikes_.is_spike(loss, &z);
-  if (nonfinite) {
+  const bool spike = !nonfinite && diverged.empty() && spikes_.is_spike(loss, &z);
+  if (nonfinite || !diverged.empty()) {
+    std::ostringstream why;
+    if (nonfinite) why << "non-finite loss (" << loss << ") or gradient norm (" << norm << ")";
+    else why << diverged;
     if (!r.skip_nonfinite)
-      return FailedPrecondition("step " + std::to_string(step_) + ": the loss or gradient norm is not finite",
+      return FailedPrecondition("step " + std::to_string(step_) + ": " + why.str(),
                                 "set stability.skip_nonfinite = true to skip such updates, or lower optim.lr");
-    LMT_LOG(WARNING) << "step " << step_ << ": non-finite loss (" << loss << ") or gradient norm (" << norm << "); update skipped";
-    rec["skipped"] = "nonfinite";
-    ++bad_in_a_row_;
+    LMT_RETURN_IF_ERROR(bad_step(&rec, nonfinite ? "nonfinite" : "diverged", why.str(), !nonfinite));
   } else if (spike && r.spike_action != SpikeAction::kLog) {
-    LMT_LOG(WARNING) << "step " << step_ << ": loss spike " << loss << " (z = " << z << ")";
-    rec["skipped"] = "spike";
     rec["spike_z"] = z;
-    ++bad_in_a_row_;
-    if (r.spike_action == SpikeAction::kRollback) LMT_RETURN_IF_ERROR(rollback());
+    char why[96];
+    std::snprintf(why, sizeof why, "loss spike %.4f (z = %.1f)", loss, z);
+    LMT_RETURN_IF_ERROR(bad_step(&rec, "spike", why, true));
   } else {
     if (spike) {
       LMT_LOG(WARNING) << "step " << step_ << ": loss spike " << loss << " (z = " << z << "), logged";
@@ -325,6 +436,7 @@ Status Trainer::train_step() {
     }
     bad_in_a_row_ = 0;
     spikes_.accept(loss);
+    divergence_.accept(norm);
     Timer t;
     LMT_TRACE_SCOPE("optimizer_step");
     ++updates_;
@@ -333,10 +445,12 @@ Status Trainer::train_step() {
     LMT_RETURN_IF_ERROR(dp_->after_update(*model_));
     t_opt = t.seconds();
   }
-  if (bad_in_a_row_ >= r.max_bad_steps)
+  if (bad_in_a_row_ >= r.max_bad_steps) {
+    (void)write_record(rec);  // the step that stops the run is logged too
     return FailedPrecondition("stopping after " + std::to_string(bad_in_a_row_) + " bad steps in a row (step " +
-                                  std::to_string(step_) + ": non-finite or spiking loss)",
+                                  std::to_string(step_) + ": " + last_bad_ + ")",
                               "lower optim.lr or raise schedule.warmup_steps; the last good checkpoint is intact");
+  }
 
   if (r.checkpoint_every > 0 && step_ % r.checkpoint_every == 0) {
     Timer t;
@@ -360,29 +474,43 @@ Status Trainer::train_step() {
   rec["rss_bytes"] = metrics::rss_bytes();
   LMT_RETURN_IF_ERROR(write_record(rec));
 
-  if (r.eval_every > 0 && step_ % r.eval_every == 0) {
+  if (has_val_ && r.eval_every > 0 && step_ % r.eval_every == 0) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
     last_eval_step_ = step_;
     LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    if (root_) std::printf("step %6lld | val loss %.4f | val ppl %.2f\n", static_cast<long long>(step_), val, std::exp(val));
+    if (root_) std::printf("step %6lld | val loss %.4f | val ppl %.4g\n", static_cast<long long>(step_), val, std::exp(val));
   }
   if (tasks_ && r.eval_tasks_every > 0 && step_ % r.eval_tasks_every == 0) LMT_RETURN_IF_ERROR(evaluate_tasks());
   if (root_ && (step_ % r.log_every == 0 || step_ == r.max_steps)) print_progress(loss, lr_mult, norm, tps, rec["mfu"]);
   return Status::Ok();
 }
 
+// A step whose update is skipped: logged, counted, and (for a spike or divergence, when
+// stability.spike_action = "rollback") rolled back to the newest checkpoint.
+Status Trainer::bad_step(nlohmann::json* rec, const std::string& kind, const std::string& why, bool may_roll_back) {
+  if (root_) {
+    LMT_LOG(WARNING) << "step " << step_ << ": " << why << "; update skipped";
+  }
+  (*rec)["skipped"] = kind;
+  last_bad_ = why;
+  ++bad_in_a_row_;
+  if (may_roll_back && recipe_.spike_action == SpikeAction::kRollback) return rollback();
+  return Status::Ok();
+}
+
 void Trainer::print_progress(double loss, double lr_mult, double norm, double tps, double mfu) const {
   const double per_step = run_seconds_ / static_cast<double>(std::max<int64_t>(step_, 1));
   const double eta = per_step * static_cast<double>(recipe_.max_steps - step_);
-  std::printf("step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | MFU %.1f%% | ETA %dm%02ds\n",
+  std::printf("step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | MFU %.1f%% | ETA %s\n",
               static_cast<long long>(step_), static_cast<long long>(recipe_.max_steps), loss, recipe_.optim.lr * lr_mult,
-              norm, tps, 100 * mfu, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+              norm, tps, 100 * mfu, format_duration(eta).c_str());
   std::fflush(stdout);
 }
 
 Status Trainer::run(int64_t stop_after) {
   const int64_t last = stop_after > 0 ? std::min(stop_after, recipe_.max_steps) : recipe_.max_steps;
   while (step_ < last) {
+    if (const int sig = agreed_stop_signal(); sig != 0) return stop_on_signal(sig);
     if (step_ + 1 == recipe_.profile_begin) Tracer::start();
     LMT_RETURN_IF_ERROR(train_step());
     if (step_ + 1 == recipe_.profile_end) {
@@ -395,18 +523,47 @@ Status Trainer::run(int64_t stop_after) {
       }
     }
   }
-  if (last_eval_step_ != step_) {
-    LMT_ASSIGN_OR_RETURN(double val, evaluate());
-    LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    if (root_) std::printf("final | val loss %.4f | val ppl %.2f\n", val, std::exp(val));
-  }
-  if (tasks_ && (recipe_.eval_tasks_every <= 0 || step_ % recipe_.eval_tasks_every != 0))
-    LMT_RETURN_IF_ERROR(evaluate_tasks());
+  // The final checkpoint comes first: nothing after it (validation, task scores) can lose the run.
   if (last_checkpoint_step_ != step_) LMT_RETURN_IF_ERROR(save_checkpoint());
   if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());
   LMT_RETURN_IF_ERROR(comm_->barrier());
+  const std::string saved = run_dir_ + "/checkpoints/" + io::checkpoint_name(step_);
+  Status after = final_evaluations();
+  if (!after.ok()) return after.WithContext("after the final checkpoint " + saved + " was written");
   if (root_) std::printf("run directory: %s (metrics.jsonl, checkpoints/%s)\n", run_dir_.c_str(), io::checkpoint_name(step_).c_str());
   return Status::Ok();
+}
+
+Status Trainer::final_evaluations() {
+  if (has_val_ && last_eval_step_ != step_) {
+    LMT_ASSIGN_OR_RETURN(double val, evaluate());
+    LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
+    if (root_) std::printf("final | val loss %.4f | val ppl %.4g\n", val, std::exp(val));
+  }
+  if (tasks_ && (recipe_.eval_tasks_every <= 0 || step_ % recipe_.eval_tasks_every != 0))
+    LMT_RETURN_IF_ERROR(evaluate_tasks());
+  return Status::Ok();
+}
+
+// Every rank stops after the same step: a signal seen by any rank counts for all (one small
+// all-reduce per step, only when there are several ranks).
+int Trainer::agreed_stop_signal() {
+  const int mine = stop_requested();
+  if (comm_->world() == 1) return mine;
+  double any = mine != 0 ? 1 : 0;
+  if (!comm_->all_reduce_sum(&any, 1).ok()) return mine;
+  return any > 0 ? (mine != 0 ? mine : SIGTERM) : 0;
+}
+
+Status Trainer::stop_on_signal(int sig) {
+  if (step_ > 0 && last_checkpoint_step_ != step_) LMT_RETURN_IF_ERROR(save_checkpoint());
+  if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());  // synchronous: the checkpoint is committed
+  LMT_RETURN_IF_ERROR(comm_->barrier());
+  LMT_RETURN_IF_ERROR(write_record({{"event", "stopped"}, {"step", step_}, {"signal", stop_signal_name(sig)}}));
+  const std::string where = step_ > 0 ? "checkpoint " + run_dir_ + "/checkpoints/" + io::checkpoint_name(step_) + " is saved"
+                                      : "no step had run, nothing to save";
+  return Cancelled("stopped by " + std::string(stop_signal_name(sig)) + " after step " + std::to_string(step_) + "; " + where,
+                   "continue it with the same command and --resume");
 }
 
 }  // namespace lmt::train

@@ -6,8 +6,23 @@
 // bf16 weight mirror), then metrics, evaluation and checkpoints on their schedules.
 //
 // Run directory: config.toml (the resolved recipe), metrics.jsonl (one record per step, plus eval
-// and event records), checkpoints/step_XXXXXXXX/, trace.json when profiling. A run directory that
+// and event records), checkpoints/step_XXXXXXXX/, trace.json when profiling, lmtrain.lock (held by
+// the running process: a second run on the same directory is refused). A run directory that
 // already holds a run is never overwritten: resume it, or choose another.
+//
+// Reliability (docs/RELIABILITY.md):
+//   - stop on request: when stop_requested() (base/stop_signal.h) is set, all ranks agree on it
+//     after the current step, save a checkpoint (waiting for any async one) and run() returns
+//     kCancelled naming the checkpoint;
+//   - the end of a run: the final checkpoint is written before the final validation and task
+//     scores, so their failure cannot lose the run;
+//   - resume: damaged checkpoints newer than the newest valid one are renamed aside (*.corrupt),
+//     incomplete ones (*.tmp) removed, with a warning each; with none left the run starts at step 0;
+//     metrics.jsonl is cut back to the resumed step (each step appears once);
+//   - divergence: DivergenceGuard from step 1, SpikeDetector once its window fills; a bad step skips
+//     its update (rolling back when stability.spike_action = "rollback"); max_bad_steps bad steps in a
+//     row, or more than max_rollbacks rollbacks within spike_window steps, stop the run with an error;
+//   - both splits are verified against their checksums when the run starts.
 // Resuming restores parameters, optimizer state, step, token count, data cursor and the spike
 // window, so a stopped and resumed run produces exactly the losses of an uninterrupted one.
 //
@@ -21,8 +36,10 @@
 // world-independent cursor, so a run may resume on another number of ranks with the same global batch.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "lmt/data/loader.h"
@@ -31,10 +48,12 @@
 #include "lmt/model/transformer.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/dist/communicator.h"
+#include "lmt/io/run_lock.h"
 #include "lmt/train/async_checkpointer.h"
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/stability.h"
+#include "lmt/train/trainer_state.h"
 
 namespace lmt::train {
 
@@ -62,9 +81,15 @@ class Trainer {
   Status evaluate_tasks();
   Status save_checkpoint();
   Status rollback();
-  Status load_latest(const std::string& dir, nlohmann::json* state, std::string* path);
+  Status load_checkpoint(const std::string& path, TrainerState* state);
+  StatusOr<std::string> recover_checkpoints();  // every rank: the newest valid checkpoint, "" if none
+  Status check_validation_split();
+  Status final_evaluations();
+  int agreed_stop_signal();                     // 0, or the signal that stops every rank
+  Status stop_on_signal(int sig);
+  Status bad_step(nlohmann::json* rec, const std::string& kind, const std::string& why, bool may_roll_back);
   Status write_record(const nlohmann::json& rec);  // rank 0 only
-  nlohmann::json trainer_state() const;
+  TrainerState trainer_state() const;
   void print_progress(double loss, double lr_mult, double norm, double tokens_per_s, double mfu) const;
 
   Recipe recipe_;
@@ -78,7 +103,13 @@ class Trainer {
   std::unique_ptr<data::Loader> train_loader_;
   std::unique_ptr<metrics::MetricsLog> metrics_;
   std::unique_ptr<AsyncCheckpointer> checkpointer_;
+  std::optional<io::RunLock> lock_;  // rank 0
   SpikeDetector spikes_;
+  DivergenceGuard divergence_;
+  bool has_val_ = true;         // the dataset has a val split (else validation is off, with a warning)
+  std::string last_bad_;        // why the last bad step was bad
+  nlohmann::json quarantined_;  // a checkpoints_quarantined record waiting for metrics.jsonl to open
+  std::deque<int64_t> rollback_steps_;  // steps that rolled back, within the last spike_window
   std::unique_ptr<eval::TaskSuite> tasks_;  // eval.tasks, tokenised once
   data::Batch batch_;
   int64_t step_ = 0;            // optimizer steps completed (including skipped ones)

@@ -1,0 +1,47 @@
+// Child processes for fault tests: start a shell command in its own process group (so a test can
+// signal or kill everything it started), and wait for it with a deadline.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+namespace lmt::test {
+
+// Runs `sh -c "exec CMD"` in a new process group; returns its pid (the group's id).
+inline pid_t spawn_shell(const std::string& cmd) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` to exit; returns its exit code (128 + signal when killed), or -1 after `seconds`
+// (then kills its process group).
+inline int wait_exit(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(-pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// True while child `pid` runs. It stays waitable (WNOWAIT): wait_exit() still gets its status.
+inline bool running(pid_t pid) {
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
+  return info.si_pid == 0;
+}
+
+}  // namespace lmt::test
