@@ -179,6 +179,7 @@ TEST_F(FaultTest, KilledAtRandomMomentsEveryResumeContinuesBitForBit) {
   EXPECT_EQ(got.size(), want.size());
   expect_same_losses(got, want);
   EXPECT_TRUE(with_suffix(run, ".tmp").empty()) << "a stray incomplete checkpoint was left";
+  EXPECT_TRUE(with_suffix(run, ".pruning").empty()) << "a half-pruned checkpoint was left";
   std::printf("fault: %d SIGKILLs over %d launches; every resume continued bit for bit\n", kills, launches);
 }
 

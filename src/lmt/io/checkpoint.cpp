@@ -197,7 +197,11 @@ std::vector<std::string> incomplete_checkpoints(const std::string& checkpoints_d
 }
 
 Status remove_incomplete_checkpoints(const std::string& checkpoints_dir) {
-  for (const std::string& dir : incomplete_checkpoints(checkpoints_dir)) {
+  std::vector<std::string> dirs = incomplete_checkpoints(checkpoints_dir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(checkpoints_dir, ec))  // prunes cut short by a crash
+    if (e.path().filename().string().ends_with(".pruning")) dirs.push_back(e.path().string());
+  for (const std::string& dir : dirs) {
     std::error_code ec;
     fs::remove_all(dir, ec);
     if (ec) return IoError("cannot remove incomplete checkpoint " + dir + ": " + ec.message());
@@ -209,8 +213,12 @@ Status prune_checkpoints(const std::string& checkpoints_dir, int64_t keep) {
   if (keep <= 0) return Status::Ok();
   auto all = committed(checkpoints_dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) {
+    // Renamed first: a crash in the middle of remove_all must not leave a committed-looking
+    // step_N directory with files missing. A leftover *.pruning is removed on the next resume.
+    const std::string doomed = all[i].second + ".pruning";
     std::error_code ec;
-    fs::remove_all(all[i].second, ec);
+    fs::rename(all[i].second, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
     if (ec) return IoError("cannot remove old checkpoint " + all[i].second + ": " + ec.message());
   }
   return Status::Ok();

@@ -67,10 +67,12 @@ StatusOr<std::string> recover_latest_checkpoint(const std::string& checkpoints_d
 // The step_XXXXXXXX.tmp directories under checkpoints_dir: saves that never committed (a crash or a
 // full disk during the write). They hold nothing a resume can use.
 std::vector<std::string> incomplete_checkpoints(const std::string& checkpoints_dir);
-// Removes them; call only while holding the run lock (no save can be in flight).
+// Removes them, and step_XXXXXXXX.pruning directories (a prune cut short by a crash); call only
+// while holding the run lock (no save can be in flight).
 Status remove_incomplete_checkpoints(const std::string& checkpoints_dir);
 
-// Removes all but the newest `keep` committed checkpoints (keep <= 0 keeps all).
+// Removes all but the newest `keep` committed checkpoints (keep <= 0 keeps all), each renamed to
+// step_XXXXXXXX.pruning first so that a crash never leaves a half-deleted committed checkpoint.
 Status prune_checkpoints(const std::string& checkpoints_dir, int64_t keep);
 
 }  // namespace lmt::io
