@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "lmt/base/limits.h"
 #include "lmt/base/status.h"
 #include "lmt/base/stop_signal.h"
 
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
               "tensor names and model.json with its configuration, which lmtrain eval and generate load directly",
               runner);
 
+  // An absurd OMP_NUM_THREADS (70000) crashes the first parallel region: refuse it before any work.
+  if (const lmt::Status omp = lmt::check_omp_num_threads(); !omp.ok()) return report(omp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "lmt/base/format.h"
 #include "lmt/base/log.h"
 #include "lmt/base/stop_signal.h"
 #include "lmt/data/manifest.h"
@@ -49,18 +50,6 @@ StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world
   c["batch"] = batch;
   return c;
 }
-// "1m05s", "3h12m", "4d07h"; "> 10000 days" past that (a max_steps that can never finish).
-std::string format_duration(double seconds) {
-  if (!(seconds >= 0)) return "?";
-  if (seconds > 864e6) return "> 10000 days";
-  const auto s = static_cast<int64_t>(seconds);
-  char buf[48];
-  if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
-  else if (s < 86400) std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600), static_cast<long long>(s % 3600 / 60));
-  else std::snprintf(buf, sizeof buf, "%lldd%02lldh", static_cast<long long>(s / 86400), static_cast<long long>(s % 86400 / 3600));
-  return buf;
-}
-
 }  // namespace
 
 Trainer::Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml)
@@ -478,7 +467,7 @@ Status Trainer::train_step() {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
     last_eval_step_ = step_;
     LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    if (root_) std::printf("step %6lld | val loss %.4f | val ppl %.4g\n", static_cast<long long>(step_), val, std::exp(val));
+    if (root_) std::printf("step %6lld | val loss %.4f | val ppl %s\n", static_cast<long long>(step_), val, perplexity_text(val).c_str());
   }
   if (tasks_ && r.eval_tasks_every > 0 && step_ % r.eval_tasks_every == 0) LMT_RETURN_IF_ERROR(evaluate_tasks());
   if (root_ && (step_ % r.log_every == 0 || step_ == r.max_steps)) print_progress(loss, lr_mult, norm, tps, rec["mfu"]);
@@ -503,7 +492,7 @@ void Trainer::print_progress(double loss, double lr_mult, double norm, double tp
   const double eta = per_step * static_cast<double>(recipe_.max_steps - step_);
   std::printf("step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | MFU %.1f%% | ETA %s\n",
               static_cast<long long>(step_), static_cast<long long>(recipe_.max_steps), loss, recipe_.optim.lr * lr_mult,
-              norm, tps, 100 * mfu, format_duration(eta).c_str());
+              norm, tps, 100 * mfu, duration_text(eta).c_str());
   std::fflush(stdout);
 }
 
@@ -538,7 +527,7 @@ Status Trainer::final_evaluations() {
   if (has_val_ && last_eval_step_ != step_) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
     LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    if (root_) std::printf("final | val loss %.4f | val ppl %.4g\n", val, std::exp(val));
+    if (root_) std::printf("final | val loss %.4f | val ppl %s\n", val, perplexity_text(val).c_str());
   }
   if (tasks_ && (recipe_.eval_tasks_every <= 0 || step_ % recipe_.eval_tasks_every != 0))
     LMT_RETURN_IF_ERROR(evaluate_tasks());
