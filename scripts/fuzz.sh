@@ -96,10 +96,13 @@ for t in "${targets[@]}"; do
   [[ -n "$(ls -A "$cut")" ]] && dirs+=("$cut")
   [[ -d "$root/tests/fuzz/seeds/$t" ]] && dirs+=("$root/tests/fuzz/seeds/$t")
   [[ "$t" == config_toml_fuzz ]] && dirs+=("$root/configs")
+  # Boundary numbers for the formats that carry JSON or TOML numbers (all but the binary shard).
+  dict=()
+  [[ "$t" != shard_fuzz ]] && dict=(-dict="$root/tests/fuzz/numbers.dict")
   log="$work/logs/$t.log"
   rc=0
   LMT_FUZZ_TMP="$tmp" "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$t")" \
-    -print_final_stats=1 -artifact_prefix="$art/" "${dirs[@]}" >"$log" 2>&1 || rc=$?
+    "${dict[@]}" -print_final_stats=1 -artifact_prefix="$art/" "${dirs[@]}" >"$log" 2>&1 || rc=$?
   rm -rf "${tmp:?}"/lmt-fuzz-*
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
