@@ -323,6 +323,21 @@ TEST_F(FaultTest, ADamagedFileInTheNewestCheckpointIsRenamedAsideAndTheRunResume
   std::printf("fault: %d damaged checkpoints (each file flipped and truncated) recovered\n", cases);
 }
 
+// `eval` on a run directory used to fall back to an older checkpoint without a word.
+TEST_F(FaultTest, EvalOnARunWithADamagedNewestCheckpointSaysWhichOneItUses) {
+  const std::string run = path("eval_run");
+  ASSERT_EQ(train(run, "--set train.max_steps=4 --set checkpoint.every=2 --set checkpoint.keep=0").code, 0);
+  const std::string victim = run + "/checkpoints/" + io::checkpoint_name(4) + "/model.safetensors";
+  std::string bytes = test::read_bytes(victim);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 1);
+  test::write_bytes(victim, bytes);
+  const auto r = test::run_lmtrain("eval --checkpoint " + run + " --task val --data " + path("data") + " --limit 1 --seq 32", true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("skipping damaged checkpoint " + run + "/checkpoints/" + io::checkpoint_name(4)), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("using " + run + "/checkpoints/" + io::checkpoint_name(2)), std::string::npos) << r.out;
+}
+
 TEST_F(FaultTest, OnlyIncompleteCheckpointsStartOverWithAWarning) {
   const auto want = reference(4);
   const std::string run = path("tmp_only");
