@@ -40,3 +40,14 @@ inline void write_markov_dataset(const std::string& dir, int64_t vocab, const st
 }
 
 }  // namespace lmt::test
+
+namespace lmt::test {
+
+// The [model] and [data] sections of a recipe for a 2-layer, 20k-parameter Llama on a dataset
+// written by write_markov_dataset (vocabulary 64): milliseconds per step, for CLI-level tests.
+inline std::string tiny_recipe_head(const std::string& data_dir) {
+  return "[model]\npreset = 'tiny'\nn_layers = 2\nd_model = 32\nn_heads = 4\nn_kv_heads = 2\nhead_dim = 8\n"
+         "ffn_hidden = 64\nmax_seq_len = 64\n[data]\npath = '" + data_dir + "'\n";
+}
+
+}  // namespace lmt::test

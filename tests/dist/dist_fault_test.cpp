@@ -37,9 +37,7 @@ class DistFaultTest : public test::ScratchDirTest {
     if (std::string(LMT_MPIRUN).empty()) GTEST_SKIP() << "mpirun or MPI not found at configure time";
     test::ScratchDirTest::SetUp();
     test::write_markov_dataset(path("data"), 64, "dist_fault_test");
-    std::ofstream(path("recipe.toml")) << "[model]\npreset = 'tiny'\nn_layers = 2\nd_model = 32\nn_heads = 4\n"
-                                          "n_kv_heads = 2\nhead_dim = 8\nffn_hidden = 64\nmax_seq_len = 64\n"
-                                          "[data]\npath = '" << path("data") << "'\n"
+    std::ofstream(path("recipe.toml")) << test::tiny_recipe_head(path("data")) <<
                                           "[train]\nseq_len = 32\nmicro_batch = 2\nmax_steps = 1000000\n"
                                           "dtype = 'fp32'\nlog_every = 1000\n"
                                           "[eval]\nevery = 0\n"

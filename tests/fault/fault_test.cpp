@@ -48,9 +48,7 @@ class FaultTest : public test::ScratchDirTest {
   void SetUp() override {
     test::ScratchDirTest::SetUp();
     test::write_markov_dataset(path("data"), 64, "fault_test");
-    std::ofstream(path("recipe.toml")) << "[model]\npreset = 'tiny'\nn_layers = 2\nd_model = 32\nn_heads = 4\n"
-                                          "n_kv_heads = 2\nhead_dim = 8\nffn_hidden = 64\nmax_seq_len = 64\n"
-                                          "[data]\npath = '" << path("data") << "'\n"
+    std::ofstream(path("recipe.toml")) << test::tiny_recipe_head(path("data")) <<
                                           "[train]\nseq_len = 32\nmicro_batch = 2\nmax_steps = 40\n"
                                           "dtype = 'fp32'\nlog_every = 1000\n"
                                           "[schedule]\nkind = 'constant'\nwarmup_steps = 2\n"
