@@ -278,7 +278,8 @@ TEST(ParamLayout, FusedGroupsAreContiguousForOddSizes) {
       EXPECT_EQ(next->offset, a->offset + a->numel) << first << " then " << next->name;
     }
   std::vector<char> base(1);
-  const BlockViews& b = l.views(base.data(), DType::kF32).blocks[1];
+  const ModelViews views = l.views(base.data(), DType::kF32);  // b must not refer into a temporary
+  const BlockViews& b = views.blocks[1];
   auto elems = [&](const TensorView& t) { return (static_cast<char*>(t.data()) - base.data()) / 4; };
   EXPECT_EQ(elems(b.v_b), l.find("model.layers.1.self_attn.v_proj.bias")->offset);
   EXPECT_EQ(elems(b.up_b) + c.ffn_hidden, l.find("model.layers.1.mlp.up_proj.bias")->offset);
