@@ -8,7 +8,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build demo test bench clean
+.PHONY: all setup configure build demo test test-sanitize test-tsan bench clean
 
 all: build
 
@@ -28,6 +28,14 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 	@JOBS=$(JOBS) bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS)
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), and the threaded
+# tests under ThreadSanitizer (build-tsan/); docs/RELIABILITY.md, "Sanitizers".
+test-sanitize: setup
+	@bash scripts/sanitize.sh address build-asan $(JOBS)
+
+test-tsan: setup
+	@bash scripts/sanitize.sh thread build-tsan $(JOBS)
 
 bench: build
 	@bash scripts/bench_kernels.sh $(BUILD)

@@ -5,6 +5,42 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   list(APPEND LMT_WARNINGS -Wno-maybe-uninitialized -Wno-restrict)
 endif()
 
+# LMT_SANITIZE (docs/RELIABILITY.md, "Sanitizers"): the flags go on every target of the project,
+# libraries, tests and the lmtrain binary alike, so a test that runs `lmtrain` runs it instrumented.
+# System libraries (oneDNN, Open MPI, libgomp, GoogleTest) stay uninstrumented.
+if(LMT_SANITIZE STREQUAL "address")
+  set(LMT_SANITIZE_FLAGS -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+elseif(LMT_SANITIZE STREQUAL "thread")
+  set(LMT_SANITIZE_FLAGS -fsanitize=thread -fno-omit-frame-pointer)
+elseif(NOT LMT_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "LMT_SANITIZE=${LMT_SANITIZE}: expected address, thread or nothing")
+endif()
+if(LMT_SANITIZE_FLAGS)
+  # -O1 -g1 (line tables: enough for symbolised reports) builds in about two thirds of the time of
+  # -O2 -g: UBSan's checks in every inlined template make instrumented code slow to compile.
+  set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O1 -g1 -DNDEBUG")
+  message(STATUS "LMT_SANITIZE=${LMT_SANITIZE}: ${LMT_SANITIZE_FLAGS}")
+  add_compile_options(${LMT_SANITIZE_FLAGS})
+  add_link_options(${LMT_SANITIZE_FLAGS})
+endif()
+
+# Tests that start processes under mpirun. Open MPI's libraries have no frame pointers, so ASan's fast
+# unwinder stops in them after one frame, and Open MPI unloads its plugins at MPI_Finalize: LeakSanitizer
+# then reports what Open MPI keeps until exit with stacks of "<unknown module>" that no suppression can
+# match. The slow unwinder (fast_unwind_on_malloc=0) records whole stacks, which
+# tests/sanitizers/lsan.supp matches by Open MPI's own functions; it costs time on every allocation, so
+# only these tests use it.
+set(LMT_MPI_TESTS dist_fault_test)
+set(LMT_MPI_TEST_ENV_MODIFICATION "")
+if(LMT_SANITIZE STREQUAL "address")
+  set(LMT_MPI_TEST_ENV_MODIFICATION "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+endif()
+
+# Tests that run threads of lmtrain's own (loader prefetch, async checkpointer, the tokenizer and data
+# preparation pools, data-parallel overlap) carry the ctest label "threads": `make test-tsan` runs them.
+set(LMT_THREADED_TESTS loader_test prepare_test data_cli_test bpe_trainer_test tokenizer_test
+    tokenizer_cli_test tokenizer_train_cli_test trainer_test dist_fault_test)
+
 # lmt_library(NAME SOURCES ... DEPS ...)
 # One library per folder of src/lmt. Dependencies are named explicitly and are PUBLIC, so a module
 # that includes a header of a module it does not list fails to link (dependencies flow one way).
@@ -24,8 +60,25 @@ function(lmt_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)  # tests/common helpers
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE LMT_SHARED_DATA="${PROJECT_SOURCE_DIR}/../shared/data")
+  if(name IN_LIST LMT_THREADED_TESTS)
+    list(APPEND ARG_LABELS threads)
+    add_dependencies(lmt_threaded_tests ${name})
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  # The discovered tests get their properties from a file ctest includes after them, not from
+  # gtest_discover_tests(PROPERTIES): that flattens a list value, so a second label would have
+  # swallowed the properties after it.
   # Tests run two at a time on two cores: OpenMP threads that spin while waiting would fight the
   # other test for the cores (and a descheduled spinner stalls every parallel region), so they sleep.
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-                       PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "OMP_WAIT_POLICY=passive")
+  set(env_modification "")
+  if(name IN_LIST LMT_MPI_TESTS AND LMT_MPI_TEST_ENV_MODIFICATION)
+    set(env_modification " ENVIRONMENT_MODIFICATION [==[${LMT_MPI_TEST_ENV_MODIFICATION}]==]")
+  endif()
+  set(properties_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake)
+  file(WRITE ${properties_file}
+       "if(${name}_TESTS)\n"
+       "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${ARG_LABELS}]==]\n"
+       "                       ENVIRONMENT [==[OMP_WAIT_POLICY=passive]==]${env_modification})\n"
+       "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${properties_file})
 endfunction()
