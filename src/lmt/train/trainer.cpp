@@ -165,7 +165,9 @@ Status Trainer::setup(bool resume) {
     std::string repaired;
     LMT_ASSIGN_OR_RETURN(metrics::MetricsLog log,
                          metrics::MetricsLog::open(run_dir_ + "/metrics.jsonl", resume ? step_ : -1, &repaired));
-    if (!repaired.empty()) LMT_LOG(WARNING) << run_dir_ << "/metrics.jsonl: " << repaired;
+    if (!repaired.empty()) {  // braces: LMT_LOG is an if/else macro
+      LMT_LOG(WARNING) << run_dir_ << "/metrics.jsonl: " << repaired;
+    }
     metrics_ = std::make_unique<metrics::MetricsLog>(std::move(log));
     if (!quarantined_.is_null()) {
       quarantined_["step"] = step_;
