@@ -8,9 +8,9 @@
 # Extra CMake flags come from $CMAKE_FLAGS and extra ctest arguments from $CTEST_FLAGS
 # (e.g. CTEST_FLAGS="-R Loader" to run a few tests).
 #
-# Every sanitizer report goes to a file under BUILD_DIR/sanitizer-logs (log_path), not to stderr. A
-# test that runs `lmtrain` as a child and expects it to fail, or kills it, would otherwise not notice a
-# report in the child; here any report fails the run, and the reports are printed at the end.
+# Every ASan, LSan and TSan report goes to a file under BUILD_DIR/sanitizer-logs (log_path), not to
+# stderr. A test that runs `lmtrain` as a child and expects it to fail, or kills it, would otherwise not
+# notice a report in the child; here any report fails the run, and the reports are printed at the end.
 set -euo pipefail
 mode=${1:?usage: scripts/sanitize.sh address|thread [BUILD_DIR] [JOBS]}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +57,12 @@ reports=$(find "$logs" -type f | sort)
 if [[ -n "$reports" ]]; then
   echo "== sanitizer reports ($(echo "$reports" | wc -l) files in $logs):"
   for f in $reports; do echo "---- $f"; cat "$f"; done
+  rc=1
+fi
+# GCC's UBSan runtime, loaded next to ASan's, ignores log_path and reports on stderr (then exits 86):
+# look for its reports in the output of every test, passed or not.
+if grep -n "runtime error: " "$root/$build"/Testing/Temporary/LastTest*.log 2>/dev/null; then
+  echo "== UndefinedBehaviorSanitizer reports above (in $build/Testing/Temporary/LastTest.log)"
   rc=1
 fi
 echo "sanitize.sh $mode: build $((t1 - t0)) s, tests $((t2 - t1)) s, status $rc"
