@@ -20,8 +20,9 @@ case "$mode" in
   *) echo "sanitize.sh: unknown mode '$mode' (address or thread)" >&2; exit 2 ;;
 esac
 jobs=${3:-$(nproc)}
+[[ "$build" == /* ]] || build="$root/$build"
 supp="$root/tests/sanitizers"
-logs="$root/$build/sanitizer-logs"
+logs="$build/sanitizer-logs"
 
 # A report exits with status 86, which no lmtrain code path uses, so a test that checks the status of a
 # child sees the difference between "failed as expected" and "the sanitizer stopped it".
@@ -38,19 +39,19 @@ if [[ "$mode" == thread ]]; then export OMP_NUM_THREADS=1; fi
 rm -rf "$logs"
 mkdir -p "$logs"
 t0=$(date +%s)
-cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLMT_SANITIZE="$mode" \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLMT_SANITIZE="$mode" \
   -DLMT_BUILD_BENCH=OFF ${CMAKE_FLAGS:-} >/dev/null
 if [[ "$mode" == address ]]; then
-  cmake --build "$root/$build" -j "$jobs"
+  cmake --build "$build" -j "$jobs"
   labels=()
 else
-  cmake --build "$root/$build" -j "$jobs" --target lmt_threaded_tests
+  cmake --build "$build" -j "$jobs" --target lmt_threaded_tests
   labels=(-L threads)
 fi
 t1=$(date +%s)
 
 rc=0
-(cd "$root/$build" && ctest --output-on-failure -j "$jobs" --timeout 1200 "${labels[@]}" ${CTEST_FLAGS:-}) || rc=$?
+(cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 1200 "${labels[@]}" ${CTEST_FLAGS:-}) || rc=$?
 t2=$(date +%s)
 
 reports=$(find "$logs" -type f | sort)
@@ -61,7 +62,7 @@ if [[ -n "$reports" ]]; then
 fi
 # GCC's UBSan runtime, loaded next to ASan's, ignores log_path and reports on stderr (then exits 86):
 # look for its reports in the output of every test, passed or not.
-if grep -n "runtime error: " "$root/$build"/Testing/Temporary/LastTest*.log 2>/dev/null; then
+if grep -n "runtime error: " "$build"/Testing/Temporary/LastTest*.log 2>/dev/null; then
   echo "== UndefinedBehaviorSanitizer reports above (in $build/Testing/Temporary/LastTest.log)"
   rc=1
 fi
