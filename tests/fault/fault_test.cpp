@@ -18,6 +18,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -213,14 +214,25 @@ TEST_F(FaultTest, SigtermFinishesTheStepSavesACheckpointAndTheResumeContinuesThe
 
 TEST_F(FaultTest, ASecondSigintEndsTheProcessAtOnce) {
   const std::string run = path("int"), log = path("int.log");
-  // Large steps (tens of ms), so that the second signal lands while the first one's step runs; the
-  // pause between them keeps the kernel from merging the two into one delivery.
+  // Large steps (tens of ms), so that the second signal lands while the first one's step runs.
   const pid_t pid = launch(run, "--set train.max_steps=100000 --set checkpoint.every=0 --set train.micro_batch=128", log);
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (test::running(pid) && logged_step(run) < 2 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_EQ(kill(pid, SIGINT), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  // Two pending SIGINTs merge into one delivery: send the second once the first has been delivered
+  // (it left the process's pending set, /proc/PID/status ShdPnd/SigPnd bit 2).
+  auto pending = [&] {
+    const std::string st = test::read_bytes("/proc/" + std::to_string(pid) + "/status");
+    for (const char* key : {"ShdPnd:", "SigPnd:"}) {
+      const size_t at = st.find(key);
+      if (at != std::string::npos && (std::strtoull(st.c_str() + at + 7, nullptr, 16) & (1ull << (SIGINT - 1))) != 0)
+        return true;
+    }
+    return false;
+  };
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (pending() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(100));
   ASSERT_EQ(kill(pid, SIGINT), 0);
   EXPECT_EQ(test::wait_exit(pid, 10), 128 + SIGINT) << test::read_bytes(log);
 }
