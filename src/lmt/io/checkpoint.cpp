@@ -61,6 +61,19 @@ std::vector<std::pair<int64_t, std::string>> committed(const std::string& dir) {
   return out;
 }
 
+// Verifies the committed checkpoints newest first and returns the first valid one ("" if none),
+// calling on_damaged(dir, why) for each damaged one before it (an error from it stops the search).
+template <typename OnDamaged>
+StatusOr<std::string> newest_valid(const std::string& checkpoints_dir, OnDamaged on_damaged) {
+  auto all = committed(checkpoints_dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    Status s = verify_checkpoint(it->second);
+    if (s.ok()) return it->second;
+    LMT_RETURN_IF_ERROR(on_damaged(it->second, s));
+  }
+  return std::string();
+}
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) {
@@ -150,13 +163,14 @@ StatusOr<nlohmann::json> load_checkpoint(const std::string& step_dir, const mode
 }
 
 StatusOr<std::string> find_latest_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* skipped) {
-  auto all = committed(checkpoints_dir);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    Status s = verify_checkpoint(it->second);
-    if (s.ok()) return it->second;
-    if (skipped) skipped->push_back(it->second + ": " + s.message());
-  }
-  std::string why = skipped && !skipped->empty() ? " (" + std::to_string(skipped->size()) + " skipped; newest: " + skipped->front() + ")" : "";
+  std::vector<std::string> damaged;
+  LMT_ASSIGN_OR_RETURN(std::string latest, newest_valid(checkpoints_dir, [&](const std::string& dir, const Status& s) {
+                         damaged.push_back(dir + ": " + s.message());
+                         return Status::Ok();
+                       }));
+  if (skipped) skipped->insert(skipped->end(), damaged.begin(), damaged.end());
+  if (!latest.empty()) return latest;
+  std::string why = damaged.empty() ? "" : " (" + std::to_string(damaged.size()) + " skipped; newest: " + damaged.front() + ")";
   return NotFound("no valid checkpoint in " + checkpoints_dir + why,
                   "a checkpoint is complete once its manifest.json is written; check the path or use an older run");
 }
@@ -173,14 +187,11 @@ StatusOr<std::string> quarantine_checkpoint(const std::string& step_dir) {
 }
 
 StatusOr<std::string> recover_latest_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* notes) {
-  auto all = committed(checkpoints_dir);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    Status s = verify_checkpoint(it->second);
-    if (s.ok()) return it->second;
-    LMT_ASSIGN_OR_RETURN(std::string moved, quarantine_checkpoint(it->second));
-    notes->push_back(it->second + " is damaged (" + s.message() + "); renamed to " + moved);
-  }
-  return std::string();
+  return newest_valid(checkpoints_dir, [&](const std::string& dir, const Status& s) -> Status {
+    LMT_ASSIGN_OR_RETURN(std::string moved, quarantine_checkpoint(dir));
+    notes->push_back(dir + " is damaged (" + s.message() + "); renamed to " + moved);
+    return Status::Ok();
+  });
 }
 
 std::vector<std::string> incomplete_checkpoints(const std::string& checkpoints_dir) {
