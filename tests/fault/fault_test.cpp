@@ -95,6 +95,12 @@ class FaultTest : public test::ScratchDirTest {
     }
     return last;
   }
+  // Waits (up to 60 s) until `pid` has logged step `step` in RUN/metrics.jsonl, or has exited.
+  static void wait_for_step(pid_t pid, const std::string& run, int64_t step) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (test::running(pid) && logged_step(run) < step && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
   // Entries of RUN/checkpoints whose names end with `suffix`.
   static std::vector<std::string> with_suffix(const std::string& run, const std::string& suffix) {
     std::vector<std::string> out;
@@ -156,9 +162,7 @@ TEST_F(FaultTest, KilledAtRandomMomentsEveryResumeContinuesBitForBit) {
     const auto delay = std::chrono::microseconds(rng() % 30000);
     const pid_t pid = launch(run, "--resume --set train.max_steps=" + std::to_string(kSteps), log);
     ASSERT_GT(pid, 0);
-    const auto deadline = Clock::now() + std::chrono::seconds(60);
-    while (test::running(pid) && logged_step(run) < until && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    wait_for_step(pid, run, until);
     std::this_thread::sleep_for(delay);
     if (test::running(pid) && kills < 24) {
       kill(pid, SIGKILL);
@@ -186,9 +190,7 @@ TEST_F(FaultTest, SigtermFinishesTheStepSavesACheckpointAndTheResumeContinuesThe
   const auto want = reference(40);
   const std::string run = path("term"), log = path("term.log");
   const pid_t pid = launch(run, "--set train.max_steps=100000 --set checkpoint.every=0", log);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (test::running(pid) && logged_step(run) < 5 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for_step(pid, run, 5);
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   const auto sent = Clock::now();
   const int code = test::wait_exit(pid, 30);
@@ -216,9 +218,7 @@ TEST_F(FaultTest, ASecondSigintEndsTheProcessAtOnce) {
   const std::string run = path("int"), log = path("int.log");
   // Large steps (tens of ms), so that the second signal lands while the first one's step runs.
   const pid_t pid = launch(run, "--set train.max_steps=100000 --set checkpoint.every=0 --set train.micro_batch=128", log);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (test::running(pid) && logged_step(run) < 2 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for_step(pid, run, 2);
   ASSERT_EQ(kill(pid, SIGINT), 0);
   // Two pending SIGINTs merge into one delivery: send the second once the first has been delivered
   // (it left the process's pending set, /proc/PID/status ShdPnd/SigPnd bit 2).
@@ -401,9 +401,7 @@ TEST_F(FaultTest, ADamagedValidationShardIsNamedBeforeTraining) {
 TEST_F(FaultTest, ASecondRunOnTheSameDirectoryIsRefusedNamingTheHolder) {
   const std::string run = path("locked"), log = path("locked.log");
   const pid_t pid = launch(run, "--set train.max_steps=100000 --set checkpoint.every=0", log);
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (test::running(pid) && logged_step(run) < 1 && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_for_step(pid, run, 1);
   const auto r = train(run, "--resume");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("is in use by pid " + std::to_string(pid)), std::string::npos) << r.out;
