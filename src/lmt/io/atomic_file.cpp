@@ -3,46 +3,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <utility>
 
+#include "lmt/io/files.h"
+
 namespace lmt::io {
-namespace {
-
-// Linux transfers at most ~2 GiB per write(); larger tensors go in chunks.
-constexpr size_t kMaxWriteChunk = size_t{1} << 30;
-
-std::string errno_text() { return std::strerror(errno); }
-
-std::string directory_of(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  return dir.empty() ? "." : dir;
-}
-
-// A rename is durable only once the directory entry is on disk.
-Status fsync_directory(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return IoError(dir + ": cannot open directory to fsync it: " + errno_text());
-  int rc = ::fsync(fd);
-  int err = errno;
-  ::close(fd);
-  if (rc != 0) return IoError(dir + ": fsync of directory failed: " + std::strerror(err));
-  return Status::Ok();
-}
-
-}  // namespace
 
 StatusOr<AtomicFileWriter> AtomicFileWriter::create(const std::string& path) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == ENOENT) {
-      return NotFound(tmp + ": cannot create: directory '" + directory_of(path) + "' does not exist",
+      return NotFound(tmp + ": cannot create: directory '" + parent_directory(path) + "' does not exist",
                       "create the output directory first");
     }
     return IoError(tmp + ": cannot create: " + errno_text(), "check that the directory is writable and has space");
@@ -69,17 +42,8 @@ void AtomicFileWriter::abandon() {
 
 Status AtomicFileWriter::append(const void* data, size_t size) {
   if (fd_ < 0) return FailedPrecondition(path_ + ": append after commit or failure");
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd_, p, std::min(size, kMaxWriteChunk));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return IoError(tmp_path_ + ": write failed: " + (n < 0 ? errno_text() : "wrote 0 bytes"),
-                     "check free disk space and quotas");
-    }
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
+  if (const int err = write_all(fd_, data, size); err != 0)
+    return IoError(tmp_path_ + ": write failed: " + errno_text(err), "check free disk space and quotas");
   return Status::Ok();
 }
 
@@ -94,7 +58,13 @@ Status AtomicFileWriter::commit() {
                    "the destination must be a file (not a directory) on the same filesystem");
   }
   committed_ = true;
-  return fsync_directory(directory_of(path_));
+  return fsync_directory(parent_directory(path_));
+}
+
+Status write_file_atomically(const std::string& path, std::string_view bytes) {
+  LMT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::create(path));
+  LMT_RETURN_IF_ERROR(w.append(bytes.data(), bytes.size()));
+  return w.commit();
 }
 
 }  // namespace lmt::io

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "lmt/base/status.h"
 
@@ -44,5 +45,9 @@ class AtomicFileWriter {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// The whole of `bytes` as the new contents of `path`, through an AtomicFileWriter (create, append,
+// commit): `path` ends up either unchanged or holding exactly `bytes`. Errors: as create/append/commit.
+Status write_file_atomically(const std::string& path, std::string_view bytes);
 
 }  // namespace lmt::io

@@ -6,8 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <utility>
+
+#include "lmt/io/files.h"
 
 namespace lmt::io {
 namespace {
@@ -23,7 +24,7 @@ struct FdCloser {
 Status open_error(const std::string& path, int err) {
   if (err == ENOENT) return NotFound(path + ": no such file", "check the path (relative paths start at the working directory)");
   if (err == EACCES) return IoError(path + ": permission denied", "check the file's read permission");
-  return IoError(path + ": cannot open: " + std::strerror(err));
+  return IoError(path + ": cannot open: " + errno_text(err));
 }
 
 }  // namespace
@@ -34,7 +35,7 @@ StatusOr<MappedFile> MappedFile::open_read_only(const std::string& path) {
   FdCloser closer{fd};
 
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return IoError(path + ": fstat failed: " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) return IoError(path + ": fstat failed: " + errno_text());
   if (!S_ISREG(st.st_mode)) return InvalidArgument(path + ": not a regular file", "pass the path of a file, not a directory or device");
 
   MappedFile file;
@@ -43,7 +44,7 @@ StatusOr<MappedFile> MappedFile::open_read_only(const std::string& path) {
   if (file.size_ == 0) return file;  // mmap of length 0 is EINVAL; an empty file is (nullptr, 0)
 
   void* p = ::mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (p == MAP_FAILED) return IoError(path + ": mmap of " + std::to_string(file.size_) + " bytes failed: " + std::strerror(errno));
+  if (p == MAP_FAILED) return IoError(path + ": mmap of " + std::to_string(file.size_) + " bytes failed: " + errno_text());
   file.data_ = static_cast<const uint8_t*>(p);
   return file;
 }

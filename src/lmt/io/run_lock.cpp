@@ -5,7 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+
+#include "lmt/io/files.h"
 
 namespace lmt::io {
 
@@ -13,7 +14,7 @@ StatusOr<RunLock> RunLock::acquire(const std::string& run_dir) {
   const std::string path = run_dir + "/lmtrain.lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
-    return IoError("cannot open " + path + ": " + std::strerror(errno), "check that the run directory is writable");
+    return IoError("cannot open " + path + ": " + errno_text(), "check that the run directory is writable");
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char holder[256] = {};
@@ -21,7 +22,7 @@ StatusOr<RunLock> RunLock::acquire(const std::string& run_dir) {
     ::close(fd);
     std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "another process";
     while (!who.empty() && (who.back() == '\n' || who.back() == '\r')) who.pop_back();
-    if (err != EWOULDBLOCK) return IoError("cannot lock " + path + ": " + std::strerror(err));
+    if (err != EWOULDBLOCK) return IoError("cannot lock " + path + ": " + errno_text(err));
     return FailedPrecondition("run directory " + run_dir + " is in use by " + who + " (" + path + " is locked)",
                               "wait for that run to end or stop it; two runs must not share a run directory");
   }
@@ -30,7 +31,7 @@ StatusOr<RunLock> RunLock::acquire(const std::string& run_dir) {
   const std::string who = "pid " + std::to_string(::getpid()) + " on host " + host + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, who.data(), who.size(), 0) != static_cast<ssize_t>(who.size())) {
     ::close(fd);
-    return IoError("cannot write " + path + ": " + std::strerror(errno), "is the disk full?");
+    return IoError("cannot write " + path + ": " + errno_text(), "is the disk full?");
   }
   return RunLock(fd);
 }
