@@ -1,50 +1,12 @@
 #include "lmt/data/dataset_writer.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <vector>
+
+#include "lmt/io/atomic_file.h"
 
 namespace lmt::data {
 namespace fs = std::filesystem;
-namespace {
-
-std::string errno_text() { return std::strerror(errno); }
-
-Status fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("cannot open " + path + " to fsync it: " + errno_text());
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return IoError("cannot fsync " + path + ": " + errno_text());
-  return Status::Ok();
-}
-
-Status write_file(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create " + path + ": " + errno_text());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return IoError("cannot write " + path + ": " + errno_text(), "is the disk full?");
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced) return IoError("cannot fsync " + path + ": " + errno_text());
-  return Status::Ok();
-}
-
-}  // namespace
 
 const char* split_name(Split split) { return split == Split::kTrain ? "train" : "val"; }
 
@@ -68,26 +30,13 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::create(const std::string
       return InvalidArgument("output directory " + dir + " exists and is not empty",
                              "choose a new --out directory; prepare never overwrites a dataset");
   }
-  fs::path parent = target.parent_path();
-  if (parent.empty()) parent = ".";
-  fs::create_directories(parent, ec);
-  if (ec) return IoError("cannot create directory " + parent.string() + ": " + ec.message());
-  std::string tmpl = (parent / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr)
-    return IoError("cannot create a temporary directory beside " + dir + ": " + errno_text(),
-                   "check that " + parent.string() + " is writable");
-  ::chmod(buf.data(), 0755);  // mkdtemp makes it 0700; the finished dataset should be readable like any output
-  return std::unique_ptr<DatasetWriter>(new DatasetWriter(target.string(), buf.data(), spec));
+  LMT_ASSIGN_OR_RETURN(io::AtomicDirectory out,
+                       io::AtomicDirectory::create(target.string(), io::AtomicDirectory::Staging::kHidden));
+  return std::unique_ptr<DatasetWriter>(new DatasetWriter(std::move(out), spec));
 }
 
-DatasetWriter::~DatasetWriter() {
-  if (committed_) return;
-  for (SplitState& s : splits_) s.shard.reset();  // unlinks unfinished shards
-  std::error_code ec;
-  fs::remove_all(tmp_dir_, ec);  // our own mkdtemp directory: nothing else lives there
-}
+// splits_ (unfinished shards: closed and unlinked) go before out_, which removes the staging directory.
+DatasetWriter::~DatasetWriter() = default;
 
 Status DatasetWriter::close_shard(Split split) {
   SplitState& s = splits_[static_cast<int>(split)];
@@ -104,7 +53,7 @@ Status DatasetWriter::ensure_room(Split split) {
   LMT_RETURN_IF_ERROR(close_shard(split));
   char name[64];
   std::snprintf(name, sizeof name, "%s-%06zu.bin", split_name(split), s.info.shards.size());
-  LMT_ASSIGN_OR_RETURN(ShardWriter w, ShardWriter::create((fs::path(tmp_dir_) / name).string(),
+  LMT_ASSIGN_OR_RETURN(ShardWriter w, ShardWriter::create((fs::path(out_.tmp_path()) / name).string(),
                                                           ShardSpec{spec_.vocab_size, spec_.eos_id}));
   s.shard.emplace(std::move(w));
   return Status::Ok();
@@ -123,7 +72,7 @@ Status DatasetWriter::append(Split split, std::span<const int32_t> ids) {
 }
 
 Status DatasetWriter::add_document(Split split, std::span<const int32_t> ids) {
-  LMT_CHECK(!committed_) << "add_document() after commit()";
+  LMT_CHECK(!out_.committed()) << "add_document() after commit()";
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= spec_.vocab_size)
       return InvalidArgument("token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
@@ -146,7 +95,7 @@ Status DatasetWriter::add_document(Split split, std::span<const int32_t> ids) {
 }
 
 StatusOr<Manifest> DatasetWriter::commit(const nlohmann::json& preparation) {
-  LMT_CHECK(!committed_) << "commit() twice";
+  LMT_CHECK(!out_.committed()) << "commit() twice";
   LMT_RETURN_IF_ERROR(close_shard(Split::kTrain));
   LMT_RETURN_IF_ERROR(close_shard(Split::kVal));
   Manifest m;
@@ -159,17 +108,9 @@ StatusOr<Manifest> DatasetWriter::commit(const nlohmann::json& preparation) {
   m.train = splits_[0].info;
   m.val = splits_[1].info;
   m.preparation = preparation;
-  LMT_RETURN_IF_ERROR(write_file((fs::path(tmp_dir_) / kManifestFile).string(), manifest_to_json(m).dump(2) + "\n"));
-  LMT_RETURN_IF_ERROR(fsync_path(tmp_dir_));
-  // rename(2) replaces an empty directory and fails on a non-empty one, so a directory that filled
-  // up since create() is still never overwritten.
-  if (::rename(tmp_dir_.c_str(), dir_.c_str()) != 0)
-    return IoError("cannot move the prepared dataset into " + dir_ + ": " + errno_text(),
-                   errno == ENOTEMPTY || errno == EEXIST ? "something was written into it meanwhile; choose a new --out"
-                                                          : "check permissions of its parent directory");
-  committed_ = true;
-  fs::path parent = fs::path(dir_).parent_path();
-  LMT_RETURN_IF_ERROR(fsync_path(parent.empty() ? "." : parent.string()));
+  LMT_RETURN_IF_ERROR(io::write_file_atomically((fs::path(out_.tmp_path()) / kManifestFile).string(),
+                                                manifest_to_json(m).dump(2) + "\n"));
+  LMT_RETURN_IF_ERROR(out_.commit());  // never replaces a directory that filled up since create()
   return m;
 }
 

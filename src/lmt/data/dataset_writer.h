@@ -2,10 +2,10 @@
 // token ids, and makes it appear atomically.
 //
 // Everything is written into a fresh sibling directory `<parent>/.<name>.tmp-XXXXXX`; commit()
-// fsyncs it and renames it to `dir` in one step, so `dir` is either absent/empty or complete. An
-// existing non-empty `dir` is refused up front and never touched. If commit() is not reached (error,
-// crash of the caller's logic), the destructor removes the temporary directory; a killed process
-// leaves only that dot-directory behind.
+// fsyncs it and renames it to `dir` in one step (io/atomic_dir.h, staging kHidden), so `dir` is
+// either absent/empty or complete. An existing non-empty `dir` is refused up front and never touched.
+// If commit() is not reached (error, crash of the caller's logic), the destructor removes the
+// temporary directory; a killed process leaves only that dot-directory behind.
 //
 // Each split is a stream of documents, each followed by EOS, cut into shards of exactly
 // `shard_tokens` tokens (the last one shorter): a document may continue into the next shard.
@@ -23,6 +23,7 @@
 #include "lmt/base/status.h"
 #include "lmt/data/manifest.h"
 #include "lmt/data/shard.h"
+#include "lmt/io/atomic_dir.h"
 
 namespace lmt::data {
 
@@ -55,8 +56,8 @@ class DatasetWriter {
   // Finishes the shards, writes manifest.json with `preparation` in it, fsyncs, renames into place.
   StatusOr<Manifest> commit(const nlohmann::json& preparation);
 
-  const std::string& dir() const { return dir_; }
-  const std::string& tmp_dir() const { return tmp_dir_; }
+  const std::string& dir() const { return out_.path(); }
+  const std::string& tmp_dir() const { return out_.tmp_path(); }
 
  private:
   struct SplitState {
@@ -64,17 +65,15 @@ class DatasetWriter {
     std::optional<ShardWriter> shard;
   };
 
-  DatasetWriter(std::string dir, std::string tmp_dir, const DatasetSpec& spec)
-      : dir_(std::move(dir)), tmp_dir_(std::move(tmp_dir)), spec_(spec) {}
+  DatasetWriter(io::AtomicDirectory out, const DatasetSpec& spec) : out_(std::move(out)), spec_(spec) {}
   // Opens the next shard of `s` when none is open or the open one is full.
   Status ensure_room(Split split);
   Status append(Split split, std::span<const int32_t> ids);
   Status close_shard(Split split);
 
-  std::string dir_, tmp_dir_;
+  io::AtomicDirectory out_;  // declared before splits_: open shards close before it removes the staging
   DatasetSpec spec_;
   SplitState splits_[2];
-  bool committed_ = false;
 };
 
 }  // namespace lmt::data

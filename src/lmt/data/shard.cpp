@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "lmt/io/files.h"
+
 namespace lmt::data {
 namespace {
 
@@ -21,7 +23,7 @@ const char* kRecoverHint =
 
 uint64_t align8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 
-std::string errno_text() { return std::strerror(errno); }
+using io::errno_text;
 
 // printf-free rendering of the magic bytes, escaping what is not printable.
 std::string printable(const char* bytes, size_t n) {
@@ -84,8 +86,8 @@ StatusOr<ShardWriter> ShardWriter::create(const std::string& path, const ShardSp
                                    : "check that the directory exists and is writable");
   ShardWriter w(path, fd, spec);
   const ShardHeader placeholder{};  // rewritten by finish(); a crash leaves a zero magic behind
-  if (::write(fd, &placeholder, sizeof placeholder) != static_cast<ssize_t>(sizeof placeholder))
-    return IoError("cannot write shard " + path + ": " + errno_text());
+  if (const int err = io::write_all(fd, &placeholder, sizeof placeholder); err != 0)
+    return IoError("cannot write shard " + path + ": " + errno_text(err));
   return w;
 }
 
@@ -109,15 +111,8 @@ ShardWriter::~ShardWriter() {
 
 Status ShardWriter::flush() {
   checksum_.update(buffer_.data(), buffer_.size());
-  const uint8_t* p = buffer_.data();
-  size_t left = buffer_.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd_, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return IoError("cannot write shard " + path_ + ": " + errno_text(), "is the disk full?");
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  if (const int err = io::write_all(fd_, buffer_.data(), buffer_.size()); err != 0)
+    return IoError("cannot write shard " + path_ + ": " + errno_text(err), "is the disk full?");
   buffer_.clear();
   return Status::Ok();
 }

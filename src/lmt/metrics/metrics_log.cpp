@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "lmt/io/atomic_file.h"
+
 namespace lmt::metrics {
 
 namespace {
@@ -25,30 +27,8 @@ StatusOr<std::string> read_all(const std::string& path) {
   return text;
 }
 
-Status replace_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot write " + tmp + ": " + std::strerror(errno), "check that the run directory is writable");
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return IoError("cannot write " + tmp + ": " + std::strerror(err), "is the disk full? " + path + " is unchanged");
-    }
-    done += static_cast<size_t>(w);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  if (!synced || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return IoError("cannot replace " + path + " with its repaired copy", path + " is unchanged");
-  }
-  return Status::Ok();
-}
+// `path` becomes `text` atomically: on any failure it is left as it was.
+Status replace_file(const std::string& path, const std::string& text) { return io::write_file_atomically(path, text); }
 
 // The lines of `text` to keep (see open()), and a description of what was dropped.
 std::string repair(const std::string& text, int64_t keep_through_step, std::string* what) {
