@@ -33,7 +33,7 @@
 #include "common/files.h"
 #include "common/lmtrain_cli.h"
 #include "common/synthetic_dataset.h"
-#include "lmt/io/checkpoint.h"
+#include "lmt/io/checkpoint_dir.h"
 
 namespace lmt {
 namespace {

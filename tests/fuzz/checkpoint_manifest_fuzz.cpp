@@ -1,4 +1,4 @@
-// checkpoint_manifest_fuzz: a checkpoint's manifest.json (io/checkpoint.h: verify_checkpoint), which
+// checkpoint_manifest_fuzz: a checkpoint's manifest.json (io/checkpoint_dir.h: verify_checkpoint), which
 // decides whether a checkpoint is complete and intact before `--resume` or `lmtrain eval` trusts it.
 //
 // Input: manifest.json, written into a real checkpoint directory that save_checkpoint() made once
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "lmt/io/checkpoint.h"
+#include "lmt/train/checkpoint.h"
 
 namespace {
 
@@ -47,13 +47,13 @@ Fixture& make_fixture(const std::string& root, Fixture& f) {
   f.params.resize(static_cast<size_t>(f.layout.total_numel()));
   lmt::model::init_params(f.layout, f.params.data(), 5);
   f.moment.assign(f.params.size(), 0.25f);
-  lmt::io::CheckpointData d;
+  lmt::train::CheckpointData d;
   d.layout = &f.layout;
   d.params = f.params.data();
   d.optimizer_state = f.optimizer_state();
   d.trainer_state = {{"step", 7}, {"tokens", 700}};
   d.config_toml = "[train]\nmax_steps = 10\n";
-  if (auto s = lmt::io::save_checkpoint(root + "/checkpoints", 7, d); !s.ok()) lmt::fuzz::fail("fixture: " + s.ToString());
+  if (auto s = lmt::train::save_checkpoint(root + "/checkpoints", 7, d); !s.ok()) lmt::fuzz::fail("fixture: " + s.ToString());
   f.step_dir = root + "/checkpoints/" + lmt::io::checkpoint_name(7);
   return f;
 }
@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lmt::fuzz::write_file(f.step_dir + "/manifest.json", lmt::fuzz::as_view(data, size));
   if (!lmt::io::verify_checkpoint(f.step_dir).ok()) return 0;
   std::vector<float> params(f.params.size());
-  auto state = lmt::io::load_checkpoint(f.step_dir, f.layout, params.data(), f.optimizer_state());
+  auto state = lmt::train::load_checkpoint(f.step_dir, f.layout, params.data(), f.optimizer_state());
   if (!state.ok()) lmt::fuzz::fail("verified, then not loaded: " + state.status().ToString());
   return 0;
 }

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lmt/io/hf_checkpoint.h"
+#include "lmt/model/hf_checkpoint.h"
 #include "lmt/model/transformer.h"
 
 namespace lmt {
@@ -25,14 +25,14 @@ class Stories260K : public ::testing::Test {
       GTEST_SKIP() << "shared test data not found at " << kDir << " (../shared/data is absent)";
     std::ifstream in(kDir + "/reference.json");
     reference_ = nlohmann::json::parse(in);
-    auto config = io::config_from_hf(kDir + "/hf/config.json");
+    auto config = model::config_from_hf(kDir + "/hf/config.json");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     config_ = *config;
   }
 
   std::unique_ptr<model::Transformer> load(kernels::Backend& backend) {
     auto m = std::make_unique<model::Transformer>(config_, backend);
-    Status s = io::load_hf_weights(kDir + "/hf/model.safetensors", m->layout(), m->params().as<float>());
+    Status s = model::load_hf_weights(kDir + "/hf/model.safetensors", m->layout(), m->params().as<float>());
     EXPECT_TRUE(s.ok()) << s.ToString();
     return m;
   }
@@ -95,7 +95,7 @@ TEST_F(Stories260K, ConfigThatDisagreesWithWeightsNamesTheTensor) {
   wrong.n_kv_heads = 8;
   model::ParamLayout layout(wrong);
   std::vector<float> params(layout.total_numel());
-  Status s = io::load_hf_weights(kDir + "/hf/model.safetensors", layout, params.data());
+  Status s = model::load_hf_weights(kDir + "/hf/model.safetensors", layout, params.data());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("'model.layers.0.self_attn.k_proj.weight' has shape [32,64]"), std::string::npos)
       << s.ToString();
@@ -105,7 +105,7 @@ TEST_F(Stories260K, ConfigThatDisagreesWithWeightsNamesTheTensor) {
   fewer.n_layers = 4;
   model::ParamLayout short_layout(fewer);
   params.assign(short_layout.total_numel(), 0.0f);
-  s = io::load_hf_weights(kDir + "/hf/model.safetensors", short_layout, params.data());
+  s = model::load_hf_weights(kDir + "/hf/model.safetensors", short_layout, params.data());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("model.layers.4."), std::string::npos) << s.ToString();
 }

@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lmt/io/hf_checkpoint.h"
 #include "lmt/io/safetensors.h"
 #include "lmt/model/config_json.h"
+#include "lmt/model/hf_checkpoint.h"
 #include "lmt/model/transformer.h"
 
 namespace lmt {
@@ -122,7 +122,7 @@ class TorchParity : public ::testing::TestWithParam<std::string> {
   // Loads the committed weights into a fresh model on `backend` and prepares it.
   std::unique_ptr<model::Transformer> load(kernels::Backend& backend, AttentionChoice attention, bool recompute) {
     auto m = std::make_unique<model::Transformer>(ref_.config, backend);
-    Status s = io::load_hf_weights(dir_ + "/weights.safetensors", m->layout(), m->params().as<float>());
+    Status s = model::load_hf_weights(dir_ + "/weights.safetensors", m->layout(), m->params().as<float>());
     EXPECT_TRUE(s.ok()) << s.ToString();
     model::RunOptions o;
     o.compute = ref_.compute;

@@ -6,9 +6,9 @@
 #include "lmt/base/log.h"
 #include "lmt/config/config.h"
 #include "lmt/data/manifest.h"
-#include "lmt/io/checkpoint.h"
-#include "lmt/io/hf_checkpoint.h"
+#include "lmt/io/checkpoint_dir.h"
 #include "lmt/model/config_json.h"
+#include "lmt/model/hf_checkpoint.h"
 
 namespace lmt::eval {
 namespace fs = std::filesystem;
@@ -44,7 +44,7 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
     LMT_ASSIGN_OR_RETURN(config, model::model_config_from_json(j, dir + "/model.json"));
     out.tokenizer_path = tokenizer_of_checkpoint(dir);
   } else if (fs::exists(dir + "/config.json")) {  // a Hugging Face directory
-    LMT_ASSIGN_OR_RETURN(config, io::config_from_hf(dir + "/config.json"));
+    LMT_ASSIGN_OR_RETURN(config, model::config_from_hf(dir + "/config.json"));
     if (fs::exists(dir + "/tokenizer.json")) out.tokenizer_path = dir + "/tokenizer.json";
   } else {
     return NotFound(dir + " holds neither an lmtrain checkpoint (model.json) nor a Hugging Face model (config.json)",
@@ -54,7 +54,7 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
   // with n_layers = 1e8 is refused here instead of swapping for minutes.
   LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "loading " + dir));
   out.model = std::make_unique<model::Transformer>(config, backend);
-  LMT_RETURN_IF_ERROR(io::load_hf_weights(dir + "/model.safetensors", out.model->layout(), out.model->params().as<float>()));
+  LMT_RETURN_IF_ERROR(model::load_hf_weights(dir + "/model.safetensors", out.model->layout(), out.model->params().as<float>()));
   return out;
 }
 

@@ -6,7 +6,7 @@
 // fall back to defaults silently); wrong types name the key; omitted keys take ModelConfig's
 // defaults, except n_kv_heads = n_heads, head_dim = d_model / n_heads and max_seq_len = 2048.
 // The result is validated. to_json writes every key, so from_json(to_json(c)) == c.
-// Hugging Face config.json files use other names: io/hf_checkpoint.h reads those.
+// Hugging Face config.json files use other names: model/hf_checkpoint.h reads those.
 #pragma once
 
 #include <string>

@@ -1,7 +1,7 @@
 #include "lmt/plan/model_source.h"
 
-#include "lmt/io/hf_checkpoint.h"
 #include "lmt/model/config_json.h"
+#include "lmt/model/hf_checkpoint.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -48,7 +48,7 @@ StatusOr<ModelConfig> load_model(const std::string& arg) {
     return InvalidArgument("'" + arg + "' is not valid JSON: " + e.what(),
                            "a model config is one JSON object, e.g. {\"n_layers\": 16, ...}");
   }
-  if (j.is_object() && j.contains("model_type")) return io::config_from_hf(arg);  // a Hugging Face config.json
+  if (j.is_object() && j.contains("model_type")) return model::config_from_hf(arg);  // a Hugging Face config.json
   return model::model_config_from_json(j, arg);
 }
 

@@ -16,7 +16,7 @@ Status AsyncCheckpointer::wait() {
   return s;
 }
 
-Status AsyncCheckpointer::start(int64_t step, const io::CheckpointData& data) {
+Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
   LMT_RETURN_IF_ERROR(wait());
   LMT_TRACE_SCOPE("checkpoint");
   data_ = data;
@@ -31,7 +31,7 @@ Status AsyncCheckpointer::start(int64_t step, const io::CheckpointData& data) {
   }
   auto save = [this, step] {
     try {  // an exception must not escape the thread (std::terminate): it becomes the save's error
-      result_ = io::save_checkpoint(dir_, step, data_);
+      result_ = train::save_checkpoint(dir_, step, data_);
       if (result_.ok()) result_ = io::prune_checkpoints(dir_, keep_);
     } catch (const std::exception& e) {
       result_ = Internal("saving checkpoint " + io::checkpoint_name(step) + " in " + dir_ + " failed: " + e.what(),

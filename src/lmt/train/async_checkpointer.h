@@ -2,7 +2,7 @@
 //
 // start() copies everything it needs (parameters, optimizer state, trainer state) into buffers it
 // owns, so the trainer may keep updating the originals at once; the thread then writes the
-// checkpoint (io/checkpoint.h) and prunes old ones. At most one save is in flight: start() and
+// checkpoint (train/checkpoint.h) and prunes old ones. At most one save is in flight: start() and
 // wait() first wait for the previous one, and report its error if it failed.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "lmt/io/checkpoint.h"
+#include "lmt/train/checkpoint.h"
 
 namespace lmt::train {
 
@@ -25,7 +25,7 @@ class AsyncCheckpointer {
 
   // Waits for the previous save (returning its error, if any), snapshots `data`, and saves it
   // (in the background when async, else before returning).
-  Status start(int64_t step, const io::CheckpointData& data);
+  Status start(int64_t step, const CheckpointData& data);
   // Waits for the save in flight; its status.
   Status wait();
   const std::string& dir() const { return dir_; }
@@ -39,7 +39,7 @@ class AsyncCheckpointer {
   // The snapshot the thread writes.
   std::vector<float> params_;
   std::vector<std::vector<float>> state_;
-  io::CheckpointData data_;
+  CheckpointData data_;
 };
 
 }  // namespace lmt::train

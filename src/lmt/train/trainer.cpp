@@ -243,10 +243,10 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     auto full = dp_->full_state_buffers(*optimizer_);
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
-    LMT_ASSIGN_OR_RETURN(j, io::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
     dp_->load_state_slice(*optimizer_, full);
   } else {
-    LMT_ASSIGN_OR_RETURN(j, io::load_checkpoint(path, model_->layout(), model_->params().as<float>(), optimizer_->state()));
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), optimizer_->state()));
   }
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
@@ -270,7 +270,7 @@ TrainerState Trainer::trainer_state() const {
 }
 
 Status Trainer::save_checkpoint() {
-  io::CheckpointData d;
+  CheckpointData d;
   d.layout = &model_->layout();
   d.params = model_->params().as<float>();
   std::vector<std::pair<std::string, Tensor>> full;  // gathered shards (ZeRO 1/2): collective

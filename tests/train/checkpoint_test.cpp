@@ -1,5 +1,5 @@
 // Checkpoint directories: atomic commit, round trip, corruption detection, resume selection, pruning.
-#include "lmt/io/checkpoint.h"
+#include "lmt/train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -7,12 +7,16 @@
 #include <fstream>
 
 #include "lmt/base/rng.h"
-#include "lmt/io/hf_checkpoint.h"
+#include "lmt/io/checkpoint_dir.h"
 #include "lmt/io/safetensors.h"
 
-namespace lmt::io {
+namespace lmt::train {
 namespace {
 namespace fs = std::filesystem;
+using io::find_latest_checkpoint;
+using io::prune_checkpoints;
+using io::SafetensorsFile;
+using io::verify_checkpoint;
 
 model::ModelConfig tiny_gpt2() {
   model::ModelConfig c = *model::preset("gpt2-124m");
@@ -117,6 +121,22 @@ TEST_F(CheckpointTest, PruneKeepsTheNewestAndNothingIsOverwritten) {
   EXPECT_TRUE(fs::exists(dir_ / "step_00000040"));
 }
 
+TEST_F(CheckpointTest, AFailedSaveLeavesNoCheckpointAndNoTmpAndTheOthersUntouched) {
+  ASSERT_TRUE(save_checkpoint(dir_.string(), 1, data(1)).ok());
+  CheckpointData bad = data(2);
+  bad.optimizer_state.push_back({"", bad.optimizer_state[0].second});  // rejected by the safetensors writer
+  Status s = save_checkpoint(dir_.string(), 2, bad);  // fails after model.safetensors and model.json
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("optimizer.safetensors"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(dir_ / "step_00000002"));
+  EXPECT_FALSE(fs::exists(dir_ / "step_00000002.tmp")) << "a failed save removes its staging directory";
+  EXPECT_TRUE(io::incomplete_checkpoints(dir_.string()).empty());
+  EXPECT_TRUE(verify_checkpoint((dir_ / "step_00000001").string()).ok());
+  // The same step saves fine afterwards.
+  ASSERT_TRUE(save_checkpoint(dir_.string(), 2, data(2)).ok());
+  EXPECT_EQ(*find_latest_checkpoint(dir_.string(), nullptr), (dir_ / "step_00000002").string());
+}
+
 TEST_F(CheckpointTest, OptimizerStateOfAnotherOptimizerIsAnErrorNamingIt) {
   ASSERT_TRUE(save_checkpoint(dir_.string(), 1, data(1)).ok());
   std::vector<float> params(layout_.total_numel()), mom(m_.size());
@@ -127,4 +147,4 @@ TEST_F(CheckpointTest, OptimizerStateOfAnotherOptimizerIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace lmt::io
+}  // namespace lmt::train

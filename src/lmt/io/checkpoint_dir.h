@@ -1,7 +1,9 @@
-// Checkpoints: RUN/checkpoints/step_XXXXXXXX/, committed atomically, verified on load.
+// Checkpoint directories: RUN/checkpoints/step_XXXXXXXX/, committed atomically, verified on load.
+// This is the model-free half (names, manifest, verification, selection, recovery, pruning); what
+// goes into the files is train/checkpoint.h's.
 //
 // Contents:
-//   model.safetensors      parameters, Hugging Face names and shapes, f32 (io/hf_checkpoint.h)
+//   model.safetensors      parameters, Hugging Face names and shapes, f32 (model/hf_checkpoint.h)
 //   model.json             the model config (model/config_json.h)
 //   optimizer.safetensors  optimizer state: named flat f32 tensors, element i belongs to parameter
 //                          element i, so a state written by N ranks can be read by M
@@ -9,48 +11,34 @@
 //                          continue bit for bit
 //   config.toml            the resolved training recipe
 //   manifest.json          every file above with its size and XXH64, written last
-// Commit protocol: everything goes into step_XXXXXXXX.tmp/ (each file fsynced), the directory is
-// fsynced, renamed to step_XXXXXXXX and the parent fsynced. A crash leaves either the previous
-// checkpoints untouched or a *.tmp directory that the next save removes. A checkpoint whose files
-// do not match its manifest is reported and skipped by find_latest_checkpoint().
+// Commit protocol (io/atomic_dir.h, staging kSuffix): everything goes into step_XXXXXXXX.tmp/ (each
+// file fsynced), the directory is fsynced, renamed to step_XXXXXXXX and the parent fsynced. A crash
+// leaves either the previous checkpoints untouched or a *.tmp directory that the next save removes.
+// A checkpoint whose files do not match its manifest is reported and skipped by
+// find_latest_checkpoint().
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "lmt/base/status.h"
-#include "lmt/model/params.h"
-#include "lmt/tensor/tensor_view.h"
 
 namespace lmt::io {
 
-struct CheckpointData {
-  const model::ParamLayout* layout = nullptr;
-  const float* params = nullptr;  // layout->total_numel()
-  std::vector<std::pair<std::string, TensorView>> optimizer_state;  // f32 tensors
-  nlohmann::json trainer_state;
-  std::string config_toml;
-};
+// The files of a checkpoint besides manifest.json, each listed in the manifest.
+inline constexpr const char* kCheckpointFiles[] = {"model.safetensors", "model.json", "optimizer.safetensors",
+                                                   "trainer_state.json", "config.toml"};
 
 // "step_00001234"
 std::string checkpoint_name(int64_t step);
 
-// Writes `checkpoints_dir`/step_XXXXXXXX atomically (creating checkpoints_dir if needed). Refuses
-// to replace an existing committed checkpoint of the same step.
-Status save_checkpoint(const std::string& checkpoints_dir, int64_t step, const CheckpointData& data);
+// Writes `step_dir`/manifest.json (atomically) with the size and XXH64 of every kCheckpointFiles
+// entry in `step_dir`: the last write of a save. Errors: a file missing or unreadable, kIoError.
+Status write_checkpoint_manifest(const std::string& step_dir, int64_t step);
 
 // Checks every file of `step_dir` against its manifest (size and checksum).
 Status verify_checkpoint(const std::string& step_dir);
-
-// Loads a verified checkpoint: params (layout.total_numel() f32; must match the layout exactly),
-// optimizer state into the given views (each must be present in the file with the same numel),
-// and returns trainer_state.json.
-StatusOr<nlohmann::json> load_checkpoint(const std::string& step_dir, const model::ParamLayout& layout, float* params,
-                                         const std::vector<std::pair<std::string, TensorView>>& optimizer_state);
 
 // The newest checkpoint under checkpoints_dir that verifies; each skipped (corrupt or incomplete)
 // one is appended to *skipped as "dir: reason". NotFound when there is none.

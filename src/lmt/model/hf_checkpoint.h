@@ -14,18 +14,18 @@
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
 
-namespace lmt::io {
+namespace lmt::model {
 
 // Parses `path` (a config.json). The model name is the file's directory name.
-StatusOr<model::ModelConfig> config_from_hf(const std::string& path);
+StatusOr<ModelConfig> config_from_hf(const std::string& path);
 
 // Fills params (layout.total_numel() f32 values) from a safetensors file laid out with HF names.
 // GPT-2 checkpoints whose keys lack the "transformer." prefix are accepted too.
-Status load_hf_weights(const std::string& safetensors_path, const model::ParamLayout& layout, float* params);
+Status load_hf_weights(const std::string& safetensors_path, const ParamLayout& layout, float* params);
 
 // Writes params (layout.total_numel() f32) as a safetensors file with HF names and shapes: F32,
 // padded vocabulary rows dropped, Conv1D weights transposed back, no lm_head when tied. Atomic.
-Status save_hf_weights(const std::string& safetensors_path, const model::ParamLayout& layout, const float* params,
+Status save_hf_weights(const std::string& safetensors_path, const ParamLayout& layout, const float* params,
                        const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace lmt::io
+}  // namespace lmt::model

@@ -1,40 +1,19 @@
-#include "lmt/io/checkpoint.h"
-
-#include <fcntl.h>
-#include <unistd.h>
+#include "lmt/io/checkpoint_dir.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "lmt/base/xxh64.h"
 #include "lmt/io/atomic_file.h"
-#include "lmt/io/hf_checkpoint.h"
 #include "lmt/io/mapped_file.h"
-#include "lmt/io/safetensors.h"
-#include "lmt/model/config_json.h"
 
 namespace lmt::io {
 namespace fs = std::filesystem;
 namespace {
-
-constexpr const char* kFiles[] = {"model.safetensors", "model.json", "optimizer.safetensors", "trainer_state.json",
-                                  "config.toml"};
-
-Status write_text(const std::string& path, const std::string& text) {
-  LMT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::create(path));
-  LMT_RETURN_IF_ERROR(w.append(text.data(), text.size()));
-  return w.commit();
-}
-
-Status fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return IoError("cannot open directory " + dir + " to fsync it");
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : IoError("fsync of directory " + dir + " failed");
-}
 
 StatusOr<std::pair<int64_t, uint64_t>> size_and_checksum(const std::string& path) {
   LMT_ASSIGN_OR_RETURN(MappedFile f, MappedFile::open_read_only(path));
@@ -82,41 +61,13 @@ std::string checkpoint_name(int64_t step) {
   return buf;
 }
 
-Status save_checkpoint(const std::string& checkpoints_dir, int64_t step, const CheckpointData& d) {
-  LMT_CHECK(d.layout != nullptr && d.params != nullptr) << "save_checkpoint without a layout or params";
-  std::error_code ec;
-  fs::create_directories(checkpoints_dir, ec);
-  if (ec) return IoError("cannot create " + checkpoints_dir + ": " + ec.message(), "check the run directory is writable");
-  const std::string final_dir = checkpoints_dir + "/" + checkpoint_name(step), tmp_dir = final_dir + ".tmp";
-  if (fs::exists(final_dir))
-    return FailedPrecondition("checkpoint " + final_dir + " already exists",
-                              "it is never overwritten; if it is damaged, resume with --resume (damaged checkpoints are "
-                              "renamed aside to *.corrupt) or move it away by hand");
-  fs::remove_all(tmp_dir, ec);  // a crash's leftovers
-  fs::create_directory(tmp_dir, ec);
-  if (ec) return IoError("cannot create " + tmp_dir + ": " + ec.message());
-
-  LMT_RETURN_IF_ERROR(save_hf_weights(tmp_dir + "/model.safetensors", *d.layout, d.params, {{"format", "pt"}}));
-  LMT_RETURN_IF_ERROR(write_text(tmp_dir + "/model.json", model::model_config_to_json(d.layout->config()).dump(2) + "\n"));
-  std::vector<TensorToWrite> state;
-  for (const auto& [name, view] : d.optimizer_state) {
-    LMT_CHECK(view.dtype() == DType::kF32) << "optimizer state '" << name << "' is " << view.to_string();
-    state.push_back({name, "F32", {view.numel()}, view.data()});
-  }
-  LMT_RETURN_IF_ERROR(write_safetensors(tmp_dir + "/optimizer.safetensors", state));
-  LMT_RETURN_IF_ERROR(write_text(tmp_dir + "/trainer_state.json", d.trainer_state.dump(2) + "\n"));
-  LMT_RETURN_IF_ERROR(write_text(tmp_dir + "/config.toml", d.config_toml));
-
+Status write_checkpoint_manifest(const std::string& step_dir, int64_t step) {
   nlohmann::json manifest = {{"step", step}, {"files", nlohmann::json::object()}};
-  for (const char* f : kFiles) {
-    LMT_ASSIGN_OR_RETURN(auto sc, size_and_checksum(tmp_dir + "/" + f));
+  for (const char* f : kCheckpointFiles) {
+    LMT_ASSIGN_OR_RETURN(auto sc, size_and_checksum(step_dir + "/" + f));
     manifest["files"][f] = {{"bytes", sc.first}, {"xxh64", hex64(sc.second)}};
   }
-  LMT_RETURN_IF_ERROR(write_text(tmp_dir + "/manifest.json", manifest.dump(2) + "\n"));
-  LMT_RETURN_IF_ERROR(fsync_dir(tmp_dir));
-  fs::rename(tmp_dir, final_dir, ec);
-  if (ec) return IoError("cannot rename " + tmp_dir + " to " + final_dir + ": " + ec.message());
-  return fsync_dir(checkpoints_dir);
+  return write_file_atomically(step_dir + "/manifest.json", manifest.dump(2) + "\n");
 }
 
 Status verify_checkpoint(const std::string& step_dir) {
@@ -131,7 +82,7 @@ Status verify_checkpoint(const std::string& step_dir) {
   nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
   if (m.is_discarded() || !m.contains("files") || !m["files"].is_object())
     return DataLoss(mpath + " is not a valid manifest", "the checkpoint is damaged; use an older one");
-  for (const char* name : kFiles) {
+  for (const char* name : kCheckpointFiles) {
     if (!m["files"].contains(name)) return DataLoss(mpath + " does not list " + name, "the checkpoint is damaged");
     const auto& entry = m["files"][name];
     auto sc = size_and_checksum(step_dir + "/" + name);
@@ -142,24 +93,6 @@ Status verify_checkpoint(const std::string& step_dir) {
                       "the file was truncated or modified; use an older checkpoint");
   }
   return Status::Ok();
-}
-
-StatusOr<nlohmann::json> load_checkpoint(const std::string& step_dir, const model::ParamLayout& layout, float* params,
-                                         const std::vector<std::pair<std::string, TensorView>>& optimizer_state) {
-  LMT_RETURN_IF_ERROR(verify_checkpoint(step_dir));
-  LMT_RETURN_IF_ERROR(load_hf_weights(step_dir + "/model.safetensors", layout, params));
-  LMT_ASSIGN_OR_RETURN(SafetensorsFile opt, SafetensorsFile::open(step_dir + "/optimizer.safetensors"));
-  for (const auto& [name, view] : optimizer_state) {
-    const TensorInfo* t = opt.find(name);
-    if (!t)
-      return InvalidArgument(step_dir + "/optimizer.safetensors has no state '" + name + "'",
-                             "the checkpoint was written with another optimizer; set optim.name to match it");
-    LMT_RETURN_IF_ERROR(opt.read_f32(name, view.as<float>(), view.numel()));
-  }
-  std::ifstream in(step_dir + "/trainer_state.json");
-  nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
-  if (state.is_discarded()) return DataLoss(step_dir + "/trainer_state.json is not JSON", "the checkpoint is damaged");
-  return state;
 }
 
 StatusOr<std::string> find_latest_checkpoint(const std::string& checkpoints_dir, std::vector<std::string>* skipped) {

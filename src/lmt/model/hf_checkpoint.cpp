@@ -1,4 +1,4 @@
-#include "lmt/io/hf_checkpoint.h"
+#include "lmt/model/hf_checkpoint.h"
 
 #include <cmath>
 #include <filesystem>
@@ -12,11 +12,16 @@
 
 #include "lmt/io/safetensors.h"
 
-namespace lmt::io {
+namespace lmt::model {
+
+using io::SafetensorsFile;
+using io::TensorInfo;
+using io::TensorToWrite;
+using io::write_safetensors;
+
 namespace {
 
 using nlohmann::json;
-using model::ModelConfig;
 
 // Reads key as T; a missing key yields `fallback` when given, else an error naming file and key.
 template <typename T>
@@ -213,4 +218,4 @@ Status save_hf_weights(const std::string& safetensors_path, const model::ParamLa
   return write_safetensors(safetensors_path, tensors, metadata);
 }
 
-}  // namespace lmt::io
+}  // namespace lmt::model
