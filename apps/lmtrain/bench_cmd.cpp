@@ -19,6 +19,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/kernels/backend.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/tensor/tensor.h"
 

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/model/flops.h"
 #include "lmt/model/transformer.h"

@@ -16,6 +16,7 @@
 #include "lmt/eval/scoring.h"
 #include "lmt/eval/tasks.h"
 #include "lmt/eval/validation.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/metrics/hardware.h"
 
 namespace lmt::cli {

@@ -21,6 +21,7 @@
 #include "lmt/eval/generate.h"
 #include "lmt/eval/model_dir.h"
 #include "lmt/kernels/backend.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/config.h"
 
 namespace lmt::cli {

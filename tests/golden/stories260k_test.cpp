@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lmt/io/hf_checkpoint.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/transformer.h"
 
 namespace lmt {

@@ -20,6 +20,7 @@
 
 #include "lmt/io/hf_checkpoint.h"
 #include "lmt/io/safetensors.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/config_json.h"
 #include "lmt/model/transformer.h"
 

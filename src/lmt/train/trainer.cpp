@@ -14,6 +14,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/io/atomic_file.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
