@@ -1,4 +1,5 @@
-// Microbenchmarks of cpu kernels on transformer shapes (gpt2-124m: C=768, 4C=3072, V=50304).
+// Microbenchmarks of the cpu backend's kernels (kernels::backend("cpu")) on transformer shapes
+// (gpt2-124m: C=768, 4C=3072, V=50304).
 //   build/bin/kernels_bench --benchmark_filter=Linear
 #include <benchmark/benchmark.h>
 
@@ -6,6 +7,7 @@
 
 #include "lmt/base/rng.h"
 #include "lmt/kernels/backend.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
 
 namespace {
@@ -21,7 +23,7 @@ Tensor random_tensor(Shape s, DType dtype, uint64_t seed) {
   for (int64_t i = 0; i < f.numel(); ++i) f.as<float>()[i] = static_cast<float>(rng.normal());
   if (dtype == DType::kF32) return f;
   Tensor out(s, dtype);
-  k::cpu_backend().convert(out, f);
+  k::backend("cpu").convert(out, f);
   return out;
 }
 
@@ -30,7 +32,8 @@ void BM_LinearForward(benchmark::State& state) {
   const int64_t M = state.range(0), K = state.range(1), N = state.range(2);
   const DType dt = state.range(3) ? DType::kBF16 : DType::kF32;
   Tensor x = random_tensor({M, K}, dt, 1), w = random_tensor({N, K}, dt, 2), y({M, N}, DType::kF32);
-  for (auto _ : state) k::cpu_backend().linear_forward(y, x, w, TensorView());
+  k::Backend& be = k::backend("cpu");
+  for (auto _ : state) be.linear_forward(y, x, w, TensorView());
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * K * N, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
   state.counters["GFLOP/s"].value *= 1e-9;
@@ -49,9 +52,10 @@ void BM_Attention(benchmark::State& state) {
   Tensor out({B, T, NH, HD}, DType::kF32), lse({B, NH, T}, DType::kF32), dq({B, T, NH, HD}, DType::kF32),
       dk({B, T, NH, HD}, DType::kF32), dv({B, T, NH, HD}, DType::kF32);
   const float scale = 1.0f / std::sqrt(64.0f);
+  k::Backend& be = k::backend("cpu");
   for (auto _ : state) {
-    k::cpu_backend().attention_forward(which, out, lse, q, kk, v, TensorView(), scale);
-    k::cpu_backend().attention_backward(which, dq, dk, dv, dout, q, kk, v, out, lse, TensorView(), scale);
+    be.attention_forward(which, out, lse, q, kk, v, TensorView(), scale);
+    be.attention_backward(which, dq, dk, dv, dout, q, kk, v, out, lse, TensorView(), scale);
   }
 }
 BENCHMARK(BM_Attention)->ArgsProduct({{256, 1024}, {0, 1}})->Unit(benchmark::kMillisecond);

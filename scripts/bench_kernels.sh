@@ -14,7 +14,7 @@ for dtype in bf16 fp32; do
   done
 done
 for seq in 256 1024; do
-  for backend in naive flash; do
-    $bin bench attention --batch 4 --heads 12 --seq $seq --head-dim 64 --backend $backend --iters 5 --json
+  for attention in naive flash; do
+    $bin bench attention --batch 4 --heads 12 --seq $seq --head-dim 64 --attention $attention --iters 5 --json
   done
 done

@@ -1,4 +1,5 @@
-// `lmtrain bench matmul` and `lmtrain bench attention`: kernel throughput on this machine.
+// `lmtrain bench matmul` and `lmtrain bench attention`: kernel throughput on this machine, on the
+// kernel backend --backend names (default cpu).
 //
 // Each benchmark warms up, then times `--iters` repetitions and reports the median (timings on
 // shared machines are noisy; the median of several is what docs/PERFORMANCE.md records), the best,
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.h"
+#include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
@@ -40,13 +42,13 @@ Timing time_it(int warmup, int iters, const std::function<void()>& fn) {
   return {median(t), *std::min_element(t.begin(), t.end())};
 }
 
-Tensor random_tensor(Shape shape, DType dtype, Rng& rng, double scale = 1.0) {
+Tensor random_tensor(kernels::Backend& be, Shape shape, DType dtype, Rng& rng, double scale = 1.0) {
   Tensor f32(shape, DType::kF32);
   float* p = f32.as<float>();
   for (int64_t i = 0; i < f32.numel(); ++i) p[i] = static_cast<float>(rng.normal() * scale);
   if (dtype == DType::kF32) return f32;
   Tensor out(shape, dtype);
-  kernels::cpu_backend().convert(out, f32);
+  be.convert(out, f32);
   return out;
 }
 
@@ -60,6 +62,7 @@ struct MatmulArgs {
   int64_t m = 2048, k = 768, n = 3072;
   std::string dtype = "bf16";
   std::string form = "plain";
+  std::string backend = "cpu";
   int warmup = 3, iters = 10;
   bool json = false;
 };
@@ -77,31 +80,32 @@ Status run_matmul(const MatmulArgs& a) {
   LMT_RETURN_IF_ERROR(check_fits_in_memory(6.0 * elems, "--m " + std::to_string(a.m) + " --k " + std::to_string(a.k) +
                                                             " --n " + std::to_string(a.n),
                                            "lower --m, --k or --n"));
-  kernels::Backend& be = kernels::cpu_backend();
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, backend_from_flag(a.backend));
+  kernels::Backend& be = *backend;
   Rng rng(1);
   // Forms: the GEMMs of a linear layer y = x·Wᵀ with x[M,K], W[N,K]; all cost 2·M·K·N flops.
   std::function<void()> fn;
   Tensor x, w, y, dy, dx, dw, c;
   if (a.form == "plain") {  // C[M,N] = A[M,K] · B[K,N]
-    x = random_tensor({a.m, a.k}, dtype, rng);
-    w = random_tensor({a.k, a.n}, dtype, rng);
+    x = random_tensor(be, {a.m, a.k}, dtype, rng);
+    w = random_tensor(be, {a.k, a.n}, dtype, rng);
     c = Tensor({a.m, a.n}, DType::kF32);
     fn = [&] { be.matmul(c, x, w, false, false, false); };
   } else if (a.form == "linear-fwd") {  // y[M,N] = x[M,K] · W[N,K]ᵀ
-    x = random_tensor({a.m, a.k}, dtype, rng);
-    w = random_tensor({a.n, a.k}, dtype, rng);
+    x = random_tensor(be, {a.m, a.k}, dtype, rng);
+    w = random_tensor(be, {a.n, a.k}, dtype, rng);
     y = Tensor({a.m, a.n}, DType::kF32);
     fn = [&] { be.linear_forward(y, x, w, TensorView()); };
   } else if (a.form == "linear-dx") {  // dx[M,K] = dy[M,N] · W[N,K]
-    x = random_tensor({a.m, a.k}, dtype, rng);
-    w = random_tensor({a.n, a.k}, dtype, rng);
-    dy = random_tensor({a.m, a.n}, dtype, rng);
+    x = random_tensor(be, {a.m, a.k}, dtype, rng);
+    w = random_tensor(be, {a.n, a.k}, dtype, rng);
+    dy = random_tensor(be, {a.m, a.n}, dtype, rng);
     dx = Tensor({a.m, a.k}, DType::kF32);
     fn = [&] { be.linear_backward(dx, TensorView(), TensorView(), dy, x, w); };
   } else if (a.form == "linear-dw") {  // dW[N,K] += dyᵀ[N,M] · x[M,K]
-    x = random_tensor({a.m, a.k}, dtype, rng);
-    w = random_tensor({a.n, a.k}, dtype, rng);
-    dy = random_tensor({a.m, a.n}, dtype, rng);
+    x = random_tensor(be, {a.m, a.k}, dtype, rng);
+    w = random_tensor(be, {a.n, a.k}, dtype, rng);
+    dy = random_tensor(be, {a.m, a.n}, dtype, rng);
     dw = Tensor({a.n, a.k}, DType::kF32);
     fn = [&] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w); };
   } else {
@@ -116,7 +120,7 @@ Status run_matmul(const MatmulArgs& a) {
   const double frac = peak > 0 ? gflops / peak : 0;
   if (a.json) {
     nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", a.n},
-                        {"dtype", a.dtype}, {"form", a.form}, {"iters", a.iters},
+                        {"dtype", a.dtype}, {"form", a.form}, {"backend", a.backend}, {"iters", a.iters},
                         {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
                         {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
                         {"fraction_of_peak", frac}, {"threads", metrics::cpu_info().threads},
@@ -136,7 +140,8 @@ Status run_matmul(const MatmulArgs& a) {
 
 struct AttentionArgs {
   int64_t batch = 4, heads = 12, kv_heads = 0, seq = 1024, head_dim = 64;
-  std::string backend = "flash";
+  std::string attention = "flash";
+  std::string backend = "cpu";
   int warmup = 2, iters = 5;
   bool json = false;
 };
@@ -156,7 +161,7 @@ Status run_attention(const AttentionArgs& a) {
     // q, k, v, the output and their gradients in f32; the naive backend also holds T x T scores.
     const double tokens = static_cast<double>(a.batch) * static_cast<double>(a.seq);
     const double qkv = tokens * static_cast<double>(a.head_dim) * (4.0 * a.heads + 4.0 * (a.kv_heads > 0 ? a.kv_heads : a.heads));
-    const double scores = a.backend == "naive" ? 2.0 * tokens * static_cast<double>(a.heads) * static_cast<double>(a.seq) : 0;
+    const double scores = a.attention == "naive" ? 2.0 * tokens * static_cast<double>(a.heads) * static_cast<double>(a.seq) : 0;
     LMT_RETURN_IF_ERROR(check_fits_in_memory(4.0 * (qkv + scores), "attention of --batch " + std::to_string(a.batch) +
                                                                        " --seq " + std::to_string(a.seq),
                                              "lower --batch or --seq"));
@@ -166,15 +171,20 @@ Status run_attention(const AttentionArgs& a) {
                                std::to_string(G),
                            "choose kv heads that divide the query heads (e.g. 12 and 4)");
   kernels::AttentionBackend which;
-  if (a.backend == "flash") which = kernels::AttentionBackend::kFlash;
-  else if (a.backend == "naive") which = kernels::AttentionBackend::kNaive;
-  else return InvalidArgument("--backend '" + a.backend + "' is unknown", "use flash or naive");
+  if (a.attention == "flash") which = kernels::AttentionBackend::kFlash;
+  else if (a.attention == "naive") which = kernels::AttentionBackend::kNaive;
+  else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use flash or naive");
 
-  kernels::Backend& be = kernels::cpu_backend();
+  if (a.backend == "flash" || a.backend == "naive")  // what --backend meant here before the registry
+    return InvalidArgument("--backend '" + a.backend + "' is not a kernel backend (registered backends: " +
+                               kernels::backend_names_text() + ")",
+                           "flash or naive attention is chosen with --attention " + a.backend);
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, backend_from_flag(a.backend));
+  kernels::Backend& be = *backend;
   Rng rng(2);
   const int64_t B = a.batch, T = a.seq, NH = a.heads, HD = a.head_dim;
-  Tensor q = random_tensor({B, T, NH, HD}, DType::kF32, rng), k = random_tensor({B, T, G, HD}, DType::kF32, rng),
-         v = random_tensor({B, T, G, HD}, DType::kF32, rng), dout = random_tensor({B, T, NH, HD}, DType::kF32, rng);
+  Tensor q = random_tensor(be, {B, T, NH, HD}, DType::kF32, rng), k = random_tensor(be, {B, T, G, HD}, DType::kF32, rng),
+         v = random_tensor(be, {B, T, G, HD}, DType::kF32, rng), dout = random_tensor(be, {B, T, NH, HD}, DType::kF32, rng);
   Tensor out({B, T, NH, HD}, DType::kF32), lse({B, NH, T}, DType::kF32);
   Tensor dq({B, T, NH, HD}, DType::kF32), dk({B, T, G, HD}, DType::kF32), dv({B, T, G, HD}, DType::kF32);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
@@ -192,7 +202,7 @@ Status run_attention(const AttentionArgs& a) {
   const size_t ws = be.workspace_bytes();
   if (a.json) {
     nlohmann::json j = {{"bench", "attention"}, {"batch", B}, {"heads", NH}, {"kv_heads", G},
-                        {"seq", T}, {"head_dim", HD}, {"backend", a.backend},
+                        {"seq", T}, {"head_dim", HD}, {"attention", a.attention}, {"backend", a.backend},
                         {"seconds", secs}, {"seconds_forward", tf.median},
                         {"seconds_backward", tb.median}, {"gflops", gflops},
                         {"gflops_forward", flops_fwd / tf.median * 1e-9},
@@ -206,7 +216,7 @@ Status run_attention(const AttentionArgs& a) {
     std::printf("attention %s B=%lld NH=%lld G=%lld T=%lld HD=%lld: forward %.3f ms (%.1f GFLOP/s), "
                 "backward %.3f ms (%.1f GFLOP/s), forward+backward %.3f ms, %.1f GFLOP/s, "
                 "%.1f%% of fp32 peak %.0f GFLOP/s; workspace %.2f MiB\n",
-                a.backend.c_str(), static_cast<long long>(B), static_cast<long long>(NH),
+                a.attention.c_str(), static_cast<long long>(B), static_cast<long long>(NH),
                 static_cast<long long>(G), static_cast<long long>(T), static_cast<long long>(HD),
                 tf.median * 1e3, flops_fwd / tf.median * 1e-9, tb.median * 1e3,
                 2.5 * flops_fwd / tb.median * 1e-9, secs * 1e3, gflops, frac * 100, peak,
@@ -232,6 +242,7 @@ void add_bench_command(CLI::App& app, Runner& runner) {
                 "(x[M,K], W[N,K])")->capture_default_str();
   m->add_option("--warmup", mm.warmup, "untimed repetitions")->capture_default_str();
   m->add_option("--iters", mm.iters, "timed repetitions (the median is reported)")->capture_default_str();
+  add_backend_flag(m, mm.backend);
   m->add_flag("--json", mm.json, "print one JSON object");
   m->callback([&runner] { runner.set(run_matmul(mm)); });
 
@@ -242,7 +253,8 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   t->add_option("--kv-heads", at.kv_heads, "key/value heads G (default: NH)");
   t->add_option("--seq", at.seq, "sequence length T")->capture_default_str();
   t->add_option("--head-dim", at.head_dim, "head dimension HD")->capture_default_str();
-  t->add_option("--backend", at.backend, "flash or naive")->capture_default_str();
+  t->add_option("--attention", at.attention, "flash or naive")->capture_default_str();
+  add_backend_flag(t, at.backend);
   t->add_option("--warmup", at.warmup, "untimed repetitions")->capture_default_str();
   t->add_option("--iters", at.iters, "timed repetitions (the median is reported)")->capture_default_str();
   t->add_flag("--json", at.json, "print one JSON object");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.h"
+#include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
@@ -25,6 +26,7 @@ struct ModelBenchArgs {
   int64_t batch = 4, seq = 256;
   std::string dtype = "bf16";
   std::string attention = "flash";
+  std::string backend = "cpu";
   bool recompute = false;
   int warmup = 1, iters = 5;
   bool json = false;
@@ -53,7 +55,8 @@ Status run_model_bench(const ModelBenchArgs& a) {
       "--preset " + a.preset + " --batch " + std::to_string(a.batch) + " --seq " + std::to_string(a.seq),
       "lower --batch or --seq, or pass --recompute"));
 
-  model::Transformer m(config, kernels::cpu_backend());
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
+  model::Transformer m(config, *be);
   m.init(1);
   m.prepare(a.batch, a.seq, o);
   const int64_t N = a.batch * a.seq;
@@ -82,9 +85,9 @@ Status run_model_bench(const ModelBenchArgs& a) {
   const auto& peaks = metrics::measured_peaks();
   const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
   const double mfu = f.training * tokens_per_s / peak, mfu_6n = f.six_n * tokens_per_s / peak;
-  const size_t arena = m.arena().capacity(), ws = kernels::cpu_backend().workspace_bytes();
+  const size_t arena = m.arena().capacity(), ws = be->workspace_bytes();
   if (a.json) {
-    nlohmann::json j = {{"bench", "model"}, {"preset", a.preset}, {"batch", a.batch}, {"seq", a.seq},
+    nlohmann::json j = {{"bench", "model"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq},
                         {"dtype", a.dtype}, {"attention", a.attention}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs},
                         {"seconds_forward", median(fwd)}, {"seconds_backward", median(bwd)},
@@ -117,6 +120,7 @@ void add_model_bench(CLI::App* bench, Runner& runner) {
   m->add_option("--dtype", mb.dtype, "bf16 (mixed precision) or fp32")->capture_default_str();
   m->add_option("--attention", mb.attention, "auto, flash or naive")->capture_default_str();
   m->add_flag("--recompute", mb.recompute, "activation checkpointing per block");
+  add_backend_flag(m, mb.backend);
   m->add_option("--warmup", mb.warmup, "untimed steps")->capture_default_str();
   m->add_option("--iters", mb.iters, "timed steps (the median is reported)")->capture_default_str();
   m->add_flag("--json", mb.json, "print one JSON object");

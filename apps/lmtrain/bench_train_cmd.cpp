@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_stats.h"
+#include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
@@ -28,6 +29,7 @@ namespace {
 
 struct TrainBenchArgs {
   std::string preset = "gpt2-124m", optimizer = "adamw", dtype = "bf16";
+  std::string backend = "cpu";
   int64_t batch = 4, seq = 256, accum = 1;
   int warmup = 1, iters = 5, zero = 0;
   double bucket_mb = 25;
@@ -54,7 +56,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
       config, a.batch, a.seq, o, (16.0 + (o.compute == DType::kBF16 ? 2.0 : 0.0)) * config.param_count_estimate(),
       "--preset " + a.preset + " --batch " + std::to_string(a.batch) + " --seq " + std::to_string(a.seq),
       "lower --batch (raise --accum to keep the batch) or --seq, or pass --recompute"));
-  model::Transformer m(config, kernels::cpu_backend());
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
+  model::Transformer m(config, *be);
   m.init(1);
   m.prepare(a.batch, a.seq, o);
   optim::OptimizerConfig oc;
@@ -156,7 +159,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                                 {"param_gather", median(t_gather)}};
   if (comm->rank() != 0) return Status::Ok();
   if (a.json) {
-    nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
+    nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
                         {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero},
@@ -199,6 +202,7 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--dtype", tb.dtype, "bf16 or fp32")->capture_default_str();
   t->add_option("--optimizer", tb.optimizer, "adamw or muon")->capture_default_str();
   t->add_flag("--recompute", tb.recompute, "activation checkpointing per block");
+  add_backend_flag(t, tb.backend);
   t->add_option("--warmup", tb.warmup, "untimed steps")->capture_default_str();
   t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();
   t->add_flag("--json", tb.json, "print one JSON object");

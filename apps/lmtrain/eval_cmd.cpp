@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/format.h"
 #include "lmt/eval/model_dir.h"
@@ -22,7 +23,7 @@ namespace lmt::cli {
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, preset, task, data, tokenizer, dtype = "fp32";
+  std::string checkpoint, preset, task, data, tokenizer, dtype = "fp32", backend = "cpu";
   int64_t limit = 0, batch = 8, max_seq = 0, seq = 0;
   uint64_t seed = 1;
   bool json = false, no_doc_masking = false;
@@ -46,14 +47,15 @@ StatusOr<Loaded> load(const EvalArgs& a, bool need_tokenizer) {
   if (a.checkpoint.empty() == a.preset.empty())
     return InvalidArgument("pass exactly one of --checkpoint DIR and --preset NAME",
                            "--checkpoint evaluates trained weights; --preset only measures throughput on random weights");
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
   eval::LoadedModel lm;
   if (!a.checkpoint.empty()) {
-    LMT_ASSIGN_OR_RETURN(lm, eval::load_model_dir(a.checkpoint, kernels::cpu_backend()));
+    LMT_ASSIGN_OR_RETURN(lm, eval::load_model_dir(a.checkpoint, *be));
     out.source = lm.source;
   } else {
     LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
     LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "--preset " + a.preset));
-    lm.model = std::make_unique<model::Transformer>(config, kernels::cpu_backend());
+    lm.model = std::make_unique<model::Transformer>(config, *be);
     lm.model->init(a.seed);
     lm.source = out.source = "preset " + a.preset + " (random weights, seed " + std::to_string(a.seed) + ")";
   }
@@ -141,6 +143,7 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   e->add_option("--seq", a.seq, "val: sequence length T (0: min(1024, model max))")->capture_default_str();
   e->add_flag("--no-doc-masking", a.no_doc_masking, "val: attend across document boundaries");
   e->add_option("--dtype", a.dtype, "fp32 (exact) or bf16 GEMM inputs")->capture_default_str();
+  add_backend_flag(e, a.backend);
   e->add_option("--tokenizer", a.tokenizer, "tokenizer path (default: the one the checkpoint's data was prepared with)");
   e->add_flag("--json", a.json, "print one JSON object");
   e->callback([&runner] { runner.set(run_eval(a)); });

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/timer.h"
 #include "lmt/eval/decode.h"
@@ -27,7 +28,7 @@ namespace lmt::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, preset, prompt, prompt_ids, tokenizer;
+  std::string checkpoint, preset, prompt, prompt_ids, tokenizer, backend = "cpu";
   int64_t max_tokens = 256;
   float temperature = 1.0f;
   int64_t top_k = 0;
@@ -89,9 +90,9 @@ Status run_generate(const GenerateArgs& a) {
   LMT_RETURN_IF_ERROR(check_thread_count(a.threads, "--threads"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  kernels::Backend& be = kernels::cpu_backend();
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
   Timer load_timer;
-  LMT_ASSIGN_OR_RETURN(eval::LoadedModel loaded, load(a, be));
+  LMT_ASSIGN_OR_RETURN(eval::LoadedModel loaded, load(a, *be));
   const double load_seconds = load_timer.seconds();
 
   // A tokenizer is required for text prompts and optional for ids (then ids are printed).
@@ -197,6 +198,7 @@ void add_generate_command(CLI::App& app, Runner& runner) {
   g->add_option("--top-p", a.top_p, "nucleus: the smallest set with mass >= p; 1: off (default 0.9)");
   g->add_option("--seed", a.seed, "sampling seed (and the preset's init seed); default 0");
   g->add_option("--tokenizer", a.tokenizer, "tokenizer.json, *.tiktoken or a GPT-2 dir (default: the model's)");
+  add_backend_flag(g, a.backend);
   g->add_option("--threads", a.threads,
                  "OpenMP threads; 0: all cores (default); at most 4 x the hardware threads (at least 64, at most 1024)");
   g->add_flag("--json", a.json, "print one JSON object (ids, text, speeds) instead of streaming");

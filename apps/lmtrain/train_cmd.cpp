@@ -1,7 +1,8 @@
 // `lmtrain train --config FILE --run-dir DIR [--set section.key=value ...] [--resume]
-//                [--profile-steps A:B] [--print-keys]`
+//                [--backend NAME] [--profile-steps A:B] [--print-keys]`
 #include <cstdio>
 
+#include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/stop_signal.h"
 #include "lmt/config/config.h"
@@ -13,7 +14,7 @@ namespace lmt::cli {
 namespace {
 
 struct TrainArgs {
-  std::string config, run_dir, profile_steps;
+  std::string config, run_dir, profile_steps, backend;
   std::vector<std::string> overrides;
   bool resume = false, print_keys = false;
 };
@@ -28,6 +29,7 @@ Status run_train(const TrainArgs& a) {
   LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(a.config));
   for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
   if (!a.profile_steps.empty()) LMT_RETURN_IF_ERROR(c.set("profile.steps", a.profile_steps, "--profile-steps"));
+  if (!a.backend.empty()) LMT_RETURN_IF_ERROR(c.set("runtime.backend", a.backend, "--backend"));
   LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, a.config));
   // Under mpirun (or srun) every process is one data-parallel rank; alone, a world of 1 (docs/DIST.md).
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
@@ -62,6 +64,7 @@ void add_train_command(CLI::App& app, Runner& runner) {
   t->add_option("--run-dir", args.run_dir, "run directory: config.toml, metrics.jsonl, checkpoints/, trace.json");
   t->add_option("--set", args.overrides, "override a recipe key, e.g. --set optim.lr=3e-4 (repeatable)");
   t->add_flag("--resume", args.resume, "continue from the newest valid checkpoint in --run-dir");
+  add_backend_flag(t, args.backend, "the recipe's runtime.backend, cpu");
   t->add_option("--profile-steps", args.profile_steps, "write RUN/trace.json for steps A..B-1, e.g. 10:20");
   t->add_flag("--print-keys", args.print_keys, "print every recipe key with its type, default and meaning");
   t->callback([&runner] { runner.set(run_train(args)); });

@@ -80,7 +80,7 @@ TEST(Cli, Bf16GemmsDispatchToAmxWhereTheCpuHasIt) {
 }
 
 TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
-  Result r = run("bench attention --batch 1 --heads 4 --kv-heads 2 --seq 64 --head-dim 32 --backend flash --iters 1 --warmup 0 --json");
+  Result r = run("bench attention --batch 1 --heads 4 --kv-heads 2 --seq 64 --head-dim 32 --attention flash --iters 1 --warmup 0 --json");
   ASSERT_EQ(r.code, 0);
   auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"seconds", "gflops", "peak_gflops", "fraction_of_peak"}) EXPECT_TRUE(j.contains(key)) << key;

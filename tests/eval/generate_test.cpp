@@ -18,6 +18,7 @@
 #include "lmt/eval/decode.h"
 #include "lmt/eval/generate.h"
 #include "lmt/eval/model_dir.h"
+#include "lmt/kernels/registry.h"
 
 #include "common/lmtrain_cli.h"
 

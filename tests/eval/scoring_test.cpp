@@ -13,6 +13,7 @@
 #include "lmt/eval/model_dir.h"
 #include "lmt/eval/scoring.h"
 #include "lmt/eval/suite.h"
+#include "lmt/kernels/registry.h"
 
 namespace lmt::eval {
 namespace {

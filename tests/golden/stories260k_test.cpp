@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lmt/kernels/registry.h"
 #include "lmt/model/hf_checkpoint.h"
 #include "lmt/model/transformer.h"
 

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lmt/io/safetensors.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/config_json.h"
 #include "lmt/model/hf_checkpoint.h"
 #include "lmt/model/transformer.h"

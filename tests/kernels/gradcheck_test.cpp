@@ -8,6 +8,7 @@
 
 #include "op_cases.h"
 #include "lmt/base/rng.h"
+#include "lmt/kernels/registry.h"
 
 namespace lmt::testing {
 namespace {
@@ -27,7 +28,7 @@ class RefGradCheck : public ::testing::TestWithParam<OpCase> {};
 TEST_P(RefGradCheck, BackwardMatchesFiniteDifferences) {
   const OpCase& c = GetParam();
   Env env = make_env(c, DType::kF64, 2);
-  kernels::Backend& ref = kernels::ref_backend();
+  kernels::Backend& ref = kernels::backend("ref");
   c.forward(ref, env);
   // Parameter gradients accumulate into possibly non-zero buffers: the gradient is the increment.
   std::map<std::string, std::vector<double>> before;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lmt/kernels/registry.h"
 #include "model_test_util.h"
 
 namespace lmt::model {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lmt/io/safetensors.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/optim/optimizer.h"
 
 namespace lmt::optim {

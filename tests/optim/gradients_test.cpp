@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lmt/base/rng.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/transformer.h"
 #include "model/model_test_util.h"
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lmt/base/rng.h"
+#include "lmt/kernels/registry.h"
 
 namespace lmt::optim {
 namespace {

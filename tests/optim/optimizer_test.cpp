@@ -10,6 +10,7 @@
 #include <map>
 
 #include "lmt/base/rng.h"
+#include "lmt/kernels/registry.h"
 #include "model/model_test_util.h"
 
 namespace lmt::optim {

@@ -232,6 +232,8 @@ Status Config::set(const std::string& key, const Value& value_in, const std::str
   return Status::Ok();
 }
 
+const std::string& runtime_backend(const Config& c) { return c.get_string("runtime.backend"); }
+
 std::string Config::where(const std::string& key) const {
   auto it = sources_.find(key);
   if (it != sources_.end()) return it->second;

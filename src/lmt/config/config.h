@@ -98,6 +98,10 @@ class Config {
   std::string origin_ = "defaults";            // the recipe file (or text) the defaults were overlaid with
 };
 
+// runtime.backend: the name of the kernel backend to compute on ("cpu", "ref"; kernels/registry.h).
+// Whether the name is registered is checked where the registry is known (train::recipe_from_config).
+const std::string& runtime_backend(const Config& c);
+
 // docs/CONFIG.md's key reference, generated from the schema.
 std::string schema_markdown();
 

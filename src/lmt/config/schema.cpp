@@ -92,6 +92,8 @@ std::vector<KeyInfo> build() {
       // dist
       key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),
       key("dist.bucket_mb", 25.0, between(0, 1e6), "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
+      // runtime: what the run computes on, not what it computes
+      key("runtime.backend", std::string("cpu"), "kernel backend by name: \"cpu\" (fast) or \"ref\" (the test oracle: plain fp64 loops, slow); `--backend` sets it"),
       // optim
       key("optim.name", std::string("adamw"), "\"adamw\", or \"muon\" (Muon for hidden matrices, AdamW for the rest)"),
       key("optim.lr", 6e-4, above_to(0, 100), "peak learning rate (AdamW)"),

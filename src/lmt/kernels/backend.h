@@ -245,8 +245,6 @@ class Backend {
                                  const TensorView& param_bf16, const AdamWParams& p) = 0;
 };
 
-// The process-wide instances (created on first use).
-Backend& ref_backend();
-Backend& cpu_backend();
+// The instances live in the registry (kernels/registry.h): kernels::backend("cpu"), find_backend(name).
 
 }  // namespace lmt::kernels

@@ -5,6 +5,7 @@
 
 #include "lmt/base/limits.h"
 #include "lmt/data/manifest.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/config_json.h"
 
 namespace lmt::train {
@@ -83,6 +84,10 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   // region of a training step, so it is refused here, before anything starts.
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   Recipe r;
+  // A mistyped runtime.backend fails at once, before anything is read.
+  r.backend = config::runtime_backend(c);
+  if (auto be = kernels::find_backend(r.backend); !be.ok())
+    return be.status().WithContext(c.where("runtime.backend") + ": runtime.backend");
   // Data first: the model's vocabulary defaults to the dataset's.
   data::DataStage stage;
   stage.sources.push_back({c.get_string("data.path"), c.get_float("data.weight")});

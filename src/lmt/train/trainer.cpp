@@ -14,6 +14,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/io/atomic_file.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
@@ -98,7 +99,8 @@ Status Trainer::setup(bool resume) {
   }
   LMT_RETURN_IF_ERROR(comm_->barrier());  // the directory exists and is ours
 
-  model_ = std::make_unique<model::Transformer>(recipe_.model, kernels::cpu_backend());
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
+  model_ = std::make_unique<model::Transformer>(recipe_.model, *backend);
   model_->init(recipe_.seed);
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   dp_ = std::make_unique<DataParallel>(*comm_, model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
