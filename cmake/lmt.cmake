@@ -73,6 +73,8 @@ function(lmt_test name)
   # swallowed the properties after it.
   # Tests run two at a time on two cores: OpenMP threads that spin while waiting would fight the
   # other test for the cores (and a descheduled spinner stalls every parallel region), so they sleep.
+  # The measured-peak cache (metrics/peak_cache.h) of tests, and of the lmtrain they start, is a
+  # file in the build tree, never the user's ~/.cache.
   set(env_modification "")
   if(name IN_LIST LMT_MPI_TESTS AND LMT_MPI_TEST_ENV_MODIFICATION)
     set(env_modification " ENVIRONMENT_MODIFICATION [==[${LMT_MPI_TEST_ENV_MODIFICATION}]==]")
@@ -81,7 +83,7 @@ function(lmt_test name)
   file(WRITE ${properties_file}
        "if(${name}_TESTS)\n"
        "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS [==[${ARG_LABELS}]==]\n"
-       "                       ENVIRONMENT [==[OMP_WAIT_POLICY=passive]==]${env_modification})\n"
+       "                       ENVIRONMENT [==[OMP_WAIT_POLICY=passive;LMT_PEAK_CACHE=${CMAKE_BINARY_DIR}/tests/peak_cache.json]==]${env_modification})\n"
        "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${properties_file})
 endfunction()

@@ -3,7 +3,7 @@
 //
 // Each benchmark warms up, then times `--iters` repetitions and reports the median (timings on
 // shared machines are noisy; the median of several is what docs/PERFORMANCE.md records), the best,
-// GFLOP/s and the fraction of this machine's measured peak (metrics/hardware.h).
+// GFLOP/s and the fraction of this machine's measured peak (metrics/peaks.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +22,8 @@
 #include "lmt/kernels/backend.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peaks.h"
+#include "lmt/tensor/compute_dtype.h"
 #include "lmt/tensor/tensor.h"
 
 namespace lmt::cli {
@@ -52,12 +54,6 @@ Tensor random_tensor(kernels::Backend& be, Shape shape, DType dtype, Rng& rng, d
   return out;
 }
 
-StatusOr<DType> parse_dtype(const std::string& s) {
-  if (s == "fp32" || s == "f32") return DType::kF32;
-  if (s == "bf16") return DType::kBF16;
-  return InvalidArgument("--dtype '" + s + "' is not a GEMM dtype", "use --dtype bf16 or --dtype fp32");
-}
-
 struct MatmulArgs {
   int64_t m = 2048, k = 768, n = 3072;
   std::string dtype = "bf16";
@@ -68,7 +64,7 @@ struct MatmulArgs {
 };
 
 Status run_matmul(const MatmulArgs& a) {
-  LMT_ASSIGN_OR_RETURN(DType dtype, parse_dtype(a.dtype));
+  LMT_ASSIGN_OR_RETURN(DType dtype, parse_compute_dtype(a.dtype, "--dtype"));
   if (a.m <= 0 || a.k <= 0 || a.n <= 0)
     return InvalidArgument("--m, --k and --n must be positive", "e.g. --m 2048 --k 768 --n 3072");
   for (const auto& [flag, v] : {std::pair{"--m", a.m}, {"--k", a.k}, {"--n", a.n}})
@@ -116,7 +112,7 @@ Status run_matmul(const MatmulArgs& a) {
   const auto& peaks = metrics::measured_peaks();
   const double flops = 2.0 * a.m * a.k * a.n;
   const double gflops = flops / t.median * 1e-9;
-  const double peak = dtype == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops;
+  const double peak = metrics::peak_flops(dtype) * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
   if (a.json) {
     nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", a.n},
@@ -197,7 +193,7 @@ Status run_attention(const AttentionArgs& a) {
   const double flops = 3.5 * flops_fwd;
   const double secs = tf.median + tb.median;
   const double gflops = flops / secs * 1e-9;
-  const double peak = metrics::measured_peaks().fp32_gflops;
+  const double peak = metrics::peak_flops(DType::kF32) * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
   const size_t ws = be.workspace_bytes();
   if (a.json) {
@@ -264,6 +260,7 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   add_train_bench(bench, runner);
   add_collectives_bench(bench, runner);
   add_tokenizer_bench(bench, runner);
+  add_peak_bench(bench, runner);
 }
 
 }  // namespace lmt::cli

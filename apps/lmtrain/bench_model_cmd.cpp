@@ -1,6 +1,7 @@
 // `lmtrain bench model`: forward + backward throughput of a preset, tokens/s and MFU.
 //
-// MFU = achieved model FLOP/s / this machine's dense peak for the compute dtype (metrics/hardware).
+// MFU = achieved model FLOP/s / the dense peak for the compute dtype (metrics/peaks.h: this machine's,
+// cached per machine, or --peak-flops).
 // "mfu" counts the detailed training FLOPs (matmuls incl. attention over the full T×T, PaLM's
 // convention); "mfu_6n" counts 6·N per token.
 #include <algorithm>
@@ -15,8 +16,10 @@
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
 #include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peaks.h"
 #include "lmt/model/flops.h"
 #include "lmt/model/transformer.h"
+#include "lmt/tensor/compute_dtype.h"
 
 namespace lmt::cli {
 namespace {
@@ -29,6 +32,8 @@ struct ModelBenchArgs {
   std::string backend = "cpu";
   bool recompute = false;
   int warmup = 1, iters = 5;
+  double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
+  CLI::Option* peak_flag = nullptr;
   bool json = false;
 };
 
@@ -38,14 +43,13 @@ Status run_model_bench(const ModelBenchArgs& a) {
     return InvalidArgument("--batch must be positive and --seq in [1, " + std::to_string(config.max_seq_len) + "]",
                            "the preset's max_seq_len bounds --seq");
   model::RunOptions o;
-  if (a.dtype == "bf16") o.compute = DType::kBF16;
-  else if (a.dtype == "fp32") o.compute = DType::kF32;
-  else return InvalidArgument("--dtype '" + a.dtype + "' is unknown", "use bf16 or fp32");
+  LMT_ASSIGN_OR_RETURN(o.compute, parse_compute_dtype(a.dtype, "--dtype"));
   if (a.attention == "flash") o.attention = model::AttentionChoice::kFlash;
   else if (a.attention == "naive") o.attention = model::AttentionChoice::kNaive;
   else if (a.attention == "auto") o.attention = model::AttentionChoice::kAuto;
   else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use auto, flash or naive");
   o.recompute = a.recompute;
+  if (a.peak_flag != nullptr && a.peak_flag->count() > 0) LMT_RETURN_IF_ERROR(metrics::check_peak_gflops(a.peak_gflops, "--peak-flops"));
   LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
@@ -82,8 +86,7 @@ Status run_model_bench(const ModelBenchArgs& a) {
   const double secs = median(step);
   const double tokens_per_s = static_cast<double>(N) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
-  const auto& peaks = metrics::measured_peaks();
-  const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
+  const double peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops});
   const double mfu = f.training * tokens_per_s / peak, mfu_6n = f.six_n * tokens_per_s / peak;
   const size_t arena = m.arena().capacity(), ws = be->workspace_bytes();
   if (a.json) {
@@ -123,6 +126,7 @@ void add_model_bench(CLI::App* bench, Runner& runner) {
   add_backend_flag(m, mb.backend);
   m->add_option("--warmup", mb.warmup, "untimed steps")->capture_default_str();
   m->add_option("--iters", mb.iters, "timed steps (the median is reported)")->capture_default_str();
+  mb.peak_flag = m->add_option("--peak-flops", mb.peak_gflops, "GFLOP/s: dense peak MFU divides by (default: this machine's, cached)");
   m->add_flag("--json", mb.json, "print one JSON object");
   m->callback([&runner] { runner.set(run_model_bench(mb)); });
 }

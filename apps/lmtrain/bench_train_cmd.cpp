@@ -17,11 +17,13 @@
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
 #include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peaks.h"
 #include "lmt/model/flops.h"
 #include "lmt/model/transformer.h"
 #include "lmt/optim/gradients.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/plan/memory.h"
+#include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
 
 namespace lmt::cli {
@@ -33,6 +35,8 @@ struct TrainBenchArgs {
   int64_t batch = 4, seq = 256, accum = 1;
   int warmup = 1, iters = 5, zero = 0;
   double bucket_mb = 25;
+  double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
+  CLI::Option* peak_flag = nullptr;
   bool recompute = false, json = false, shared_memory = true;
 };
 
@@ -41,10 +45,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
   if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len || a.accum <= 0)
     return InvalidArgument("--batch and --accum must be positive and --seq in [1, " + std::to_string(config.max_seq_len) + "]");
   model::RunOptions o;
-  if (a.dtype == "bf16") o.compute = DType::kBF16;
-  else if (a.dtype == "fp32") o.compute = DType::kF32;
-  else return InvalidArgument("--dtype '" + a.dtype + "' is unknown", "use bf16 or fp32");
+  LMT_ASSIGN_OR_RETURN(o.compute, parse_compute_dtype(a.dtype, "--dtype"));
   o.recompute = a.recompute;
+  if (a.peak_flag != nullptr && a.peak_flag->count() > 0) LMT_RETURN_IF_ERROR(metrics::check_peak_gflops(a.peak_gflops, "--peak-flops"));
   LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
   LMT_RETURN_IF_ERROR(check_flag("--accum", a.accum, 1, int64_t{1} << 20));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
@@ -128,8 +131,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const double hidden = std::max(0.0, alone - exposed);
   const double secs = median(t_step), tps = static_cast<double>(N * a.accum * world) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
-  const auto& peaks = metrics::measured_peaks();
-  const double peak = (o.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9 * world;
+  const double peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops}) * world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
   // Model-state memory this rank holds, against the planner's per-device prediction (plan/memory.h:
   // 16 B/param mixed precision, ZeRO shards over the ranks).
@@ -205,6 +207,7 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   add_backend_flag(t, tb.backend);
   t->add_option("--warmup", tb.warmup, "untimed steps")->capture_default_str();
   t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();
+  tb.peak_flag = t->add_option("--peak-flops", tb.peak_gflops, "GFLOP/s: dense peak of one rank that MFU divides by (default: this machine's, cached)");
   t->add_flag("--json", tb.json, "print one JSON object");
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2)")->capture_default_str();
   t->add_option("--shared-memory", tb.shared_memory,

@@ -18,6 +18,7 @@
 #include "lmt/eval/tasks.h"
 #include "lmt/eval/validation.h"
 #include "lmt/metrics/hardware.h"
+#include "lmt/tensor/compute_dtype.h"
 
 namespace lmt::cli {
 namespace {
@@ -28,12 +29,6 @@ struct EvalArgs {
   uint64_t seed = 1;
   bool json = false, no_doc_masking = false;
 };
-
-StatusOr<DType> parse_dtype(const std::string& s) {
-  if (s == "fp32") return DType::kF32;
-  if (s == "bf16") return DType::kBF16;
-  return InvalidArgument("--dtype '" + s + "' is unknown", "use fp32 (exact, the default) or bf16");
-}
 
 // The model (and tokenizer, for multiple-choice tasks) named by --checkpoint or --preset.
 struct Loaded {
@@ -92,7 +87,7 @@ Status run_val(const EvalArgs& a, DType compute) {
 }
 
 Status run_eval(const EvalArgs& a) {
-  LMT_ASSIGN_OR_RETURN(DType compute, parse_dtype(a.dtype));
+  LMT_ASSIGN_OR_RETURN(DType compute, parse_compute_dtype(a.dtype, "--dtype"));
   LMT_RETURN_IF_ERROR(check_flag("--limit", a.limit, 0, int64_t{1} << 40, "items (val: batches) to evaluate; 0: all"));
   // Whether the batch fits in memory is checked against the model once it is known.
   LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20, "rows per forward pass, e.g. --batch 8"));

@@ -1,5 +1,5 @@
 // `lmtrain train --config FILE --run-dir DIR [--set section.key=value ...] [--resume]
-//                [--backend NAME] [--profile-steps A:B] [--print-keys]`
+//                [--backend NAME] [--profile-steps A:B] [--peak-flops GFLOPS] [--print-keys]`
 #include <cstdio>
 
 #include "backend_flag.h"
@@ -7,6 +7,7 @@
 #include "lmt/base/stop_signal.h"
 #include "lmt/config/config.h"
 #include "lmt/dist/communicator.h"
+#include "lmt/metrics/peaks.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/trainer.h"
 
@@ -17,6 +18,8 @@ struct TrainArgs {
   std::string config, run_dir, profile_steps, backend;
   std::vector<std::string> overrides;
   bool resume = false, print_keys = false;
+  double peak_gflops = 0;  // --peak-flops: runtime.peak_gflops
+  CLI::Option* peak_flag = nullptr;
 };
 
 Status run_train(const TrainArgs& a) {
@@ -24,12 +27,15 @@ Status run_train(const TrainArgs& a) {
     std::printf("%s", config::schema_markdown().c_str());
     return Status::Ok();
   }
+  const bool peak_given = a.peak_flag->count() > 0;
+  if (peak_given) LMT_RETURN_IF_ERROR(metrics::check_peak_gflops(a.peak_gflops, "--peak-flops"));
   if (a.config.empty() || a.run_dir.empty())
     return InvalidArgument("--config and --run-dir are required", "e.g. lmtrain train --config configs/demo.toml --run-dir runs/demo");
   LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(a.config));
   for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
   if (!a.profile_steps.empty()) LMT_RETURN_IF_ERROR(c.set("profile.steps", a.profile_steps, "--profile-steps"));
   if (!a.backend.empty()) LMT_RETURN_IF_ERROR(c.set("runtime.backend", a.backend, "--backend"));
+  if (peak_given) LMT_RETURN_IF_ERROR(c.set("runtime.peak_gflops", a.peak_gflops, "--peak-flops"));
   LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, a.config));
   // Under mpirun (or srun) every process is one data-parallel rank; alone, a world of 1 (docs/DIST.md).
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
@@ -67,6 +73,9 @@ void add_train_command(CLI::App& app, Runner& runner) {
   add_backend_flag(t, args.backend, "the recipe's runtime.backend, cpu");
   t->add_option("--profile-steps", args.profile_steps, "write RUN/trace.json for steps A..B-1, e.g. 10:20");
   t->add_flag("--print-keys", args.print_keys, "print every recipe key with its type, default and meaning");
+  args.peak_flag = t->add_option("--peak-flops", args.peak_gflops,
+                                 "GFLOP/s: dense peak of one device that MFU divides by (runtime.peak_gflops; "
+                                 "default: this machine's, cached per machine)");
   t->callback([&runner] { runner.set(run_train(args)); });
 }
 

@@ -139,6 +139,8 @@ std::vector<KeyInfo> build() {
       key("stability.spike_action", std::string("log"), "\"log\", \"skip\" (skip that update) or \"rollback\" (reload the last checkpoint, skip the data window)"),
       // profile
       key("profile.steps", std::string(""), "\"A:B\" writes RUN/trace.json (Chrome trace) of steps A..B-1"),
+      // runtime
+      key("runtime.peak_gflops", 0.0, between(0, 1e9), "dense peak of one device in GFLOP/s that MFU divides by (also `--peak-flops`); 0: this machine's, measured once and cached per machine (`lmtrain bench peak`, docs/PERFORMANCE.md)"),
   };
   return s;
 }

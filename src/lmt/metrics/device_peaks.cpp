@@ -18,6 +18,7 @@
 #include <cctype>
 
 #include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peaks.h"
 
 namespace lmt::metrics {
 namespace {
@@ -66,8 +67,8 @@ DeviceSpec this_cpu() {
   d.is_cpu = true;
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
   d.memory_bytes = pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : 0;
-  d.fp32_flops = peaks.fp32_gflops * 1e9;
-  d.bf16_flops = peaks.bf16_gflops * 1e9;
+  d.fp32_flops = peak_flops(DType::kF32);
+  d.bf16_flops = peak_flops(DType::kBF16);
   d.runtime_overhead_bytes = 0;
   d.note = "bf16 unit: " + peaks.bf16_unit;
   return d;

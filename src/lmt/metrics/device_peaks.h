@@ -6,8 +6,9 @@
 // is the dense peak, so nothing here may ever hold a sparse figure.
 //
 // The `cpu` entry is this machine: its peaks are measured (metrics/hardware.h: fp32 FMA and the bf16
-// unit, on the threads this process uses) and its memory is the physical RAM (sysconf). Looking it up
-// the first time costs the ~0.1 s peak measurement; the GPU entries cost nothing.
+// unit, on the threads this process uses), through the per-machine peak cache (metrics/peaks.h,
+// peak_flops), and its memory is the physical RAM (sysconf). Looking it up the first time reads the
+// cache or costs the ~0.1 s peak measurement; the GPU entries cost nothing.
 //
 // Names are lower-case and stable (`v100`, `a100-40gb`, `a100-80gb`, `a6000`, `h100-sxm`, `h100-pcie`,
 // `h200`, `b200`, `cpu`); scripts and configs rely on them. Lookup is case-insensitive.

@@ -66,10 +66,10 @@ CpuInfo detect() {
 // the figure robust on a shared machine (a trial needs one free core, not all of them at once), and
 // a low denominator would inflate every MFU computed from it.
 template <typename Body>
-double time_peak(int threads, int64_t iters, double flops_per_iter, Body body) {
+double time_peak(int threads, int trials, int64_t iters, double flops_per_iter, Body body) {
   body(iters / 16);  // warm up (clocks, AMX state)
   double best = 0;
-  for (int trial = 0; trial < 5; ++trial) {
+  for (int trial = 0; trial < trials; ++trial) {
     const double t0 = now_seconds();
     body(iters);
     const double secs = now_seconds() - t0;
@@ -150,21 +150,24 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_loop(int64_t iters) {
   _tile_release();
 }
 
-Peaks measure(const CpuInfo& info) {
+}  // namespace
+
+Peaks measure_peaks(const CpuInfo& info, int trials) {
+  trials = std::max(trials, 1);
   Peaks p;
   const int threads = info.threads;
   if (info.avx512f) {
-    p.fp32_gflops = time_peak(threads, 2'000'000, 16 * 16 * 2, fp32_fma_loop);
+    p.fp32_gflops = time_peak(threads, trials, 2'000'000, 16 * 16 * 2, fp32_fma_loop);
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    p.fp32_gflops = time_peak(threads, 2'000'000, 12 * 8 * 2, fp32_fma_loop_avx2);
+    p.fp32_gflops = time_peak(threads, trials, 2'000'000, 12 * 8 * 2, fp32_fma_loop_avx2);
   } else {
     p.fp32_gflops = 0;  // unknown: benchmarks then report fraction_of_peak as 0
   }
   if (info.amx_bf16) {
-    p.bf16_gflops = time_peak(threads, 500'000, 3 * 16384.0, amx_loop);
+    p.bf16_gflops = time_peak(threads, trials, 500'000, 3 * 16384.0, amx_loop);
     p.bf16_unit = "amx";
   } else if (info.avx512_bf16) {
-    p.bf16_gflops = time_peak(threads, 2'000'000, 16 * 64, bf16_dot_loop);
+    p.bf16_gflops = time_peak(threads, trials, 2'000'000, 16 * 64, bf16_dot_loop);
     p.bf16_unit = "avx512_bf16";
   } else {
     p.bf16_gflops = p.fp32_gflops;
@@ -173,16 +176,9 @@ Peaks measure(const CpuInfo& info) {
   return p;
 }
 
-}  // namespace
-
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;
-}
-
-const Peaks& measured_peaks() {
-  static const Peaks peaks = measure(cpu_info());
-  return peaks;
 }
 
 std::string machine_summary() {

@@ -2,9 +2,11 @@
 //
 // Peaks are measured, not looked up: an in-register loop of independent FMAs (fp32: vfmadd on zmm;
 // bf16: AMX tdpbf16ps where present, else AVX512-BF16 vdpbf16ps, else the fp32 peak) runs on one
-// core, best of 5 trials, times the thread count (robust on a shared machine, where a trial on
-// all cores at once loses whenever any core is busy). Those are the denominators of "fraction of
-// peak" and MFU, so the figure means the same on any CPU. Measured once per process and cached.
+// core, best of several trials, times the thread count (robust on a shared machine, where a trial
+// on all cores at once loses whenever any core is busy). Those are the denominators of "fraction of
+// peak" and MFU, so the figure means the same on any CPU. The figure a process uses is looked up
+// once, through the per-machine peak cache (metrics/peaks.h: a cached measurement is reused, else
+// measured and stored); measure_peaks() is the measurement itself.
 #pragma once
 
 #include <string>
@@ -27,7 +29,13 @@ struct Peaks {
 };
 
 const CpuInfo& cpu_info();
-// Measured on cpu_info().threads threads; first call takes ~0.1 s.
+// Measures the dense peaks of `info`'s CPU on info.threads threads: each unit's best of `trials`
+// single-core trials (at least 1), times the thread count. ~20 ms per trial and unit; call it from
+// one thread (each trial runs on the calling core).
+Peaks measure_peaks(const CpuInfo& info, int trials);
+// This machine's peaks for this process: machine_peaks().peaks (metrics/peaks.h), i.e. the peak
+// cache's entry for this CPU and thread count, or a measurement (best of 5) that is then stored.
+// The first call reads the cache or takes ~0.1 s; later calls return the same figures.
 const Peaks& measured_peaks();
 
 // One line for benchmark output: "AMD EPYC (AuthenticAMD), 2 threads, avx512f avx512_bf16; peaks

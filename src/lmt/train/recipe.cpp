@@ -7,6 +7,7 @@
 #include "lmt/data/manifest.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/model/config_json.h"
+#include "lmt/tensor/compute_dtype.h"
 
 namespace lmt::train {
 namespace {
@@ -131,10 +132,9 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
                                          " tokens, more than the limit of 1e15",
                "lower train.max_steps");
 
-  const std::string dtype = c.get_string("train.dtype");
-  if (dtype == "bf16") r.run.compute = DType::kBF16;
-  else if (dtype == "fp32") r.run.compute = DType::kF32;
-  else return bad(c, "train.dtype", "= \"" + dtype + "\" is unknown", "use \"bf16\" or \"fp32\"");
+  StatusOr<DType> compute = parse_compute_dtype(c.get_string("train.dtype"), "train.dtype");
+  if (!compute.ok()) return compute.status().WithContext(c.where("train.dtype"));
+  r.run.compute = *compute;
   const std::string att = c.get_string("train.attention");
   if (att == "auto") r.run.attention = model::AttentionChoice::kAuto;
   else if (att == "flash") r.run.attention = model::AttentionChoice::kFlash;
@@ -183,6 +183,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");
+  r.peak_gflops = c.get_float("runtime.peak_gflops");
   r.checkpoint_every = c.get_int("checkpoint.every");
   r.checkpoint_keep = c.get_int("checkpoint.keep");
   r.checkpoint_async = c.get_bool("checkpoint.async");

@@ -46,6 +46,7 @@ struct Recipe {
   int zero = 0;                 // ZeRO stage 0, 1 or 2 (train.zero); matters only with world > 1
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb in bytes; 0: one all-reduce after backward
   bool shared_memory = true;        // dist.shared_memory: symmetric memory when all ranks share a node
+  double peak_gflops = 0;  // runtime.peak_gflops: the MFU denominator per device in GFLOP/s; 0: this machine's (metrics/peaks.h)
 };
 
 // Builds and validates the recipe. Errors about a key name where its value came from

@@ -16,6 +16,7 @@
 #include "lmt/io/atomic_file.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peaks.h"
 #include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
 #include "lmt/optim/gradients.h"
@@ -130,8 +131,7 @@ Status Trainer::setup(bool resume) {
     tasks_ = std::make_unique<eval::TaskSuite>(std::move(suite));
   }
   if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async);
-  const auto& peaks = metrics::measured_peaks();
-  peak_flops_ = (recipe_.run.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
+  peak_flops_ = metrics::peak_flops(recipe_.run.compute, {.override_gflops = recipe_.peak_gflops});
 
   LMT_RETURN_IF_ERROR(check_validation_split());
 

@@ -118,7 +118,7 @@ class Trainer {
   int64_t bad_in_a_row_ = 0;
   int64_t last_checkpoint_step_ = -1, last_eval_step_ = -1;
   double run_seconds_ = 0;
-  double peak_flops_ = 0;       // this machine's dense peak for the compute dtype
+  double peak_flops_ = 0;       // dense peak of one device for the compute dtype (metrics::peak_flops)
   std::function<void(int64_t, model::Transformer&)> inject_;
 };
 

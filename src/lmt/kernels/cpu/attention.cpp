@@ -31,6 +31,7 @@
 #include <limits>
 
 #include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/kernels/cpu/simd.h"
 
 // The vector helpers below are internal and always inlined, so the x86-64-v3 note that returning a
 // 64-byte vector without AVX-512 changes the ABI does not concern them.
@@ -41,8 +42,9 @@ namespace {
 
 // ---- vector helpers ------------------------------------------------------------------------------
 
-using f32x16 = float __attribute__((vector_size(64), __may_alias__));
-using i32x16 = int32_t __attribute__((vector_size(64), __may_alias__));
+using simd::f32x16;
+using simd::splat;
+using simd::vexp;  // the one vector exp of the cpu kernels (simd.h)
 using f32x16u = float __attribute__((vector_size(64), __may_alias__, aligned(4)));  // unaligned
 constexpr int kLanes = 16;
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -50,32 +52,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 [[gnu::always_inline]] inline f32x16& vec_at(float* p) { return *reinterpret_cast<f32x16*>(p); }
 [[gnu::always_inline]] inline const f32x16& vec_at(const float* p) {
   return *reinterpret_cast<const f32x16*>(p);
-}
-
-[[gnu::always_inline]] inline f32x16 splat(float x) { return f32x16{} + x; }
-
-// e^x with ~1 ulp error (Cephes polynomial); exactly 0 below -87.3, which is how -inf (a masked
-// score) becomes a probability of 0. Inputs above 88.3 saturate.
-[[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) {
-  f32x16 x = in;
-  const f32x16 zero_below = x < -87.3f ? splat(0.0f) : splat(1.0f);
-  x = x < -87.3f ? splat(-87.3f) : x;
-  x = x > 88.3f ? splat(88.3f) : x;
-  // Round x·log2(e) to the nearest integer n: adding 1.5·2^23 leaves n in the low mantissa bits.
-  const float kRoundMagic = 12582912.0f;
-  const f32x16 shifted = x * 1.44269504088896341f + kRoundMagic;
-  const f32x16 n = shifted - kRoundMagic;
-  const f32x16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n·ln2 in two parts
-  f32x16 p = splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const f32x16 poly = p * r * r + r + 1.0f;
-  const i32x16 n_int = (i32x16)shifted - (i32x16)splat(kRoundMagic);
-  const f32x16 two_to_n = (f32x16)((n_int + 127) << 23);
-  return poly * two_to_n * zero_below;
 }
 
 // Makes GCC keep v in a register: left alone, it re-reads a vector that several FMAs share from

@@ -1,7 +1,11 @@
 // Small vector-math helpers shared by the cpu kernels.
 //
-// exp16(x): e^x for 16 floats (AVX-512), max relative error ~2e-7 on [-87, 88]; inputs below -87.3
-// give 0 (flush), which is what softmax needs for masked or far-below-max entries.
+// vexp(x): e^x for one f32x16 (16 floats as a GCC vector: one zmm register with AVX-512, two ymm
+// halves in the portable x86-64-v3 build), ~1 ulp (Cephes polynomial); exactly 0 below -87.3 (so
+// -inf, a masked score, becomes a probability of 0 and softmax needs no mask), saturating above
+// 88.3, NaN stays NaN. This is the one vector exp of the cpu kernels: flash attention calls it on
+// f32x16 values, the AVX-512 intrinsic code through exp16().
+// exp16(x): vexp on an __m512 (the same register, no conversion).
 // hsum(v): horizontal sum of 16 floats. Both have a scalar fallback for non-AVX-512 builds.
 #pragma once
 
@@ -14,28 +18,42 @@
 
 namespace lmt::kernels::simd {
 
-#ifdef __AVX512F__
-inline __m512 exp16(__m512 x) {
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-  const __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-  const __mmask16 representable = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
-  x = _mm512_min_ps(x, _mm512_set1_ps(88.3f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, ln2_hi, x);
-  r = _mm512_fnmadd_ps(n, ln2_lo, r);
-  // Cephes expf polynomial on [-ln2/2, ln2/2].
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  __m512 r2 = _mm512_mul_ps(r, r);
-  p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_maskz_mov_ps(representable, _mm512_scalef_ps(p, n));  // p * 2^n, 0 below -87.3
+using f32x16 = float __attribute__((vector_size(64), __may_alias__));
+using i32x16 = int32_t __attribute__((vector_size(64), __may_alias__));
+
+// Without AVX-512 a 64-byte vector argument or result changes the ABI; these helpers are always
+// inlined, so no call crosses that boundary.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+[[gnu::always_inline]] inline f32x16 splat(float x) { return f32x16{} + x; }
+
+[[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) {
+  f32x16 x = in;
+  const f32x16 zero_below = x < -87.3f ? splat(0.0f) : splat(1.0f);
+  x = x < -87.3f ? splat(-87.3f) : x;
+  x = x > 88.3f ? splat(88.3f) : x;
+  // Round x·log2(e) to the nearest integer n: adding 1.5·2^23 leaves n in the low mantissa bits.
+  const float kRoundMagic = 12582912.0f;
+  const f32x16 shifted = x * 1.44269504088896341f + kRoundMagic;
+  const f32x16 n = shifted - kRoundMagic;
+  const f32x16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n·ln2 in two parts
+  f32x16 p = splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const f32x16 poly = p * r * r + r + 1.0f;
+  const i32x16 n_int = (i32x16)shifted - (i32x16)splat(kRoundMagic);
+  const f32x16 two_to_n = (f32x16)((n_int + 127) << 23);
+  return poly * two_to_n * zero_below;
 }
+
+#pragma GCC diagnostic pop
+
+#ifdef __AVX512F__
+[[gnu::always_inline]] inline __m512 exp16(__m512 x) { return (__m512)vexp((f32x16)x); }
 
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 #endif

@@ -1,0 +1,69 @@
+// `lmtrain bench peak [--trials N] [--json]`: measures this machine's dense peaks again (best of
+// N single-core trials per unit, default 20), prints them with the machine, and stores them in the
+// per-machine peak cache (metrics/peak_cache.h) that MFU figures use from then on. Run it on a quiet
+// machine: a busy core only lowers a trial, and the best trial is kept.
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peak_cache.h"
+
+namespace lmt::cli {
+namespace {
+
+struct PeakBenchArgs {
+  int trials = 20;
+  bool json = false;
+};
+
+Status run_peak_bench(const PeakBenchArgs& a) {
+  LMT_RETURN_IF_ERROR(check_flag("--trials", a.trials, 1, 1000, "single-core trials per unit; the best is kept"));
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
+  const metrics::CpuInfo& cpu = metrics::cpu_info();
+  const std::string path = metrics::peak_cache_path(), key = metrics::peak_cache_key(cpu);
+  const std::optional<metrics::Peaks> previous =
+      path.empty() ? std::nullopt : metrics::read_cached_peaks(path, key, /*warning=*/nullptr);
+  const metrics::Peaks p = metrics::measure_peaks(cpu, a.trials);
+  Status stored = path.empty() ? Status::Ok() : metrics::write_cached_peaks(path, cpu, p, a.trials);
+  if (a.json) {
+    nlohmann::json j = {{"bench", "peak"},
+                        {"cpu", cpu.brand},
+                        {"vendor", cpu.vendor},
+                        {"threads", cpu.threads},
+                        {"key", key},
+                        {"trials", a.trials},
+                        {"fp32_gflops", p.fp32_gflops},
+                        {"bf16_gflops", p.bf16_gflops},
+                        {"bf16_unit", p.bf16_unit},
+                        {"cache", path.empty() ? nlohmann::json(nullptr) : nlohmann::json(path)},
+                        {"cache_written", !path.empty() && stored.ok()}};
+    if (previous) j["previous"] = {{"fp32_gflops", previous->fp32_gflops}, {"bf16_gflops", previous->bf16_gflops}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("machine: %s (%s), %d threads\n", cpu.brand.empty() ? "unknown CPU" : cpu.brand.c_str(), cpu.vendor.c_str(),
+                cpu.threads);
+    std::printf("dense peaks (best of %d trials per unit): fp32 %.0f GFLOP/s, bf16 (%s) %.0f GFLOP/s\n", a.trials,
+                p.fp32_gflops, p.bf16_unit.c_str(), p.bf16_gflops);
+    if (previous)
+      std::printf("previously cached: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s\n", previous->fp32_gflops, previous->bf16_gflops);
+    if (path.empty()) std::printf("peak cache: off (LMT_PEAK_CACHE=off or no HOME); nothing stored\n");
+    else if (stored.ok()) std::printf("peak cache: %s updated (key \"%s\")\n", path.c_str(), key.c_str());
+  }
+  return stored;  // a cache that cannot be written is an error here: storing is this command's job
+}
+
+}  // namespace
+
+void add_peak_bench(CLI::App* bench, Runner& runner) {
+  static PeakBenchArgs pb;
+  CLI::App* p = bench->add_subcommand("peak", "measure this machine's dense fp32/bf16 peaks again and update the peak cache");
+  p->add_option("--trials", pb.trials, "single-core trials per unit (the best is kept)")->capture_default_str();
+  p->add_flag("--json", pb.json, "print one JSON object");
+  p->callback([&runner] { runner.set(run_peak_bench(pb)); });
+}
+
+}  // namespace lmt::cli

@@ -1,0 +1,62 @@
+#include "lmt/metrics/peaks.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "lmt/base/log.h"
+#include "lmt/metrics/peak_cache.h"
+
+namespace lmt::metrics {
+
+MachinePeaks resolve_peaks(const CpuInfo& info, const std::string& cache_path, int trials) {
+  MachinePeaks m;
+  m.cache_path = cache_path;
+  if (!cache_path.empty()) {
+    if (std::optional<Peaks> cached = read_cached_peaks(cache_path, peak_cache_key(info), &m.warning)) {
+      m.peaks = *cached;
+      m.source = PeakSource::kCache;
+      return m;
+    }
+  }
+  m.peaks = measure_peaks(info, trials);
+  m.source = PeakSource::kMeasured;
+  if (!cache_path.empty()) {
+    Status s = write_cached_peaks(cache_path, info, m.peaks, trials);
+    if (!s.ok()) m.warning += (m.warning.empty() ? "" : "; ") + s.message() + " (" + s.hint() + ")";
+  }
+  return m;
+}
+
+const MachinePeaks& machine_peaks() {
+  static const MachinePeaks peaks = [] {
+    MachinePeaks m = resolve_peaks(cpu_info(), peak_cache_path());
+    if (!m.warning.empty()) {
+      LMT_LOG(WARNING) << m.warning;
+    }
+    LMT_LOG(DEBUG) << "peaks (" << peak_source_name(m.source) << (m.cache_path.empty() ? "" : ", cache " + m.cache_path)
+                   << "): fp32 " << m.peaks.fp32_gflops << " GFLOP/s, bf16 " << m.peaks.bf16_gflops << " GFLOP/s";
+    return m;
+  }();
+  return peaks;
+}
+
+const Peaks& measured_peaks() { return machine_peaks().peaks; }
+
+double peak_flops(DType compute, const PeakOptions& options) {
+  if (options.override_gflops > 0) return options.override_gflops * 1e9;
+  const Peaks& p = machine_peaks().peaks;
+  return (compute == DType::kBF16 ? p.bf16_gflops : p.fp32_gflops) * 1e9;
+}
+
+Status check_peak_gflops(double gflops, std::string_view where) {
+  if (std::isfinite(gflops) && gflops > 0 && gflops <= 1e9) return Status::Ok();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", gflops);
+  return InvalidArgument(std::string(where) + " " + buf + " is out of range: it must be in (0, 1e9] GFLOP/s",
+                         "the dense peak of one device in GFLOP/s, e.g. 989400 for an H100 SXM in bf16; "
+                         "`lmtrain bench peak` prints this machine's");
+}
+
+std::string_view peak_source_name(PeakSource s) { return s == PeakSource::kCache ? "cache" : "measured"; }
+
+}  // namespace lmt::metrics

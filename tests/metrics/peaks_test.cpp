@@ -1,0 +1,211 @@
+// The per-machine peak cache (metrics/peak_cache.h) and the one peak lookup (metrics/peaks.h): a
+// stored measurement is what the next lookup returns, without measuring; an entry of another
+// machine key is never used; a damaged file is ignored with a warning and replaced.
+#include "lmt/metrics/peaks.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "lmt/metrics/peak_cache.h"
+
+namespace lmt::metrics {
+namespace {
+
+class PeakCache : public test::ScratchDirTest {};
+
+// Distinctive figures no measurement produces.
+Peaks distinctive() {
+  Peaks p;
+  p.fp32_gflops = 12345.25;
+  p.bf16_gflops = 67890.5;
+  p.bf16_unit = "avx512_bf16";
+  return p;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// Sets an environment variable for one test; restores it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value != nullptr) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+TEST_F(PeakCache, StoredPeaksAreWhatTheNextLookupReturnsWithoutMeasuring) {
+  const std::string file = path("sub/dir/peaks.json");  // the directory is created
+  ASSERT_TRUE(write_cached_peaks(file, cpu_info(), distinctive(), 7).ok());
+  const MachinePeaks m = resolve_peaks(cpu_info(), file);
+  EXPECT_EQ(m.source, PeakSource::kCache);
+  EXPECT_EQ(m.peaks.fp32_gflops, 12345.25);
+  EXPECT_EQ(m.peaks.bf16_gflops, 67890.5);
+  EXPECT_EQ(m.peaks.bf16_unit, "avx512_bf16");
+  EXPECT_TRUE(m.warning.empty()) << m.warning;
+  // The entry names the machine, and the store left no temporary file behind.
+  const nlohmann::json doc = read_json(file);
+  const nlohmann::json& e = doc["machines"][peak_cache_key(cpu_info())];
+  EXPECT_EQ(e["threads"].get<int>(), cpu_info().threads);
+  EXPECT_EQ(e["cpu"].get<std::string>(), cpu_info().brand);
+  EXPECT_EQ(e["trials"].get<int>(), 7);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(path("sub/dir")), std::filesystem::directory_iterator()), 1);
+}
+
+// The process-wide lookup (what the trainer and the benches divide by) goes through the cache that
+// LMT_PEAK_CACHE names: the distinctive figures come back, so nothing was measured. It is the only
+// test here that resolves the process-wide peaks (resolved once per process).
+TEST_F(PeakCache, PeakFlopsReadsTheCacheNamedByLmtPeakCache) {
+  const std::string file = path("peaks.json");
+  ASSERT_TRUE(write_cached_peaks(file, cpu_info(), distinctive(), 5).ok());
+  ScopedEnv env("LMT_PEAK_CACHE", file.c_str());
+  EXPECT_EQ(peak_cache_path(), file);
+  EXPECT_EQ(peak_flops(DType::kF32), 12345.25e9);
+  EXPECT_EQ(peak_flops(DType::kBF16), 67890.5e9);
+  EXPECT_EQ(machine_peaks().source, PeakSource::kCache);
+  EXPECT_EQ(measured_peaks().fp32_gflops, 12345.25);
+  // An override wins over the machine's figure.
+  EXPECT_EQ(peak_flops(DType::kBF16, {.override_gflops = 1500}), 1500e9);
+}
+
+TEST_F(PeakCache, MissMeasuresAndStoresThenTheSecondLookupHits) {
+  const std::string file = path("peaks.json");
+  const MachinePeaks first = resolve_peaks(cpu_info(), file, /*trials=*/1);
+  EXPECT_EQ(first.source, PeakSource::kMeasured);
+  EXPECT_TRUE(first.warning.empty()) << first.warning;
+  EXPECT_GT(first.peaks.bf16_gflops, 0);  // every CPU here has AVX2+FMA at least
+  EXPECT_GT(first.peaks.fp32_gflops, 0);
+  const MachinePeaks second = resolve_peaks(cpu_info(), file, 1);
+  EXPECT_EQ(second.source, PeakSource::kCache);
+  EXPECT_EQ(second.peaks.fp32_gflops, first.peaks.fp32_gflops);
+  EXPECT_EQ(second.peaks.bf16_gflops, first.peaks.bf16_gflops);
+  EXPECT_EQ(second.peaks.bf16_unit, first.peaks.bf16_unit);
+}
+
+// Another thread count (or CPU) is another key: its entry is not used, and storing this machine's
+// entry keeps it.
+TEST_F(PeakCache, EntryOfAnotherThreadCountOrCpuIsNotUsed) {
+  const std::string file = path("peaks.json");
+  CpuInfo other_threads = cpu_info();
+  other_threads.threads += 1;
+  CpuInfo other_cpu = cpu_info();
+  other_cpu.brand += " (another model)";
+  ASSERT_NE(peak_cache_key(other_threads), peak_cache_key(cpu_info()));
+  ASSERT_NE(peak_cache_key(other_cpu), peak_cache_key(cpu_info()));
+  ASSERT_TRUE(write_cached_peaks(file, other_threads, distinctive(), 5).ok());
+  ASSERT_TRUE(write_cached_peaks(file, other_cpu, distinctive(), 5).ok());
+  std::string warning;
+  EXPECT_FALSE(read_cached_peaks(file, peak_cache_key(cpu_info()), &warning).has_value());
+  EXPECT_TRUE(warning.empty()) << warning;
+  const MachinePeaks m = resolve_peaks(cpu_info(), file, 1);
+  EXPECT_EQ(m.source, PeakSource::kMeasured);
+  EXPECT_NE(m.peaks.fp32_gflops, 12345.25);
+  // All three entries are in the file now; the other machines' are intact.
+  const nlohmann::json doc = read_json(file);
+  EXPECT_EQ(doc["machines"].size(), 3u);
+  auto again = read_cached_peaks(file, peak_cache_key(other_threads), nullptr);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->fp32_gflops, 12345.25);
+}
+
+// Damaged files: never a crash or an error, a warning naming the file, a measurement, and the file
+// is replaced by a valid one.
+TEST_F(PeakCache, DamagedFileIsIgnoredWithAWarningAndReplaced) {
+  const std::string file = path("peaks.json");
+  const std::string key = peak_cache_key(cpu_info());
+  const std::vector<std::string> damaged = {
+      "{\"format\": \"lmtrain-peaks\", \"version\": 1, \"machines\": {",  // torn
+      std::string("\0\0\0garbage", 10),
+      "[1, 2, 3]",
+      "{\"format\": \"lmtrain-peaks\", \"version\": 99, \"machines\": {}}",
+      "{\"format\": \"lmtrain-peaks\", \"version\": 1, \"machines\": {\"" + key + "\": {\"fp32_gflops\": -5, "
+      "\"bf16_gflops\": 1, \"bf16_unit\": \"fp32\"}}}",
+      "{\"format\": \"lmtrain-peaks\", \"version\": 1, \"machines\": {\"" + key + "\": \"oops\"}}",
+  };
+  for (const std::string& bytes : damaged) {
+    SCOPED_TRACE(bytes);
+    test::write_bytes(file, bytes);
+    const MachinePeaks m = resolve_peaks(cpu_info(), file, 1);
+    EXPECT_EQ(m.source, PeakSource::kMeasured);
+    EXPECT_NE(m.warning.find("peak cache " + file), std::string::npos) << m.warning;
+    EXPECT_NE(m.warning.find("ignoring it"), std::string::npos) << m.warning;
+    EXPECT_GT(m.peaks.fp32_gflops, 0);
+    std::string warning;
+    auto stored = read_cached_peaks(file, key, &warning);
+    ASSERT_TRUE(stored.has_value()) << warning;
+    EXPECT_EQ(stored->fp32_gflops, m.peaks.fp32_gflops);
+    EXPECT_TRUE(warning.empty()) << warning;
+  }
+}
+
+// An unwritable cache is a warning; the peaks are still measured and returned.
+TEST_F(PeakCache, UnwritableCacheIsAWarningNotAnError) {
+  test::write_bytes(path("not_a_dir"), "x");
+  const std::string file = path("not_a_dir/peaks.json");
+  const MachinePeaks m = resolve_peaks(cpu_info(), file, 1);
+  EXPECT_EQ(m.source, PeakSource::kMeasured);
+  EXPECT_GT(m.peaks.fp32_gflops, 0);
+  EXPECT_NE(m.warning.find("not_a_dir"), std::string::npos) << m.warning;
+  EXPECT_FALSE(write_cached_peaks(file, cpu_info(), m.peaks, 1).ok());
+}
+
+TEST(PeakCachePath, EnvironmentChoosesTheFile) {
+  {
+    ScopedEnv env("LMT_PEAK_CACHE", "off");
+    EXPECT_EQ(peak_cache_path(), "");
+  }
+  {
+    ScopedEnv env("LMT_PEAK_CACHE", "/tmp/x/peaks.json");
+    EXPECT_EQ(peak_cache_path(), "/tmp/x/peaks.json");
+  }
+  ScopedEnv no_override("LMT_PEAK_CACHE", nullptr);
+  {
+    ScopedEnv xdg("XDG_CACHE_HOME", "/var/cache/me");
+    EXPECT_EQ(peak_cache_path(), "/var/cache/me/lmtrain/peaks.json");
+  }
+  ScopedEnv no_xdg("XDG_CACHE_HOME", nullptr);
+  ScopedEnv home("HOME", "/home/someone");
+  EXPECT_EQ(peak_cache_path(), "/home/someone/.cache/lmtrain/peaks.json");
+}
+
+TEST(PeakCacheKey, NamesTheCpuItsIsaAndThreads) {
+  CpuInfo info;
+  info.vendor = "GenuineIntel";
+  info.brand = "Intel(R) Xeon(R) Platinum 8480+";
+  info.threads = 8;
+  info.avx512f = info.avx512_bf16 = info.amx_bf16 = true;
+  EXPECT_EQ(peak_cache_key(info), "GenuineIntel Intel(R) Xeon(R) Platinum 8480+ | avx512f avx512_bf16 amx_bf16 | 8 threads");
+  info.amx_bf16 = false;  // e.g. the OS no longer grants AMX: another key
+  EXPECT_EQ(peak_cache_key(info), "GenuineIntel Intel(R) Xeon(R) Platinum 8480+ | avx512f avx512_bf16 | 8 threads");
+}
+
+TEST(PeakOverride, MustBeAPositiveFiniteGflopsFigure) {
+  EXPECT_TRUE(check_peak_gflops(450, "--peak-flops").ok());
+  for (double bad : {0.0, -1.0, std::nan(""), 1e12}) {
+    Status s = check_peak_gflops(bad, "--peak-flops");
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("--peak-flops"), std::string::npos) << s.message();
+    EXPECT_FALSE(s.hint().empty());
+  }
+}
+
+}  // namespace
+}  // namespace lmt::metrics
