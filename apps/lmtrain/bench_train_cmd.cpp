@@ -1,10 +1,11 @@
-// `lmtrain bench train`: full training steps of a preset on random tokens: forward + backward for
-// each micro-batch, the global gradient norm, and the fused optimizer update (which also refreshes
-// the bf16 mirror). Prints tokens/s, MFU and the time split. Under mpirun every process is one
-// data-parallel rank (train::DataParallel: shared-memory reduction on one node, or bucketed MPI
-// all-reduce; ZeRO per --zero); tokens/s then counts all ranks and MFU is against the peak of all
-// ranks' cores. It also times the gradient reduction alone (nothing to overlap with) and reports
-// how much of it backward hid.
+// `lmtrain bench train`: full training steps of a preset on random tokens, run by the trainer's
+// own train::StepEngine: forward + backward for each micro-batch, the global gradient norm, and the
+// fused optimizer update (which also refreshes the bf16 mirror). Prints tokens/s, MFU and the time
+// split. Under mpirun every process is one data-parallel rank (dist::Topology with dp = world;
+// train::DataParallel: shared-memory reduction on one node, or bucketed MPI all-reduce; ZeRO per
+// --zero); tokens/s then counts all dp ranks and MFU is against the peak of all ranks' cores. It
+// also times the gradient reduction alone (nothing to overlap with) and reports how much of it
+// backward hid.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -16,18 +17,29 @@
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
+#include "lmt/dist/topology.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/metrics/peaks.h"
 #include "lmt/model/flops.h"
 #include "lmt/model/transformer.h"
-#include "lmt/optim/gradients.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/plan/memory.h"
 #include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
+#include "lmt/train/step_engine.h"
 
 namespace lmt::cli {
 namespace {
+
+// The same random micro-batch every time (the benchmark measures compute, not data).
+class RepeatedBatch final : public train::MicroBatchSource {
+ public:
+  explicit RepeatedBatch(data::Batch b) : batch_(std::move(b)) {}
+  StatusOr<const data::Batch*> next() override { return &batch_; }
+
+ private:
+  data::Batch batch_;
+};
 
 struct TrainBenchArgs {
   std::string preset = "gpt2-124m", optimizer = "adamw", dtype = "bf16";
@@ -67,82 +79,66 @@ Status run_train_bench(const TrainBenchArgs& a) {
   oc.name = a.optimizer;
   if (a.zero < 0 || a.zero > 2) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1 or 2");
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
-  const int world = comm->world();
-  train::DataParallel dp(*comm, m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
+  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world()));  // tp = pp = 1
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*comm, sizes));
+  const int world = topo->world_size(), dp_size = topo->dp_size();
+  train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
-  std::unique_ptr<optim::Optimizer> opt;
-  if (dp.sharded()) {
-    LMT_ASSIGN_OR_RETURN(opt, optim::Optimizer::create(oc, m.layout(), m.backend(), dp.shard_begin(), dp.shard_end()));
-  } else {
-    LMT_ASSIGN_OR_RETURN(opt, optim::Optimizer::create(oc, m.layout(), m.backend()));
-  }
+  train::StepEngineConfig ec;
+  ec.grad_clip = 1.0f;
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<train::StepEngine> engine, train::StepEngine::create(m, dp, oc, ec));
   const int64_t N = a.batch * a.seq;
-  std::vector<int32_t> tokens(N), targets(N);
+  data::Batch batch;
+  batch.B = a.batch;
+  batch.T = a.seq;
+  batch.tokens.resize(N);
+  batch.targets.resize(N);
   Rng rng(3 + static_cast<uint64_t>(comm->rank()));
   for (int64_t i = 0; i < N; ++i) {
-    tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
-    targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
+    batch.tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
+    batch.targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
   }
+  RepeatedBatch source(std::move(batch));
+  train::StepOptions so;
+  so.accum = a.accum;
   std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     Timer step;
-    double fwd = 0, bwd = 0;
-    m.zero_grads();
-    for (int64_t k = 0; k < a.accum; ++k) {
-      Timer t;
-      m.forward(tokens.data(), targets.data(), nullptr, true, 1.0f / static_cast<float>(a.accum * world));
-      fwd += t.seconds();
-      t.reset();
-      if (k + 1 == a.accum) dp.arm(m);
-      m.backward();
-      bwd += t.seconds();
-    }
-    Timer tc;
-    LMT_RETURN_IF_ERROR(dp.finish(m));
-    const double comm_s = tc.seconds();
-    Timer t;
-    LMT_ASSIGN_OR_RETURN(const double norm, dp.grad_norm(m));
-    opt->step(m.params(), m.grads(), m.compute_mirror(), 1.0f, optim::clip_factor(norm, 1.0f), it + 1, dp.shard_begin(),
-              dp.shard_end());
-    const double upd = t.seconds();
-    t.reset();
-    LMT_RETURN_IF_ERROR(dp.after_update(m));
-    const double gather = t.seconds();
+    train::StepResult r;
+    LMT_RETURN_IF_ERROR(engine->step(source, so, 1.0f, it + 1, &r));
     if (it >= a.warmup) {
-      t_fwd.push_back(fwd);
-      t_bwd.push_back(bwd);
-      t_opt.push_back(upd);
-      t_gather.push_back(gather);
-      t_comm.push_back(comm_s);
+      t_fwd.push_back(r.time.forward);
+      t_bwd.push_back(r.time.backward);
+      t_opt.push_back(r.time.norm + r.time.update);
+      t_gather.push_back(r.time.gather);
+      t_comm.push_back(r.time.reduce);
       t_step.push_back(step.seconds());
     }
   }
   // The same reduction with nothing to hide behind (no backward between arm and finish): what the
   // exposed `grad reduce` time would be without overlap. Collective, so every rank runs it.
   std::vector<double> t_alone;
-  for (int k = 0; k < 3 && world > 1; ++k) {
+  for (int k = 0; k < 3 && dp_size > 1; ++k) {
     LMT_RETURN_IF_ERROR(comm->barrier());
-    dp.arm(m);
-    Timer tc;
-    LMT_RETURN_IF_ERROR(dp.finish(m));
-    t_alone.push_back(tc.seconds());
+    LMT_ASSIGN_OR_RETURN(const double alone_s, engine->time_reduction_alone());
+    t_alone.push_back(alone_s);
   }
   const double alone = t_alone.empty() ? 0.0 : median(t_alone), exposed = median(t_comm);
   const double hidden = std::max(0.0, alone - exposed);
-  const double secs = median(t_step), tps = static_cast<double>(N * a.accum * world) / secs;
+  const double secs = median(t_step), tps = static_cast<double>(N * a.accum * dp_size) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
   const double peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops}) * world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
   // Model-state memory this rank holds, against the planner's per-device prediction (plan/memory.h:
   // 16 B/param mixed precision, ZeRO shards over the ranks).
   int64_t state_bytes = 0;
-  for (const auto& [name, v] : opt->state()) state_bytes += static_cast<int64_t>(v.bytes());
+  for (const auto& [name, v] : engine->optimizer().state()) state_bytes += static_cast<int64_t>(v.bytes());
   plan::MemoryInputs mi;
   mi.config = config;
   mi.seq_len = a.seq;
   mi.micro_batch = a.batch;
-  mi.zero_stage = world > 1 ? a.zero : 0;
-  mi.dp = world;
+  mi.zero_stage = dp_size > 1 ? a.zero : 0;
+  mi.dp = dp_size;
   mi.precision = o.compute == DType::kBF16 ? metrics::Precision::kBf16 : metrics::Precision::kFp32;
   const plan::MemoryBreakdown predicted = plan::estimate_memory(mi);
   const int64_t mirror_bytes = m.compute_mirror().present() ? static_cast<int64_t>(m.compute_mirror().bytes()) : 0;
@@ -165,7 +161,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
                         {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero},
-                        {"reduction", world == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
+                        {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
@@ -185,7 +181,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                 memory["mirror"].get<double>() * mib, memory["optimizer_state"].get<double>() * mib,
                 memory["plan_optimizer_state"].get<double>() * mib, memory["model_states"].get<double>() * mib,
                 memory["plan_model_states"].get<double>() * mib, memory["peak_rss"].get<double>() * mib);
-    if (world > 1)
+    if (dp_size > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);
   }

@@ -88,6 +88,11 @@ StatusOr<std::unique_ptr<SymmetricBuffer>> SoloCommunicator::allocate_symmetric(
   return std::unique_ptr<SymmetricBuffer>(new LocalSymmetricBuffer(bytes));
 }
 
+StatusOr<std::unique_ptr<Communicator>> SoloCommunicator::split(int color, int) {
+  if (color < 0) return InvalidArgument("split: color " + std::to_string(color) + " is negative", "pass a color >= 0");
+  return std::unique_ptr<Communicator>(new SoloCommunicator());
+}
+
 int default_threads_per_rank(int local_ranks) {
   cpu_set_t set;
   CPU_ZERO(&set);

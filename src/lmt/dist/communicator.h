@@ -1,6 +1,9 @@
 // Communicator: the collectives data parallelism needs (all-reduce, reduce-scatter, all-gather,
-// broadcast, barrier), blocking and non-blocking, over f32 buffers. Implementations: Solo (world 1,
-// every collective a no-op or a copy) and MPI (mpi_communicator.h). Later: NCCL behind the same API.
+// broadcast, barrier), blocking and non-blocking, over f32 buffers, and split() into groups (the
+// dp / tp / pp groups of dist/topology.h). Implementations: Solo (world 1, every collective a no-op
+// or a copy) and MPI (mpi_communicator.h). Later: NCCL behind the same API.
+// rank() and world() are this communicator's: for a group made by split(), the rank within the
+// group and the group's size.
 //
 // Contract. Every rank calls the same collectives in the same order with the same counts (as MPI
 // requires); a mismatch is a caller bug that may hang. Layouts for the sharded collectives:
@@ -62,8 +65,14 @@ class Communicator {
   // A buffer of `bytes` on every rank that the ranks of the node share (symmetric_buffer.h);
   // collective. kUnimplemented when the ranks span several nodes: use the collectives above.
   virtual StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) = 0;
-  // After an error on some ranks only: ends every rank of the job (MPI_Abort) so none waits forever
-  // in a collective. Solo: does nothing (the caller returns its error normally).
+  // Collective over this communicator (every rank calls it): the ranks that pass the same `color`
+  // form one new communicator, ranked by `key` (ties: by rank here), as MPI_Comm_split. color >= 0
+  // (InvalidArgument otherwise). The result is independent of this one (either may be destroyed
+  // first) and is used by the same thread. Solo: a solo communicator.
+  virtual StatusOr<std::unique_ptr<Communicator>> split(int color, int key) = 0;
+  // After an error on some ranks only: ends every rank of the job (MPI_Abort on the whole job, also
+  // from a group) so none waits forever in a collective. Solo: does nothing (the caller returns its
+  // error normally).
   virtual void abort(int code) = 0;
 
   bool is_root() const { return rank() == 0; }
@@ -94,6 +103,7 @@ class SoloCommunicator final : public Communicator {
   Status broadcast(void*, int64_t, int root) override;
   Status barrier() override { return Status::Ok(); }
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;
   void abort(int) override {}
 };
 

@@ -87,6 +87,20 @@ std::unique_ptr<Request> launched(std::unique_ptr<MpiRequest> r, int rc) {
 
 }  // namespace
 
+struct MpiCommunicator::Handle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool owned = false;  // made by split(): freed with the communicator
+};
+
+MpiCommunicator::MpiCommunicator(std::unique_ptr<Handle> handle, int rank, int world)
+    : handle_(std::move(handle)), rank_(rank), world_(world) {}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // a communicator that outlives MPI (a static) has nothing left to free
+  if (handle_->owned && handle_->comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&handle_->comm);
+}
+
 Status mpi_init() {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -122,14 +136,29 @@ StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::create() {
     }
     omp_set_num_threads(default_threads_per_rank(local));
   }
-  return std::unique_ptr<Communicator>(new MpiCommunicator(r, w));
+  auto h = std::make_unique<Handle>();
+  h->comm = MPI_COMM_WORLD;
+  return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(h), r, w));
+}
+
+StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::split(int color, int key) {
+  if (color < 0)
+    return InvalidArgument(rank_prefix() + "split: color " + std::to_string(color) + " is negative", "pass a color >= 0");
+  auto h = std::make_unique<Handle>();
+  LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_split(handle_->comm, color, key, &h->comm), "MPI_Comm_split"));
+  h->owned = true;
+  MPI_Comm_set_errhandler(h->comm, MPI_ERRORS_RETURN);  // inherited already; stated, as every error is returned
+  int r = 0, w = 1;
+  LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_rank(h->comm, &r), "MPI_Comm_rank"));
+  LMT_RETURN_IF_ERROR(mpi_status(MPI_Comm_size(h->comm, &w), "MPI_Comm_size"));
+  return std::unique_ptr<Communicator>(new MpiCommunicator(std::move(h), r, w));
 }
 
 
 Status MpiCommunicator::all_reduce_sum(float* data, int64_t n) {
   for (int64_t off = 0; off < n; off += INT_MAX) {
     const int c = static_cast<int>(std::min<int64_t>(n - off, INT_MAX));
-    LMT_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    LMT_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_FLOAT, MPI_SUM, handle_->comm),
                                    "MPI_Allreduce"));
   }
   return Status::Ok();
@@ -137,7 +166,7 @@ Status MpiCommunicator::all_reduce_sum(float* data, int64_t n) {
 
 Status MpiCommunicator::all_reduce_sum(double* data, int64_t n) {
   if (n > INT_MAX) return InvalidArgument(rank_prefix() + "all_reduce_sum(double): too many elements");
-  return mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+  return mpi_status(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, handle_->comm),
                     "MPI_Allreduce");
 }
 
@@ -147,7 +176,7 @@ std::unique_ptr<Request> MpiCommunicator::all_reduce_sum_async(float* data, int6
                                                  " elements exceed MPI's int range",
                                              "use smaller buckets (dist.bucket_mb)"));
   auto r = std::make_unique<MpiRequest>("MPI_Iallreduce", std::vector<int>{}, std::vector<int>{});
-  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r->req_);
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, handle_->comm, &r->req_);
   return launched(std::move(r), rc);
 }
 
@@ -161,7 +190,7 @@ std::unique_ptr<Request> MpiCommunicator::reduce_scatter_sum_async(const float* 
   Status s = to_int_counts(counts, world_, "MPI_Ireduce_scatter", &c, nullptr);
   if (!s.ok()) return completed_request(s);
   auto r = std::make_unique<MpiRequest>("MPI_Ireduce_scatter", std::move(c), std::vector<int>{});
-  const int rc = MPI_Ireduce_scatter(send, recv, r->counts_.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r->req_);
+  const int rc = MPI_Ireduce_scatter(send, recv, r->counts_.data(), MPI_FLOAT, MPI_SUM, handle_->comm, &r->req_);
   return launched(std::move(r), rc);
 }
 
@@ -175,7 +204,7 @@ std::unique_ptr<Request> MpiCommunicator::all_gather_async(float* data, const st
   if (!s.ok()) return completed_request(s);
   auto r = std::make_unique<MpiRequest>("MPI_Iallgatherv", std::move(c), std::move(d));
   const int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, r->counts_.data(), r->displs_.data(),
-                                 MPI_FLOAT, MPI_COMM_WORLD, &r->req_);
+                                 MPI_FLOAT, handle_->comm, &r->req_);
   return launched(std::move(r), rc);
 }
 
@@ -185,17 +214,17 @@ Status MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
   auto* p = static_cast<char*>(data);
   for (int64_t off = 0; off < bytes; off += INT_MAX) {
     const int c = static_cast<int>(std::min<int64_t>(bytes - off, INT_MAX));
-    LMT_RETURN_IF_ERROR(mpi_status(MPI_Bcast(p + off, c, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast"));
+    LMT_RETURN_IF_ERROR(mpi_status(MPI_Bcast(p + off, c, MPI_BYTE, root, handle_->comm), "MPI_Bcast"));
   }
   return Status::Ok();
 }
 
 StatusOr<std::unique_ptr<SymmetricBuffer>> MpiCommunicator::allocate_symmetric(int64_t bytes) {
-  return allocate_mpi_symmetric(bytes);
+  return allocate_mpi_symmetric(handle_->comm, bytes);
 }
 
 void MpiCommunicator::abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
-Status MpiCommunicator::barrier() { return mpi_status(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+Status MpiCommunicator::barrier() { return mpi_status(MPI_Barrier(handle_->comm), "MPI_Barrier"); }
 
 }  // namespace lmt::dist

@@ -1,4 +1,6 @@
-// MpiCommunicator: Communicator over MPI_COMM_WORLD (Open MPI here; any MPI-3 library works).
+// MpiCommunicator: Communicator over MPI_COMM_WORLD, or over a group of it made by split()
+// (MPI_Comm_split; the group's MPI communicator is freed with the object). Open MPI here; any MPI-3
+// library works.
 // Non-blocking calls use MPI_Iallreduce / MPI_Ireduce_scatter / MPI_Iallgatherv; Open MPI's shared
 // memory transport progresses them mostly inside MPI calls, so overlap with computation is partial
 // on CPU (the request is tested as later buckets launch; docs/DIST.md).
@@ -6,7 +8,9 @@
 // mpi_init() initialises MPI once per process (MPI_Init_thread, FUNNELED at least) and registers
 // MPI_Finalize at exit; MPI errors are returned (MPI_ERRORS_RETURN), never abort, and name the rank.
 // create() also sets each rank's OpenMP threads when OMP_NUM_THREADS is unset
-// (default_threads_per_rank).
+// (default_threads_per_rank). Error messages name the rank in MPI_COMM_WORLD, also for a group.
+// allocate_symmetric() shares memory among this communicator's ranks: it works for a group whose
+// ranks all run on one node and is kUnimplemented otherwise.
 // Counts above INT_MAX elements are split into several calls (blocking all-reduce) or rejected.
 // Threading: the thread that created it makes every call. This header does not include mpi.h.
 #pragma once
@@ -38,10 +42,14 @@ class MpiCommunicator final : public Communicator {
   Status broadcast(void* data, int64_t bytes, int root) override;
   Status barrier() override;
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;
   void abort(int code) override;
+  ~MpiCommunicator() override;
 
  private:
-  MpiCommunicator(int rank, int world) : rank_(rank), world_(world) {}
+  struct Handle;  // the MPI_Comm (defined where mpi.h is included)
+  MpiCommunicator(std::unique_ptr<Handle> handle, int rank, int world);
+  std::unique_ptr<Handle> handle_;
   int rank_, world_;
 };
 

@@ -42,18 +42,20 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
     if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
   }
 
-  static StatusOr<std::unique_ptr<SymmetricBuffer>> create(int64_t bytes) {
+  // `comm`: the ranks that share the buffer (MPI_COMM_WORLD or a group of it).
+  static StatusOr<std::unique_ptr<SymmetricBuffer>> create(MPI_Comm comm, int64_t bytes) {
     auto b = std::unique_ptr<MpiSymmetricBuffer>(new MpiSymmetricBuffer());
-    int world_rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    int comm_rank = 0, world = 1;
+    MPI_Comm_rank(comm, &comm_rank);
+    MPI_Comm_size(comm, &world);
+    // Keyed by the rank in `comm`, so when every rank is on this node, node rank = rank in `comm`.
     LMT_RETURN_IF_ERROR(mpi_status(
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &b->node_),
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, comm_rank, MPI_INFO_NULL, &b->node_),
         "MPI_Comm_split_type"));
     int node_size = 0;
     MPI_Comm_size(b->node_, &node_size);
     if (node_size != world)
-      return Unimplemented(rank_prefix() + "symmetric memory needs every rank on one node; this node has " +
+      return Unimplemented(rank_prefix() + "symmetric memory needs every rank of the group on one node; this node has " +
                            std::to_string(node_size) + " of " + std::to_string(world) + " ranks");
     MPI_Comm_rank(b->node_, &b->rank_);
     b->world_ = world;
@@ -150,8 +152,8 @@ class MpiSymmetricBuffer final : public SymmetricBuffer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_mpi_symmetric(int64_t bytes) {
-  return MpiSymmetricBuffer::create(bytes);
+StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_mpi_symmetric(MPI_Comm comm, int64_t bytes) {
+  return MpiSymmetricBuffer::create(comm, bytes);
 }
 
 }  // namespace lmt::dist

@@ -1,5 +1,7 @@
-// DataParallel: gradient reduction and ZeRO-1/2 sharding for the Trainer, over a Communicator.
-// The model never calls it; the Trainer drives it:
+// DataParallel: gradient reduction and ZeRO-1/2 sharding over a Communicator: the data-parallel
+// group of the dist::Topology (today the whole world). rank() and world() are the dp rank and size.
+// The model never calls it; the StepEngine (step_engine.h) drives it once per step, the Trainer
+// sets it up and uses it for checkpoints:
 //
 //   use_shared_memory(model)  once, collectively, after prepare(): when every rank runs on one node,
 //                     moves the model's params, grads and bf16 mirror into symmetric memory
@@ -15,8 +17,8 @@
 //                     buckets of finished blocks (about bucket_bytes each) while backward continues
 //                     (ZeRO 0/1; ZeRO-2 reduce-scatters after backward, unbucketed).
 //   finish(model, full_grads)  after backward: reduces what is left, waits for every bucket,
-//                     removes the hook. Afterwards grads hold the sum over ranks (the Trainer
-//                     scales each rank's loss by 1/world, so the sum is the mean): all of them
+//                     removes the hook. Afterwards grads hold the sum over ranks (the StepEngine
+//                     scales each rank's loss by 1/(accum · world), so the sum is the mean): all of them
 //                     (ZeRO 0; ZeRO 1 over MPI messages; ZeRO 1 with full_grads), or only
 //                     [shard_begin, shard_end), the rest stale (ZeRO 2; ZeRO 1 over shared memory,
 //                     where a reduce-scatter is all the sharded update needs, half the work of an

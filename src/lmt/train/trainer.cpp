@@ -19,7 +19,6 @@
 #include "lmt/metrics/peaks.h"
 #include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
-#include "lmt/optim/gradients.h"
 #include "lmt/optim/schedule.h"
 
 namespace lmt::train {
@@ -71,6 +70,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   }
   t->comm_ = comm;
   t->root_ = comm->rank() == 0;
+  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world()));  // tp = pp = 1
+  LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));
   LMT_RETURN_IF_ERROR(t->setup(resume));
   return t;
 }
@@ -104,21 +105,20 @@ Status Trainer::setup(bool resume) {
   model_ = std::make_unique<model::Transformer>(recipe_.model, *backend);
   model_->init(recipe_.seed);
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
-  dp_ = std::make_unique<DataParallel>(*comm_, model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
+  dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
-  if (dp_->sharded()) {
-    if (recipe_.layer_grad_norm_every > 0 && recipe_.zero == 2)
-      return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = 2 shards",
-                             "use train.zero = 1, or set metrics.layer_grad_norm_every = 0");
-    LMT_ASSIGN_OR_RETURN(optimizer_, optim::Optimizer::create(recipe_.optim, model_->layout(), model_->backend(),
-                                                              dp_->shard_begin(), dp_->shard_end()));
-  } else {
-    LMT_ASSIGN_OR_RETURN(optimizer_, optim::Optimizer::create(recipe_.optim, model_->layout(), model_->backend()));
-  }
+  if (dp_->sharded() && recipe_.layer_grad_norm_every > 0 && recipe_.zero == 2)
+    return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = 2 shards",
+                           "use train.zero = 1, or set metrics.layer_grad_norm_every = 0");
+  StepEngineConfig step_config;
+  step_config.grad_clip = recipe_.grad_clip;
+  step_config.doc_masking = recipe_.doc_masking;
+  LMT_ASSIGN_OR_RETURN(engine_, StepEngine::create(*model_, *dp_, recipe_.optim, step_config));
   data::LoaderOptions lo = recipe_.train_data;
-  lo.rank = comm_->rank();
-  lo.world = comm_->world();
+  lo.rank = topology_->dp_rank();
+  lo.world = topology_->dp_size();
   LMT_ASSIGN_OR_RETURN(train_loader_, data::Loader::open(lo));
+  batches_ = std::make_unique<LoaderMicroBatches>(*train_loader_);
   if (train_loader_->vocab_size() > recipe_.model.vocab_size)
     return InvalidArgument("the dataset's vocabulary (" + std::to_string(train_loader_->vocab_size()) +
                                ") is larger than the model's (" + std::to_string(recipe_.model.vocab_size) + ")",
@@ -242,13 +242,13 @@ StatusOr<std::string> Trainer::recover_checkpoints() {
 Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   nlohmann::json j;
   if (dp_->sharded()) {
-    auto full = dp_->full_state_buffers(*optimizer_);
+    auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
-    dp_->load_state_slice(*optimizer_, full);
+    dp_->load_state_slice(engine_->optimizer(), full);
   } else {
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), optimizer_->state()));
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), engine_->optimizer().state()));
   }
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
@@ -277,10 +277,10 @@ Status Trainer::save_checkpoint() {
   d.params = model_->params().as<float>();
   std::vector<std::pair<std::string, Tensor>> full;  // gathered shards (ZeRO 1/2): collective
   if (dp_->sharded()) {
-    LMT_ASSIGN_OR_RETURN(full, dp_->gather_state(*optimizer_));
+    LMT_ASSIGN_OR_RETURN(full, dp_->gather_state(engine_->optimizer()));
     for (auto& [n, t] : full) d.optimizer_state.emplace_back(n, t.view());
   } else {
-    d.optimizer_state = optimizer_->state();
+    d.optimizer_state = engine_->optimizer().state();
   }
   d.trainer_state = trainer_state().to_json();
   d.config_toml = resolved_toml_;
@@ -355,47 +355,20 @@ Status Trainer::train_step() {
   LMT_TRACE_SCOPE("train_step");
   Timer step_timer;
   const Recipe& r = recipe_;
-  const int64_t accum = optim::accumulation_steps(r.grad_accum, r.batch_warmup_tokens, tokens_);
-  double t_data = 0, t_fwd = 0, t_bwd = 0, t_opt = 0, t_ckpt = 0, loss = 0;
+  StepOptions so;
+  so.accum = optim::accumulation_steps(r.grad_accum, r.batch_warmup_tokens, tokens_);
+  // Per-layer gradient norms (logged this step) need every rank's full reduced gradients.
+  so.full_grads = r.layer_grad_norm_every > 0 && (step_ + 1) % r.layer_grad_norm_every == 0;
+  const int64_t accum = so.accum;
+  double t_ckpt = 0;
   if (inject_) inject_(step_ + 1, *model_);
-  model_->zero_grads();
-  const int world = comm_->world();
-  for (int64_t i = 0; i < accum; ++i) {
-    Timer t;
-    {
-      LMT_TRACE_SCOPE("data_fetch");
-      LMT_RETURN_IF_ERROR(train_loader_->next(&batch_));
-    }
-    t_data += t.seconds();
-    t.reset();
-    const double l = model_->forward(batch_.tokens.data(), batch_.targets.data(),
-                                     r.doc_masking ? batch_.doc_ids.data() : nullptr, true,
-                                     1.0f / static_cast<float>(accum * world));
-    t_fwd += t.seconds();
-    t.reset();
-    if (i + 1 == accum) dp_->arm(*model_);  // bucketed gradient all-reduce during the last backward
-    model_->backward();
-    t_bwd += t.seconds();
-    loss += l / static_cast<double>(accum);
-  }
-  double t_comm = 0;
-  {
-    Timer t;
-    // Per-layer gradient norms (logged this step) need every rank's full reduced gradients.
-    const bool layer_norms = r.layer_grad_norm_every > 0 && (step_ + 1) % r.layer_grad_norm_every == 0;
-    LMT_RETURN_IF_ERROR(dp_->finish(*model_, /*full_grads=*/layer_norms));
-    LMT_ASSIGN_OR_RETURN(loss, dp_->mean(loss));
-    t_comm = t.seconds();
-  }
+  StepResult res;
+  LMT_RETURN_IF_ERROR(engine_->compute_gradients(*batches_, so, &res));
+  const double loss = res.loss, norm = res.grad_norm;
   ++step_;
-  const int64_t step_tokens = accum * r.micro_batch * r.seq_len * world;
+  const int64_t step_tokens = accum * r.micro_batch * r.seq_len * topology_->dp_size();
   tokens_ += step_tokens;
 
-  double norm;
-  {
-    LMT_TRACE_SCOPE("clip");
-    LMT_ASSIGN_OR_RETURN(norm, dp_->grad_norm(*model_));
-  }
   nlohmann::json rec = {{"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);
@@ -405,7 +378,7 @@ Status Trainer::train_step() {
     rec["layer_grad_norms"] = per_layer;
   }
   const double lr_mult = optim::lr_multiplier(r.schedule, step_, r.max_steps);
-  const bool nonfinite = !std::isfinite(loss) || !std::isfinite(norm);
+  const bool nonfinite = !res.finite;
   const std::string diverged = nonfinite ? "" : divergence_.check(loss, norm);
   double z = 0;
   const bool spike = !nonfinite && diverged.empty() && spikes_.is_spike(loss, &z);
@@ -430,13 +403,8 @@ Status Trainer::train_step() {
     bad_in_a_row_ = 0;
     spikes_.accept(loss);
     divergence_.accept(norm);
-    Timer t;
-    LMT_TRACE_SCOPE("optimizer_step");
     ++updates_;
-    optimizer_->step(model_->params(), model_->grads(), model_->compute_mirror(), static_cast<float>(lr_mult),
-                     optim::clip_factor(norm, r.grad_clip), updates_, dp_->shard_begin(), dp_->shard_end());
-    LMT_RETURN_IF_ERROR(dp_->after_update(*model_));
-    t_opt = t.seconds();
+    LMT_RETURN_IF_ERROR(engine_->apply_update(static_cast<float>(lr_mult), updates_, &res));
   }
   if (bad_in_a_row_ >= r.max_bad_steps) {
     (void)write_record(rec);  // the step that stops the run is logged too
@@ -453,6 +421,7 @@ Status Trainer::train_step() {
   const double secs = step_timer.seconds();
   run_seconds_ += secs;
   const model::FlopsPerToken f = model::flops_per_token(r.model, r.seq_len);
+  const int world = topology_->world_size();  // MFU's peak counts every device
   const double tps = static_cast<double>(step_tokens) / secs;
   rec["lr"] = r.optim.lr * lr_mult;
   rec["tokens_per_s"] = tps;
@@ -460,8 +429,9 @@ Status Trainer::train_step() {
   rec["tflops_6n"] = f.six_n * tps * 1e-12;
   rec["mfu"] = f.training * tps / (peak_flops_ * world);
   rec["mfu_6n"] = f.six_n * tps / (peak_flops_ * world);
-  rec["time"] = {{"step", secs}, {"data", t_data}, {"forward", t_fwd}, {"backward", t_bwd}, {"optimizer", t_opt},
-                 {"checkpoint_wait", t_ckpt}, {"grad_reduce", t_comm}};
+  rec["time"] = {{"step", secs}, {"data", res.time.data}, {"forward", res.time.forward}, {"backward", res.time.backward},
+                 {"optimizer", res.time.update + res.time.gather}, {"checkpoint_wait", t_ckpt},
+                 {"grad_reduce", res.time.reduce}};
   if (world > 1) rec["world"] = world;
   rec["arena_peak_bytes"] = model_->arena().peak();
   rec["rss_bytes"] = metrics::rss_bytes();

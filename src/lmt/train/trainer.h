@@ -1,9 +1,10 @@
 // Trainer: the step loop that wires model, data, optimizer, checkpoints and metrics together.
 //
-// One optimizer step = `accumulation_steps()` micro-batches (forward + backward, loss scaled by
-// 1/accum so gradients average), the global gradient norm, the stability guards (non-finite loss or
-// gradients, loss spikes), clipping folded into the optimizer's fused pass (which also refreshes the
-// bf16 weight mirror), then metrics, evaluation and checkpoints on their schedules.
+// One optimizer step = the StepEngine's gradients (`accumulation_steps()` micro-batches, forward +
+// backward, loss scaled by 1/(accum · dp) so gradients average, the reduction, the global gradient
+// norm; step_engine.h), the stability guards (non-finite loss or gradients, loss spikes) that decide
+// whether the engine applies the update (clipping folded into the optimizer's fused pass, which
+// also refreshes the bf16 weight mirror), then metrics, evaluation and checkpoints on their schedules.
 //
 // Run directory: config.toml (the resolved recipe), metrics.jsonl (one record per step, plus eval
 // and event records), checkpoints/step_XXXXXXXX/, trace.json when profiling, lmtrain.lock (held by
@@ -27,11 +28,14 @@
 // window, so a stopped and resumed run produces exactly the losses of an uninterrupted one.
 //
 // Data parallelism (docs/DIST.md): with a Communicator of world W > 1 every rank runs this loop in
-// lockstep on disjoint data (the loader's rank slice), each rank's loss is scaled by 1/W and the
+// lockstep. The ranks form a dist::Topology (dp = W today, tp = pp = 1); whatever means "data-
+// parallel rank/size" asks it, not the world. Each dp rank trains on disjoint data (the loader's
+// dp-rank slice), each rank's loss is scaled by 1/(accum · dp) and the
 // gradients are summed across ranks once per optimizer step (DataParallel: buckets launched from the
 // model's block hook during the last backward, waited on before clipping), so W ranks × micro-batch
 // b train like one process × W·b. train.zero = 1 shards optimizer state and the update, 2 also the
-// reduced gradients. Loss, tokens and throughput count all ranks; only rank 0 prints, writes
+// reduced gradients. Loss, tokens and throughput count all dp ranks, MFU's peak all W devices;
+// only rank 0 prints, writes
 // metrics.jsonl, config.toml and checkpoints. Checkpoints hold full (gathered) optimizer state and a
 // world-independent cursor, so a run may resume on another number of ranks with the same global batch.
 #pragma once
@@ -48,11 +52,13 @@
 #include "lmt/model/transformer.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/dist/communicator.h"
+#include "lmt/dist/topology.h"
 #include "lmt/io/run_lock.h"
 #include "lmt/train/async_checkpointer.h"
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/stability.h"
+#include "lmt/train/step_engine.h"
 #include "lmt/train/trainer_state.h"
 
 namespace lmt::train {
@@ -95,12 +101,14 @@ class Trainer {
   Recipe recipe_;
   std::string run_dir_, resolved_toml_;
   std::unique_ptr<dist::Communicator> own_comm_;  // solo, when create() got none
-  dist::Communicator* comm_ = nullptr;
+  dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
+  std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
   bool root_ = true;                              // rank 0: logs, metrics, checkpoints
-  std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<DataParallel> dp_;              // over topology_->dp()
   std::unique_ptr<model::Transformer> model_;
-  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<StepEngine> engine_;            // owns the optimizer; borrows model_ and dp_
   std::unique_ptr<data::Loader> train_loader_;
+  std::unique_ptr<LoaderMicroBatches> batches_;   // from train_loader_
   std::unique_ptr<metrics::MetricsLog> metrics_;
   std::unique_ptr<AsyncCheckpointer> checkpointer_;
   std::optional<io::RunLock> lock_;  // rank 0
@@ -111,7 +119,6 @@ class Trainer {
   nlohmann::json quarantined_;  // a checkpoints_quarantined record waiting for metrics.jsonl to open
   std::deque<int64_t> rollback_steps_;  // steps that rolled back, within the last spike_window
   std::unique_ptr<eval::TaskSuite> tasks_;  // eval.tasks, tokenised once
-  data::Batch batch_;
   int64_t step_ = 0;            // optimizer steps completed (including skipped ones)
   int64_t updates_ = 0;         // updates applied (AdamW bias correction counts these)
   int64_t tokens_ = 0;          // tokens consumed
