@@ -1,16 +1,15 @@
-// Decoder: the block math of model/block.cpp over a KV cache (see decode.h for the contract).
+// Decoder: the KV cache, the chunking and the logits around the model's sub-blocks (see decode.h).
 #include "lmt/eval/decode.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "lmt/base/check.h"
+#include "lmt/model/norm.h"
 
 namespace lmt::eval {
 
 using model::FfnKind;
-using model::NormKind;
 using model::PositionKind;
 
 namespace {
@@ -59,13 +58,31 @@ std::span<const float> Decoder::forward(std::span<const int32_t> tokens, float* 
   return {logits_.as<float>(), static_cast<size_t>(V_)};
 }
 
-void Decoder::norm(const TensorView& out, const TensorView& inp, const TensorView& w, const TensorView& b,
-                   int64_t n) {
+model::AttentionActs Decoder::attention_rows(int64_t n) const {
   const model::ModelConfig& c = config();
-  if (c.norm == NormKind::kRmsNorm)
-    be_.rmsnorm_forward(out, rows(rstd_, n), inp, w, c.norm_eps);
-  else
-    be_.layernorm_forward(out, rows(mean_, n), rows(rstd_, n), inp, w, b, c.norm_eps);
+  model::AttentionActs a;
+  a.norm_mean = rows(mean_, n);
+  a.norm_rstd = rows(rstd_, n);
+  a.h = rows(h_, n);
+  if (c.qk_norm) {
+    a.q_pre = rows(q_pre_, n);
+    a.k_pre = rows(k_pre_, n);
+    a.q_rstd = rows(qk_rstd_, n * c.n_heads);
+    a.k_rstd = rows(qk_rstd_, n * c.n_kv_heads);
+  }
+  a.q = rows(q_, n);
+  a.att = a.att_c = rows(att_, n);
+  return a;
+}
+
+model::FfnActs Decoder::ffn_rows(int64_t n) const {
+  model::FfnActs a;
+  a.norm_mean = rows(mean_, n);
+  a.norm_rstd = rows(rstd_, n);
+  a.h = rows(h_, n);
+  a.u = rows(u_, n);
+  a.a = rows(a_, n);
+  return a;
 }
 
 void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits) {
@@ -76,70 +93,34 @@ void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits)
   const TensorView x = rows(x_, n);
   be_.embedding_forward(x, rows(ids_, n), w_.embed, false);
   if (c.positions == PositionKind::kLearned) be_.embedding_forward(x, rows(positions_, n), w_.pos_embed, true);
-  for (int64_t l = 0; l < c.n_layers; ++l) forward_block(l, n);
+  const model::AttentionActs attention_acts = attention_rows(n);
+  const model::FfnActs ffn_acts = ffn_rows(n);
+  const TensorView proj = rows(proj_, n);
+  const int64_t layer_cache = max_len_ * c.n_kv_heads * c.head_dim;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const Shape cache_shape{1, max_len_, c.n_kv_heads, c.head_dim};
+    const TensorView k_cache(k_cache_.as<float>() + l * layer_cache, cache_shape, DType::kF32);
+    const TensorView v_cache(v_cache_.as<float>() + l * layer_cache, cache_shape, DType::kF32);
+    const model::BlockViews& w = w_.blocks[l];
+    model::AttentionBlock(be_, c, l)
+        .decode(x, model::AttentionWeights::of(w, w), attention_acts, k_cache, v_cache, length_, rows(positions_, n),
+                proj);
+    model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, w), ffn_acts, proj);
+  }
   length_ += n;
 
   // Final norm and LM head: every row if asked for, else only the last (all prediction needs).
   const TensorView lm_head = w_.lm_head.slice_rows(0, V_);
   const int64_t first = all_logits ? 0 : n - 1;
   const TensorView hx = x_.view().slice_rows(first, n), hh = h_.view().slice_rows(first, n);
-  norm(hh, hx, w_.final_norm_w, w_.final_norm_b, n - first);
+  model::norm_forward(be_, c, hh, rows(mean_, n - first), rows(rstd_, n - first), hx, w_.final_norm_w,
+                      w_.final_norm_b);
   if (all_logits) {
     be_.linear_forward(TensorView(all_logits, Shape{n, V_}, DType::kF32), hh, lm_head, TensorView());
     std::memcpy(logits_.as<float>(), all_logits + (n - 1) * V_, V_ * sizeof(float));
   } else {
     be_.linear_forward(logits_, hh, lm_head, TensorView());
   }
-}
-
-void Decoder::forward_block(int64_t l, int64_t n) {
-  const model::ModelConfig& c = config();
-  const int64_t NH = c.n_heads, G = c.n_kv_heads, HD = c.head_dim;
-  const model::BlockViews& w = w_.blocks[l];
-  const TensorView x = rows(x_, n), h = rows(h_, n), proj = rows(proj_, n);
-
-  // Attention: k and v are written straight into the cache at rows [length_, length_ + n).
-  norm(h, x, w.attn_norm_w, w.attn_norm_b, n);
-  float* k_layer = k_cache_.as<float>() + l * max_len_ * G * HD;
-  float* v_layer = v_cache_.as<float>() + l * max_len_ * G * HD;
-  const TensorView q = rows(q_, n);
-  const TensorView k(k_layer + length_ * G * HD, Shape{n, G * HD}, DType::kF32);
-  const TensorView v(v_layer + length_ * G * HD, Shape{n, G * HD}, DType::kF32);
-  be_.linear_forward(c.qk_norm ? rows(q_pre_, n) : q, h, w.q_w, w.q_b);
-  be_.linear_forward(c.qk_norm ? rows(k_pre_, n) : k, h, w.k_w, w.k_b);
-  be_.linear_forward(v, h, w.v_w, w.v_b);
-  if (c.qk_norm) {
-    be_.rmsnorm_forward(q.reshape({n * NH, HD}), rows(qk_rstd_, n * NH), rows(q_pre_, n).reshape({n * NH, HD}),
-                        w.q_norm_w, c.norm_eps);
-    be_.rmsnorm_forward(k.reshape({n * G, HD}), rows(qk_rstd_, n * G), rows(k_pre_, n).reshape({n * G, HD}),
-                        w.k_norm_w, c.norm_eps);
-  }
-  if (c.layer_uses_rope(l)) {
-    const TensorView q3 = q.reshape({n, NH, HD}), k3 = k.reshape({n, G, HD});
-    be_.rope_forward(q3, q3, rows(positions_, n), c.rope_theta, c.rotary_dim());
-    be_.rope_forward(k3, k3, rows(positions_, n), c.rope_theta, c.rotary_dim());
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  const TensorView kc(k_layer, Shape{1, max_len_, G, HD}, DType::kF32);
-  const TensorView vc(v_layer, Shape{1, max_len_, G, HD}, DType::kF32);
-  for (int64_t i = 0; i < n; ++i) {  // token i sees positions [0, length_ + i]
-    const TensorView qi(q_.as<float>() + i * NH * HD, Shape{1, NH, HD}, DType::kF32);
-    const TensorView oi(att_.as<float>() + i * NH * HD, Shape{1, NH, HD}, DType::kF32);
-    be_.attention_decode(oi, qi, kc, vc, length_ + i + 1, scale);
-  }
-  be_.linear_forward(proj, rows(att_, n), w.o_w, w.o_b);
-  be_.add(x, x, proj);
-
-  // Feed-forward.
-  norm(h, x, w.ffn_norm_w, w.ffn_norm_b, n);
-  const TensorView u = rows(u_, n), a = rows(a_, n);
-  be_.linear_forward(u, h, w.up_w, w.up_b);
-  if (c.ffn == FfnKind::kGlu)
-    be_.glu_forward(c.activation, a, u);
-  else
-    be_.activation_forward(c.activation, a, u);
-  be_.linear_forward(proj, a, w.down_w, w.down_b);
-  be_.add(x, x, proj);
 }
 
 }  // namespace lmt::eval

@@ -1,11 +1,11 @@
 // Decoder: incremental (KV-cached) inference of a Transformer, one batch row.
 //
 // The decoder owns a KV cache (per layer, K and V of [1, max_len, G, HD] f32, allocated once in the
-// constructor) and runs new tokens through every block with the model's parameter views and the
-// backend ops, computing exactly the math of model/block.cpp: pre-norm; q, k, v projections;
-// optional QK-norm; RoPE at the tokens' absolute positions (NoPE layers skipped; learned positions
-// added at the embedding); attention of each new query over all cached positions (GQA: query head h
-// reads kv head h/(NH/G), via Backend::attention_decode); o_proj; FFN (GLU or MLP).
+// constructor) and runs new tokens through the model's own sub-blocks: per layer
+// AttentionBlock::decode (writes the new k, v into the cache and attends over it) and
+// FfnBlock::decode, with the model's parameter views and backend — the very code the training
+// forward runs (model/attention_block.h, model/ffn_block.h), so a block variant is written once.
+// The decoder itself keeps only the cache, the chunking, the embeddings and the logits.
 //
 // Prefill: forward() takes any number of tokens and processes them in chunks of up to
 // `prefill_chunk` rows through the same code path as single-token decoding: projections and FFN are
@@ -25,6 +25,8 @@
 #include <span>
 #include <vector>
 
+#include "lmt/model/attention_block.h"
+#include "lmt/model/ffn_block.h"
 #include "lmt/model/transformer.h"
 #include "lmt/tensor/tensor.h"
 
@@ -52,8 +54,9 @@ class Decoder {
  private:
   // Runs rows [0, n) of the scratch through the trunk at positions [length_, length_ + n).
   void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits);
-  void forward_block(int64_t layer, int64_t n);
-  void norm(const TensorView& out, const TensorView& inp, const TensorView& w, const TensorView& b, int64_t n);
+  // Rows [0, n) of the chunk scratch as the sub-blocks' decode activations.
+  model::AttentionActs attention_rows(int64_t n) const;
+  model::FfnActs ffn_rows(int64_t n) const;
 
   model::Transformer& model_;
   kernels::Backend& be_;

@@ -8,30 +8,10 @@ namespace lmt::model {
 namespace {
 
 BlockActs plan_block(const ModelConfig& c, int64_t B, int64_t T, DType cd, DType f, Arena& a) {
-  const int64_t N = B * T, C = c.d_model, NH = c.n_heads, G = c.n_kv_heads, HD = c.head_dim;
-  const int64_t H = c.ffn_hidden, U = c.ffn == FfnKind::kGlu ? 2 * H : H;
   BlockActs b;
-  b.norm1_mean = a.allocate({N}, f, "norm1_mean");
-  b.norm1_rstd = a.allocate({N}, f, "norm1_rstd");
-  b.h1 = a.allocate({N, C}, cd, "h1");
-  if (c.qk_norm) {
-    b.q_pre = a.allocate({N, NH * HD}, f, "q_pre");
-    b.k_pre = a.allocate({N, G * HD}, f, "k_pre");
-    b.q_rstd = a.allocate({N * NH}, f, "q_rstd");
-    b.k_rstd = a.allocate({N * G}, f, "k_rstd");
-  }
-  b.q = a.allocate({B, T, NH, HD}, f, "q");
-  b.k = a.allocate({B, T, G, HD}, f, "k");
-  b.v = a.allocate({B, T, G, HD}, f, "v");
-  b.att = a.allocate({B, T, NH, HD}, f, "att");
-  b.lse = a.allocate({B, NH, T}, f, "lse");
-  b.att_c = cd == f ? b.att : a.allocate({B, T, NH, HD}, cd, "att_c");
-  b.res_mid = a.allocate({N, C}, f, "res_mid");
-  b.norm2_mean = a.allocate({N}, f, "norm2_mean");
-  b.norm2_rstd = a.allocate({N}, f, "norm2_rstd");
-  b.h2 = a.allocate({N, C}, cd, "h2");
-  b.u = a.allocate({N, U}, f, "u");
-  b.a = a.allocate({N, H}, cd, "a");
+  b.attn = AttentionBlock::plan(c, B, T, cd, f, a);
+  b.res_mid = a.allocate({B * T, c.d_model}, f, "res_mid");
+  b.ffn = FfnBlock::plan(c, B * T, cd, f, a);
   return b;
 }
 

@@ -15,7 +15,9 @@
 
 #include <vector>
 
+#include "lmt/model/attention_block.h"
 #include "lmt/model/config.h"
+#include "lmt/model/ffn_block.h"
 #include "lmt/tensor/arena.h"
 
 namespace lmt::model {
@@ -36,20 +38,12 @@ struct RunOptions {
 // Float dtype of activations and gradients: f64 for an f64 run, else f32.
 inline DType activation_dtype(DType compute) { return compute == DType::kF64 ? DType::kF64 : DType::kF32; }
 
-// One block's saved activations. N = B·T rows; U = 2H (GLU) or H (MLP).
+// One block's saved activations (what backward needs): the attention sub-block's, the residual
+// between the sub-blocks, and the FFN sub-block's. N = B·T rows.
 struct BlockActs {
-  TensorView norm1_mean, norm1_rstd;  // [N]
-  TensorView h1;                      // [N,C] norm1 output, compute dtype (GEMM input)
-  TensorView q_pre, k_pre;            // [N,NH·HD], [N,G·HD] before QK-norm (qk_norm only)
-  TensorView q_rstd, k_rstd;          // [N·NH], [N·G] (qk_norm only)
-  TensorView q, k, v;                 // [B,T,NH,HD], [B,T,G,HD] f32, after QK-norm and RoPE
-  TensorView att, lse;                // [B,T,NH,HD] f32, [B,NH,T]
-  TensorView att_c;                   // att in the compute dtype (bf16 mode; else == att)
-  TensorView res_mid;                 // [N,C] residual after attention
-  TensorView norm2_mean, norm2_rstd;  // [N]
-  TensorView h2;                      // [N,C] compute dtype
-  TensorView u;                       // [N,U] f32 FFN up (and gate) projection
-  TensorView a;                       // [N,H] compute dtype FFN activation (down's input)
+  AttentionActs attn;   // model/attention_block.h
+  TensorView res_mid;   // [N,C] residual after attention
+  FfnActs ffn;          // model/ffn_block.h
 };
 
 // Shared scratch for forward and backward (one of each, whatever the depth).

@@ -1,5 +1,5 @@
 // Transformer: storage, the step-level forward/backward, and the embedding and LM head ends.
-// One block's forward and backward live in block.cpp.
+// One block's forward and backward live in block.cpp (attention_block.cpp, ffn_block.cpp).
 #include "lmt/model/transformer.h"
 
 #include <cmath>
@@ -7,6 +7,7 @@
 
 #include "lmt/base/log.h"
 #include "lmt/base/trace.h"
+#include "lmt/model/norm.h"
 
 namespace lmt::model {
 
@@ -112,27 +113,13 @@ void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
 
 void Transformer::norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                                const TensorView& inp, const TensorView& w, const TensorView& b) {
-  if (config().norm == NormKind::kRmsNorm)
-    backend_.rmsnorm_forward(out, rstd, inp, w, config().norm_eps);
-  else
-    backend_.layernorm_forward(out, mean, rstd, inp, w, b, config().norm_eps);
+  model::norm_forward(backend_, config(), out, mean, rstd, inp, w, b);
 }
 
 void Transformer::norm_backward(const TensorView& dinp, const TensorView& dw, const TensorView& db,
                                 const TensorView& dout, const TensorView& inp, const TensorView& w,
                                 const TensorView& mean, const TensorView& rstd, bool accumulate) {
-  if (config().norm == NormKind::kRmsNorm)
-    backend_.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, accumulate);
-  else
-    backend_.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, accumulate);
-}
-
-TensorView Transformer::compute_copy(const TensorView& g) {
-  const TensorView& buf = plan_.scratch.grad_c;
-  if (!buf.present()) return g;
-  TensorView c(buf.data(), g.shape(), buf.dtype());
-  backend_.convert(c, g);
-  return c;
+  model::norm_backward(backend_, config(), dinp, dw, db, dout, inp, w, mean, rstd, accumulate);
 }
 
 void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids) {

@@ -91,15 +91,15 @@ class Transformer {
  private:
   // Embeddings, every block and the final norm (into plan_.scratch.final_h).
   void forward_trunk(const int32_t* tokens, const int32_t* doc_ids);
+  // One block (block.cpp): AttentionBlock then FfnBlock over this model's views and plan.
   void forward_block(int64_t layer, BlockActs& acts);
   void backward_block(int64_t layer, BlockActs& acts);
+  // The final norm (model/norm.h with this model's backend and config).
   void norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                     const TensorView& inp, const TensorView& w, const TensorView& b);
   void norm_backward(const TensorView& dinp, const TensorView& dw, const TensorView& db,
                      const TensorView& dout, const TensorView& inp, const TensorView& w,
                      const TensorView& mean, const TensorView& rstd, bool accumulate);
-  // GEMM-ready copy of a gradient in grad_c (bf16 mode) or the gradient itself.
-  TensorView compute_copy(const TensorView& g);
 
   ParamLayout layout_;
   kernels::Backend& backend_;

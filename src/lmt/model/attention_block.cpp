@@ -1,0 +1,144 @@
+// The attention sub-block: training forward and backward, and the decode forward over a KV cache
+// (see attention_block.h for the contract).
+#include "lmt/model/attention_block.h"
+
+#include <cmath>
+
+#include "lmt/base/check.h"
+#include "lmt/model/activations.h"
+#include "lmt/model/norm.h"
+
+namespace lmt::model {
+
+AttentionWeights AttentionWeights::of(const BlockViews& master, const BlockViews& gemm) {
+  AttentionWeights w;
+  w.norm_w = master.attn_norm_w;
+  w.norm_b = master.attn_norm_b;
+  w.q_w = gemm.q_w;
+  w.k_w = gemm.k_w;
+  w.v_w = gemm.v_w;
+  w.q_b = master.q_b;
+  w.k_b = master.k_b;
+  w.v_b = master.v_b;
+  w.q_norm_w = master.q_norm_w;
+  w.k_norm_w = master.k_norm_w;
+  w.o_w = gemm.o_w;
+  w.o_b = master.o_b;
+  return w;
+}
+
+AttentionActs AttentionBlock::plan(const ModelConfig& c, int64_t B, int64_t T, DType cd, DType f, Arena& arena) {
+  const int64_t N = B * T, C = c.d_model, NH = c.n_heads, G = c.n_kv_heads, HD = c.head_dim;
+  AttentionActs a;
+  a.norm_mean = arena.allocate({N}, f, "norm1_mean");
+  a.norm_rstd = arena.allocate({N}, f, "norm1_rstd");
+  a.h = arena.allocate({N, C}, cd, "h1");
+  if (c.qk_norm) {
+    a.q_pre = arena.allocate({N, NH * HD}, f, "q_pre");
+    a.k_pre = arena.allocate({N, G * HD}, f, "k_pre");
+    a.q_rstd = arena.allocate({N * NH}, f, "q_rstd");
+    a.k_rstd = arena.allocate({N * G}, f, "k_rstd");
+  }
+  a.q = arena.allocate({B, T, NH, HD}, f, "q");
+  a.k = arena.allocate({B, T, G, HD}, f, "k");
+  a.v = arena.allocate({B, T, G, HD}, f, "v");
+  a.att = arena.allocate({B, T, NH, HD}, f, "att");
+  a.lse = arena.allocate({B, NH, T}, f, "lse");
+  a.att_c = cd == f ? a.att : arena.allocate({B, T, NH, HD}, cd, "att_c");
+  return a;
+}
+
+float AttentionBlock::scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
+
+void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w,
+                                 const AttentionActs& a, const TensorView& positions, bool bf16,
+                                 const TensorView& f32_nc) {
+  const int64_t NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  const TensorView h = bf16 ? f32_nc : a.h;
+  norm_forward(be_, c_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
+  if (bf16) be_.convert(a.h, h);
+  const TensorView q = a.q.reshape({N, NH * HD}), k = a.k.reshape({N, G * HD});
+  be_.linear_forward(c_.qk_norm ? a.q_pre : q, a.h, w.q_w, w.q_b);
+  be_.linear_forward(c_.qk_norm ? a.k_pre : k, a.h, w.k_w, w.k_b);
+  be_.linear_forward(a.v.reshape({N, G * HD}), a.h, w.v_w, w.v_b);
+  if (c_.qk_norm) {
+    be_.rmsnorm_forward(a.q.reshape({N * NH, HD}), a.q_rstd, a.q_pre.reshape({N * NH, HD}), w.q_norm_w, c_.norm_eps);
+    be_.rmsnorm_forward(a.k.reshape({N * G, HD}), a.k_rstd, a.k_pre.reshape({N * G, HD}), w.k_norm_w, c_.norm_eps);
+  }
+  if (c_.layer_uses_rope(layer_)) {
+    const TensorView q3 = a.q.reshape({N, NH, HD}), k3 = a.k.reshape({N, G, HD});
+    be_.rope_forward(q3, q3, positions, c_.rope_theta, c_.rotary_dim());
+    be_.rope_forward(k3, k3, positions, c_.rope_theta, c_.rotary_dim());
+  }
+}
+
+void AttentionBlock::project_out(int64_t N, const TensorView& res_out, const TensorView& res_in,
+                                 const AttentionWeights& w, const AttentionActs& a, bool bf16,
+                                 const TensorView& f32_nc) {
+  if (bf16) be_.convert(a.att_c, a.att);
+  be_.linear_forward(f32_nc, a.att_c.reshape({N, c_.q_dim()}), w.o_w, w.o_b);
+  be_.add(res_out, res_in, f32_nc);
+}
+
+void AttentionBlock::forward(const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
+                             const AttentionActs& a, const BlockPass& pass, const TensorView& f32_nc) {
+  const int64_t N = res_in.dim(0);
+  const bool bf16 = pass.compute == DType::kBF16;
+  project_qkv(N, res_in, w, a, pass.positions, bf16, f32_nc);
+  be_.attention_forward(pass.attention, a.att, a.lse, a.q, a.k, a.v, pass.doc_ids, scale());
+  project_out(N, res_out, res_in, w, a, bf16, f32_nc);
+}
+
+void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& w, const AttentionWeights& g,
+                              const AttentionActs& a, const BlockPass& pass, Scratch& s) {
+  const int64_t N = res_in.dim(0), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  be_.linear_backward(s.datt.reshape({N, NH * HD}), g.o_w, g.o_b, gemm_input(be_, s.grad_c, s.dres),
+                      a.att_c.reshape({N, NH * HD}), w.o_w);
+  be_.attention_backward(pass.attention, s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse, pass.doc_ids,
+                         scale());
+  if (c_.layer_uses_rope(layer_)) {
+    const TensorView dq3 = s.dq.reshape({N, NH, HD}), dk3 = s.dk.reshape({N, G, HD});
+    be_.rope_backward(dq3, dq3, pass.positions, c_.rope_theta, c_.rotary_dim());
+    be_.rope_backward(dk3, dk3, pass.positions, c_.rope_theta, c_.rotary_dim());
+  }
+  TensorView dq = s.dq.reshape({N, NH * HD}), dk = s.dk.reshape({N, G * HD});
+  if (c_.qk_norm) {
+    be_.rmsnorm_backward(s.dq_pre.reshape({N * NH, HD}), g.q_norm_w, s.dq.reshape({N * NH, HD}),
+                         a.q_pre.reshape({N * NH, HD}), w.q_norm_w, a.q_rstd, false);
+    be_.rmsnorm_backward(s.dk_pre.reshape({N * G, HD}), g.k_norm_w, s.dk.reshape({N * G, HD}),
+                         a.k_pre.reshape({N * G, HD}), w.k_norm_w, a.k_rstd, false);
+    dq = s.dq_pre;
+    dk = s.dk_pre;
+  }
+  // d h = dq·Wq + dk·Wk + dv·Wv: the first GEMM writes, the others accumulate.
+  be_.linear_backward(s.dh, g.q_w, g.q_b, gemm_input(be_, s.grad_c, dq), a.h, w.q_w);
+  const TensorView gk = gemm_input(be_, s.grad_c, dk);
+  be_.linear_backward(TensorView(), g.k_w, g.k_b, gk, a.h, w.k_w);
+  be_.matmul(s.dh, gk, w.k_w, false, false, /*accumulate=*/true);
+  const TensorView gv = gemm_input(be_, s.grad_c, s.dv.reshape({N, G * HD}));
+  be_.linear_backward(TensorView(), g.v_w, g.v_b, gv, a.h, w.v_w);
+  be_.matmul(s.dh, gv, w.v_w, false, false, /*accumulate=*/true);
+  norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, s.dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
+                /*accumulate=*/true);
+}
+
+void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
+                            const TensorView& k_cache, const TensorView& v_cache, int64_t length,
+                            const TensorView& positions, const TensorView& proj) {
+  const int64_t n = x.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  LMT_CHECK(k_cache.dim(0) == 1 && length >= 0 && length + n <= S)
+      << "attention decode of " << n << " tokens after " << length << " into a cache " << k_cache.to_string();
+  AttentionActs d = a;  // k, v: the new tokens' cache rows, written by the projections
+  d.k = k_cache.reshape({S, G * HD}).slice_rows(length, length + n);
+  d.v = v_cache.reshape({S, G * HD}).slice_rows(length, length + n);
+  d.att_c = d.att;
+  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
+  for (int64_t i = 0; i < n; ++i) {  // token i sees cache rows [0, length + i]
+    const TensorView qi = d.q.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
+    const TensorView oi = d.att.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
+    be_.attention_decode(oi, qi, k_cache, v_cache, length + i + 1, scale());
+  }
+  project_out(n, x, x, w, d, /*bf16=*/false, proj);
+}
+
+}  // namespace lmt::model

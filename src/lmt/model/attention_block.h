@@ -1,0 +1,115 @@
+// The attention sub-block of a pre-norm transformer block:
+//   res_out = res_in + o_proj(attention(rope(qk_norm(q), qk_norm(k)), v)),  q, k, v = proj(norm(res_in))
+// norm: config.norm; QK-norm: RMSNorm of every head over HD (qk_norm configs only); RoPE on the first
+// rotary_dim dims of every head at the rows' positions (rope configs, skipped in NoPE layers);
+// causal attention with grouped-query heads (query head h reads kv head h/(NH/G)), scale 1/sqrt(HD).
+//
+// Letters: N rows (B·T when training; the n new tokens when decoding), C d_model, NH query heads,
+// G kv heads, HD head dim, S KV cache capacity.
+//
+// Three passes over one code path (the norm, projections, QK-norm, RoPE and the output projection
+// are shared; only the attention kernel differs):
+//   forward   training, N = B·T rows: attention_forward over each row of T tokens (doc masking
+//             optional); saves AttentionActs for backward.
+//   backward  training: from d res_out in Scratch::dres, leaves d res_in there.
+//   decode    inference, n new rows at positions [length, length + n) of one sequence: k and v are
+//             written straight into rows [length, length + n) of the layer's KV cache and token i
+//             attends over cache rows [0, length + i] with attention_decode. The decoder's logits
+//             therefore equal the training forward's up to the attention kernels' rounding.
+//
+// bf16 convention (forward/backward with BlockPass::compute == kBF16): every GEMM reads bf16 — its
+// weight from the bf16 mirror (AttentionWeights' GEMM views), its activation converted once (h and
+// att_c are saved in bf16; a gradient is converted into Scratch::grad_c just before its GEMM) — and
+// writes f32. The norms, QK-norm, RoPE, attention and the residual stay f32 (f64 in an f64 run) and
+// read norm weights and biases from the master. decode computes in f32 from f32 views throughout.
+//
+// Gradient contract: parameter gradients accumulate (+=); activation gradients in Scratch are
+// overwritten (=); the residual gradient Scratch::dres accumulates (the residual passes d res_out
+// through unchanged and the norm adds its input gradient).
+//
+// Threading: one thread at a time (the backend parallelises internally). The block holds
+// references only (the backend and config outlive it); it is cheap to construct per call.
+#pragma once
+
+#include <cstdint>
+
+#include "lmt/kernels/backend.h"
+#include "lmt/model/block.h"
+#include "lmt/model/config.h"
+#include "lmt/model/params.h"
+#include "lmt/tensor/arena.h"
+
+namespace lmt::model {
+
+struct Scratch;  // model/activations.h
+
+// The attention sub-block's parameters, as views into some flat buffer (see BlockViews).
+struct AttentionWeights {
+  TensorView norm_w, norm_b;      // [C], [C] (LayerNorm with bias only)            master
+  TensorView q_w, k_w, v_w;       // [NH·HD, C], [G·HD, C], [G·HD, C]               GEMM
+  TensorView q_b, k_b, v_b;       // [NH·HD], [G·HD], [G·HD] (attn_bias only)       master
+  TensorView q_norm_w, k_norm_w;  // [HD] (qk_norm only)                            master
+  TensorView o_w;                 // [C, NH·HD]                                     GEMM
+  TensorView o_b;                 // [C] (attn_out_bias only)                       master
+
+  // GEMM weights from `gemm` (the bf16 mirror in bf16 mode, else the master itself), everything
+  // else from `master`. Gradients: of(grad_views, grad_views).
+  static AttentionWeights of(const BlockViews& master, const BlockViews& gemm);
+};
+
+// What forward saves for backward (and what decode writes, over its n rows). Dtypes: "f32" is the
+// activation dtype (f64 in an f64 run), "compute" the GEMM input dtype (bf16 in bf16 mode).
+struct AttentionActs {
+  TensorView norm_mean, norm_rstd;  // [N] f32 (norm_mean: LayerNorm only)
+  TensorView h;                     // [N,C] compute: the norm output, the projections' input
+  TensorView q_pre, k_pre;          // [N,NH·HD], [N,G·HD] f32 before QK-norm (qk_norm only)
+  TensorView q_rstd, k_rstd;        // [N·NH], [N·G] f32 (qk_norm only)
+  TensorView q, k, v;               // [B,T,NH,HD], [B,T,G,HD], [B,T,G,HD] f32 after QK-norm and RoPE
+                                    // (decode: q [n,NH·HD]; k, v are set to the cache rows)
+  TensorView att, lse;              // [B,T,NH,HD] f32 attention output, [B,NH,T] f32 (training only)
+  TensorView att_c;                 // att in the compute dtype (bf16 mode), else == att
+};
+
+class AttentionBlock {
+ public:
+  AttentionBlock(kernels::Backend& be, const ModelConfig& config, int64_t layer)
+      : be_(be), c_(config), layer_(layer) {}
+
+  // Carves the activations of a [B,T] training batch from `arena`; compute: GEMM input dtype,
+  // f: activation dtype. Allocation order and names are part of the arena plan.
+  static AttentionActs plan(const ModelConfig& c, int64_t B, int64_t T, DType compute, DType f, Arena& arena);
+
+  // res_out[N,C] = res_in[N,C] + attention output (backward reads res_in again: keep it). Saves `a`.
+  // f32_nc [N,C] f32: scratch (the norm output before conversion, the output projection).
+  void forward(const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w, const AttentionActs& a,
+               const BlockPass& pass, const TensorView& f32_nc);
+
+  // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
+  // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.datt, s.dq, s.dk,
+  // s.dv, s.dq_pre, s.dk_pre, s.dh and s.grad_c as scratch.
+  void backward(const TensorView& res_in, const AttentionWeights& w, const AttentionWeights& g, const AttentionActs& a,
+                const BlockPass& pass, Scratch& s);
+
+  // x[n,C] += attention output of n new tokens at positions[n] (i32, = length + i), in f32.
+  // k_cache, v_cache: this layer's [1,S,G,HD] f32, rows [0, length) filled by earlier calls; rows
+  // [length, length + n) are written here (length + n <= S). `a` holds rows [0, n) of chunk
+  // scratch: norm_mean, norm_rstd, h, q, att (att_c == att), and q_pre, k_pre, q_rstd, k_rstd with
+  // qk_norm; its k, v and lse are not used. proj [n,C] f32: scratch.
+  void decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
+              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj);
+
+ private:
+  // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.
+  void project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w, const AttentionActs& a,
+                   const TensorView& positions, bool bf16, const TensorView& f32_nc);
+  // (bf16 copy of a.att) → o_proj into f32_nc → res_out = res_in + f32_nc.
+  void project_out(int64_t N, const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
+                   const AttentionActs& a, bool bf16, const TensorView& f32_nc);
+  float scale() const;
+
+  kernels::Backend& be_;
+  const ModelConfig& c_;
+  int64_t layer_;
+};
+
+}  // namespace lmt::model

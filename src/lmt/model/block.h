@@ -1,0 +1,33 @@
+// What the sub-blocks of a transformer block share (model/attention_block.h, model/ffn_block.h).
+//
+// A pre-norm block is the attention sub-block, then the FFN sub-block, each adding its output to the
+// residual stream:
+//   res_mid = res_in  + AttentionBlock(res_in)
+//   res_out = res_mid + FfnBlock(res_mid)
+// Transformer::forward_block/backward_block (block.cpp) compose them for training; eval::Decoder
+// composes their decode passes over a KV cache. Neither writes block math of its own, so a new
+// variant (another attention, an MoE FFN) is written once, in its sub-block.
+#pragma once
+
+#include "lmt/kernels/backend.h"
+#include "lmt/tensor/tensor_view.h"
+
+namespace lmt::model {
+
+// What every sub-block pass over one training batch reads besides its weights and activations.
+// Views only: cheap to copy, built per block call (no allocation).
+struct BlockPass {
+  // GEMM input dtype (RunOptions::compute): kBF16 makes every GEMM read bf16 copies (weights from
+  // the mirror, activations and gradients converted once); kF32 / kF64 read them as they are.
+  DType compute = DType::kF32;
+  kernels::AttentionBackend attention = kernels::AttentionBackend::kFlash;  // resolved (no kAuto)
+  TensorView positions;  // [N] i32: each row's position (RoPE)
+  TensorView doc_ids;    // [B,T] i32, optional: attention stays within a document
+};
+
+// The GEMM input for gradient `g` (f32): in bf16 mode `buffer` (bf16, at least g.numel() elements,
+// Scratch::grad_c) holds g converted and is returned in g's shape; with an absent buffer g itself.
+// The returned view is valid until the next call with the same buffer.
+TensorView gemm_input(kernels::Backend& be, const TensorView& buffer, const TensorView& g);
+
+}  // namespace lmt::model

@@ -1,0 +1,61 @@
+// The feed-forward sub-block: forward and backward (see ffn_block.h for the contract).
+#include "lmt/model/ffn_block.h"
+
+#include "lmt/model/activations.h"
+#include "lmt/model/block.h"
+#include "lmt/model/norm.h"
+
+namespace lmt::model {
+
+FfnWeights FfnWeights::of(const BlockViews& master, const BlockViews& gemm) {
+  FfnWeights w;
+  w.norm_w = master.ffn_norm_w;
+  w.norm_b = master.ffn_norm_b;
+  w.up_w = gemm.up_w;
+  w.up_b = master.up_b;
+  w.down_w = gemm.down_w;
+  w.down_b = master.down_b;
+  return w;
+}
+
+FfnActs FfnBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena& arena) {
+  const int64_t C = c.d_model, H = c.ffn_hidden, U = c.ffn == FfnKind::kGlu ? 2 * H : H;
+  FfnActs a;
+  a.norm_mean = arena.allocate({N}, f, "norm2_mean");
+  a.norm_rstd = arena.allocate({N}, f, "norm2_rstd");
+  a.h = arena.allocate({N, C}, cd, "h2");
+  a.u = arena.allocate({N, U}, f, "u");
+  a.a = arena.allocate({N, H}, cd, "a");
+  return a;
+}
+
+void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
+                       DType compute, const TensorView& f32_nc, const TensorView& f32_nh) {
+  const bool bf16 = compute == DType::kBF16;
+  const TensorView h = bf16 ? f32_nc : a.h;
+  norm_forward(be_, c_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
+  if (bf16) be_.convert(a.h, h);
+  be_.linear_forward(a.u, a.h, w.up_w, w.up_b);
+  const TensorView act = bf16 ? f32_nh : a.a;
+  if (c_.ffn == FfnKind::kGlu)
+    be_.glu_forward(c_.activation, act, a.u);
+  else
+    be_.activation_forward(c_.activation, act, a.u);
+  if (bf16) be_.convert(a.a, act);
+  be_.linear_forward(f32_nc, a.a, w.down_w, w.down_b);
+  be_.add(res_out, res_in, f32_nc);
+}
+
+void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a,
+                        Scratch& s) {
+  be_.linear_backward(s.da, g.down_w, g.down_b, gemm_input(be_, s.grad_c, s.dres), a.a, w.down_w);
+  if (c_.ffn == FfnKind::kGlu)
+    be_.glu_backward(c_.activation, s.du, s.da, a.u);
+  else
+    be_.activation_backward(c_.activation, s.du, s.da, a.u);
+  be_.linear_backward(s.dh, g.up_w, g.up_b, gemm_input(be_, s.grad_c, s.du), a.h, w.up_w);
+  norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, s.dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
+                /*accumulate=*/true);
+}
+
+}  // namespace lmt::model

@@ -1,0 +1,90 @@
+// The feed-forward sub-block of a pre-norm transformer block:
+//   res_out = res_in + down(act(up(norm(res_in))))
+// norm: config.norm; up: one GEMM to U columns; act: a gated linear unit over the fused gate·up
+// projection (FfnKind::kGlu, U = 2H: SwiGLU with kSilu, GeGLU with kGeluTanh) or a pointwise
+// activation (FfnKind::kMlp, U = H); down: [C, H].
+//
+// Letters: N rows (B·T when training; the n new tokens when decoding), C d_model, H ffn_hidden,
+// U = 2H (GLU) or H (MLP).
+//
+// Passes: forward (training; saves FfnActs), backward (training), and decode, which is forward in
+// f32 over the n new rows: the FFN is position-wise and keeps no cache.
+//
+// bf16 convention (forward/backward with compute == kBF16): every GEMM reads bf16 — its weight from
+// the bf16 mirror (FfnWeights' GEMM views), its activation converted once (h and a are saved in
+// bf16; a gradient is converted into Scratch::grad_c just before its GEMM) — and writes f32. The
+// norm, the activation and the residual stay f32 (f64 in an f64 run) and read norm weights and
+// biases from the master.
+//
+// Gradient contract: parameter gradients accumulate (+=); activation gradients in Scratch are
+// overwritten (=); the residual gradient Scratch::dres accumulates (the residual passes d res_out
+// through unchanged and the norm adds its input gradient).
+//
+// Threading: one thread at a time (the backend parallelises internally). The block holds
+// references only (the backend and config outlive it); it is cheap to construct per call.
+#pragma once
+
+#include <cstdint>
+
+#include "lmt/kernels/backend.h"
+#include "lmt/model/config.h"
+#include "lmt/model/params.h"
+#include "lmt/tensor/arena.h"
+
+namespace lmt::model {
+
+struct Scratch;  // model/activations.h
+
+// The FFN sub-block's parameters, as views into some flat buffer (see BlockViews).
+struct FfnWeights {
+  TensorView norm_w, norm_b;  // [C], [C] (LayerNorm with bias only)                master
+  TensorView up_w;            // [U, C]: gate rows then up rows (GLU), or [H, C]      GEMM
+  TensorView up_b;            // [U] (mlp_bias only)                                  master
+  TensorView down_w;          // [C, H]                                               GEMM
+  TensorView down_b;          // [C] (mlp_bias only)                                  master
+
+  // GEMM weights from `gemm` (the bf16 mirror in bf16 mode, else the master itself), everything
+  // else from `master`. Gradients: of(grad_views, grad_views).
+  static FfnWeights of(const BlockViews& master, const BlockViews& gemm);
+};
+
+// What forward saves for backward. "f32" is the activation dtype (f64 in an f64 run), "compute" the
+// GEMM input dtype (bf16 in bf16 mode).
+struct FfnActs {
+  TensorView norm_mean, norm_rstd;  // [N] f32 (norm_mean: LayerNorm only)
+  TensorView h;                     // [N,C] compute: the norm output, up's input
+  TensorView u;                     // [N,U] f32: up (and gate) projection
+  TensorView a;                     // [N,H] compute: the activation, down's input
+};
+
+class FfnBlock {
+ public:
+  FfnBlock(kernels::Backend& be, const ModelConfig& config) : be_(be), c_(config) {}
+
+  // Carves the activations of N training rows from `arena`; compute: GEMM input dtype, f: the
+  // activation dtype. Allocation order and names are part of the arena plan.
+  static FfnActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena);
+
+  // res_out[N,C] = res_in[N,C] + FFN output (backward reads res_in again: keep it). Saves `a`.
+  // Scratch: f32_nc [N,C] f32 (the norm output before conversion, down's output); f32_nh [N,H] f32
+  // (the activation before conversion; bf16 mode only, may be absent otherwise).
+  void forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
+               DType compute, const TensorView& f32_nc, const TensorView& f32_nh);
+
+  // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
+  // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du, s.dh and
+  // s.grad_c as scratch.
+  void backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a, Scratch& s);
+
+  // x[n,C] += FFN output of n new tokens, in f32: forward over rows [0, n) of chunk scratch `a`;
+  // proj [n,C] f32: scratch.
+  void decode(const TensorView& x, const FfnWeights& w, const FfnActs& a, const TensorView& proj) {
+    forward(x, x, w, a, DType::kF32, proj, TensorView());
+  }
+
+ private:
+  kernels::Backend& be_;
+  const ModelConfig& c_;
+};
+
+}  // namespace lmt::model
