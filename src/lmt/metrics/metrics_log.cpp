@@ -1,10 +1,7 @@
 #include "lmt/metrics/metrics_log.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <string_view>
 
 #include "lmt/io/atomic_file.h"

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lmt/io/atomic_file.h"
+
 namespace lmt::metrics {
 
 Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>& events) {
@@ -13,13 +15,7 @@ Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>
   for (const auto& e : events)
     list.push_back({{"name", e.name}, {"ph", "X"}, {"ts", e.start_us}, {"dur", e.duration_us}, {"pid", 0}, {"tid", e.thread}});
   const std::string text = nlohmann::json{{"traceEvents", list}, {"displayTimeUnit", "ms"}}.dump();
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return IoError("cannot write " + tmp, "check that the run directory is writable");
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) return IoError("failed writing " + tmp, "is the disk full?");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError("cannot rename " + tmp + " to " + path);
-  return Status::Ok();
+  return io::write_file_atomically(path, text);
 }
 
 std::string profile_summary(const std::vector<TraceEvent>& events, const std::string& root) {
