@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -83,11 +84,22 @@ TEST_F(PeakCli, BenchPeakJsonPrintsPositivePeaksAndWritesTheCache) {
   EXPECT_EQ(e["fp32_gflops"].get<double>(), j["fp32_gflops"].get<double>());
   EXPECT_EQ(e["bf16_gflops"].get<double>(), j["bf16_gflops"].get<double>());
   EXPECT_EQ(e["trials"].get<int>(), 2);
-  // A second run re-measures and reports the figures it replaced.
+  // A second run re-measures, reports the cached figures and keeps the best of both per unit (a
+  // measurement under load never lowers the cached peak) ...
   CliResult again = run("bench peak --trials 1 --json");
   ASSERT_EQ(again.code, 0) << again.out;
   const nlohmann::json k = nlohmann::json::parse(again.out.substr(again.out.find('{')));
   EXPECT_EQ(k["previous"]["fp32_gflops"].get<double>(), j["fp32_gflops"].get<double>());
+  for (const char* unit : {"fp32_gflops", "bf16_gflops"})
+    EXPECT_EQ(k[unit].get<double>(), std::max(j[unit].get<double>(), k["measured"][unit].get<double>())) << unit;
+  // ... unless --reset: then the new measurement is stored as it is.
+  CliResult reset = run("bench peak --trials 1 --reset --json");
+  ASSERT_EQ(reset.code, 0) << reset.out;
+  const nlohmann::json m = nlohmann::json::parse(reset.out.substr(reset.out.find('{')));
+  EXPECT_EQ(m["fp32_gflops"].get<double>(), m["measured"]["fp32_gflops"].get<double>());
+  std::ifstream in2(cache_);
+  EXPECT_EQ(nlohmann::json::parse(in2)["machines"][j["key"].get<std::string>()]["fp32_gflops"].get<double>(),
+            m["measured"]["fp32_gflops"].get<double>());
   // The text form names the machine, both peaks and the cache.
   CliResult text = run("bench peak --trials 1");
   ASSERT_EQ(text.code, 0) << text.out;
