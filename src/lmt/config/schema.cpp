@@ -94,6 +94,7 @@ std::vector<KeyInfo> build() {
       key("dist.bucket_mb", 25.0, between(0, 1e6), "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
       // runtime: what the run computes on, not what it computes
       key("runtime.backend", std::string("cpu"), "kernel backend by name: \"cpu\" (fast) or \"ref\" (the test oracle: plain fp64 loops, slow); `--backend` sets it"),
+      key("runtime.peak_gflops", 0.0, between(0, 1e9), "dense peak of one device in GFLOP/s that MFU divides by (also `--peak-flops`); 0: this machine's, measured once and cached per machine (`lmtrain bench peak`, docs/PERFORMANCE.md)"),
       // optim
       key("optim.name", std::string("adamw"), "\"adamw\", or \"muon\" (Muon for hidden matrices, AdamW for the rest)"),
       key("optim.lr", 6e-4, above_to(0, 100), "peak learning rate (AdamW)"),
@@ -139,8 +140,6 @@ std::vector<KeyInfo> build() {
       key("stability.spike_action", std::string("log"), "\"log\", \"skip\" (skip that update) or \"rollback\" (reload the last checkpoint, skip the data window)"),
       // profile
       key("profile.steps", std::string(""), "\"A:B\" writes RUN/trace.json (Chrome trace) of steps A..B-1"),
-      // runtime
-      key("runtime.peak_gflops", 0.0, between(0, 1e9), "dense peak of one device in GFLOP/s that MFU divides by (also `--peak-flops`); 0: this machine's, measured once and cached per machine (`lmtrain bench peak`, docs/PERFORMANCE.md)"),
   };
   return s;
 }
