@@ -75,7 +75,7 @@ class Ctx {
     require(a.dtype() == b.dtype(), std::string(na) + " and " + nb + " must share a dtype");
   }
   void cpu(const TensorView& v) const {
-    if (v.present()) require(v.device() == Device::kCpu, "tensor on a device this backend cannot reach");
+    if (v.present()) require(v.device().is_host(), "tensor on a device this backend cannot reach");
   }
 
  private:
