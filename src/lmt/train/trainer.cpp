@@ -127,7 +127,7 @@ Status Trainer::setup(bool resume) {
     LMT_ASSIGN_OR_RETURN(eval::TaskSuite suite, eval::TaskSuite::load(recipe_.eval_tasks, **tok));
     tasks_ = std::make_unique<eval::TaskSuite>(std::move(suite));
   }
-  if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async);
+  if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async, model_->backend());
   const auto& peaks = metrics::measured_peaks();
   peak_flops_ = (recipe_.run.compute == DType::kBF16 ? peaks.bf16_gflops : peaks.fp32_gflops) * 1e9;
 
