@@ -330,7 +330,8 @@ StatusOr<double> Trainer::evaluate() {
     Status s = (*loader)->next(&b);
     if (s.code() == StatusCode::kOutOfRange) break;
     LMT_RETURN_IF_ERROR(s);
-    sum += model_->forward(b.tokens.data(), b.targets.data(), recipe_.doc_masking ? b.doc_ids.data() : nullptr, false);
+    sum += model_->forward(b.tokens.data(), b.targets.data(), recipe_.doc_masking ? b.doc_ids.data() : nullptr, false,
+                           1.0f, recipe_.reset_positions ? b.positions.data() : nullptr);
     ++n;
   }
   if (n == 0) return FailedPrecondition("the validation split has fewer tokens than one batch", "prepare the data with a larger --val-fraction");
@@ -368,7 +369,8 @@ Status Trainer::train_step() {
     t.reset();
     const double l = model_->forward(batch_.tokens.data(), batch_.targets.data(),
                                      r.doc_masking ? batch_.doc_ids.data() : nullptr, true,
-                                     1.0f / static_cast<float>(accum * world));
+                                     1.0f / static_cast<float>(accum * world),
+                                     r.reset_positions ? batch_.positions.data() : nullptr);
     t_fwd += t.seconds();
     t.reset();
     if (i + 1 == accum) dp_->arm(*model_);  // bucketed gradient all-reduce during the last backward
