@@ -382,6 +382,72 @@ void add_elementwise_cases(std::vector<OpCase>& out) {
   }
 }
 
+// Stores a scalar result in a one-element output tensor of the case's float dtype.
+void store_scalar(const TensorView& t, double v) {
+  if (t.dtype() == DType::kF64) t.as<double>()[0] = v; else t.as<float>()[0] = static_cast<float>(v);
+}
+
+void add_memory_cases(std::vector<OpCase>& out) {
+  for (int64_t n : {1, 17, 1000, 40961}) {
+    OpCase f;
+    f.name = "fill/n" + std::to_string(n);
+    TensorSpec f16 = in("x16", {n});
+    f16.bf16_always = true;
+    f.specs = {in("x", {n}), f16, ints("ids", {n}, Gen::kIds, 50)};
+    f.outputs = {"x"};
+    f.aux = {"x16", "ids"};
+    f.gradcheck = false;
+    f.forward = [](Backend& be, Env& e) {
+      be.fill(e["x"], -1.375);
+      be.fill(e["x16"], 3.0078125);  // not a bf16 value: rounds
+      be.fill(e["ids"], -100);
+    };
+    out.push_back(f);
+
+    OpCase c;
+    c.name = "copy/n" + std::to_string(n);
+    TensorSpec src16 = in("src16", {n}), dst16 = zero("dst16", {n});
+    src16.bf16_always = dst16.bf16_always = true;
+    c.specs = {in("src", {n}), zero("dst", {n}), src16, dst16, ints("isrc", {n}, Gen::kIds, 1000),
+               ints("idst", {n}, Gen::kIds, 1)};
+    c.outputs = {"dst"};
+    c.aux = {"dst16", "idst"};
+    c.gradcheck = false;
+    c.forward = [](Backend& be, Env& e) {
+      be.copy(e["dst"], e["src"]);
+      be.copy(e["dst16"], e["src16"]);
+      be.copy(e["idst"], e["isrc"]);
+    };
+    out.push_back(c);
+
+    OpCase r;
+    r.name = "count_valid_targets_and_sum/n" + std::to_string(n);
+    r.specs = {ints("targets", {n}, Gen::kTargets, 50), in("losses", {n}, 3.0), zero("count", {1}),
+               zero("total", {1})};
+    r.outputs = {"count", "total"};
+    r.gradcheck = false;
+    r.forward = [](Backend& be, Env& e) {
+      store_scalar(e["count"], static_cast<double>(be.count_valid_targets(e["targets"], -100)));
+      store_scalar(e["total"], be.sum(e["losses"]));
+    };
+    out.push_back(r);
+  }
+  for (auto [B, T] : {std::pair<int64_t, int64_t>{1, 1}, {2, 7}, {3, 64}}) {
+    const int64_t N = B * T;
+    OpCase p;
+    p.name = "positions/" + shape_name({{"B", B}, {"T", T}});
+    p.specs = {ints("given", {N}, Gen::kIds, T), ints("row_pos", {N}, Gen::kIds, 1),
+               ints("doc_pos", {N}, Gen::kIds, 1)};
+    p.outputs = {"row_pos", "doc_pos"};
+    p.gradcheck = false;
+    p.forward = [T](Backend& be, Env& e) {
+      be.positions(e["row_pos"], TensorView(), T);
+      be.positions(e["doc_pos"], e["given"], T);
+    };
+    out.push_back(p);
+  }
+}
+
 }  // namespace
 
 Env make_env(const OpCase& c, DType float_dtype, uint64_t seed) {
@@ -411,6 +477,7 @@ std::vector<OpCase> all_op_cases() {
   add_attention_decode_cases(cases);
   add_lm_head_cases(cases);
   add_elementwise_cases(cases);
+  add_memory_cases(cases);
   return cases;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "lmt/kernels/registry.h"
 #include "lmt/model/params.h"
 #include "model_test_util.h"
 

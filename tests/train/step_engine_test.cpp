@@ -13,6 +13,7 @@
 
 #include "lmt/base/rng.h"
 #include "lmt/dist/communicator.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/model/config.h"
 #include "lmt/optim/gradients.h"
 #include "lmt/train/step_engine.h"

@@ -119,6 +119,7 @@ std::vector<KeyInfo> build() {
       required("data.path", Type::kString, "prepared dataset directory (`lmtrain data prepare`)"),
       key("data.mixture", std::vector<std::string>{}, "more datasets mixed in, as \"DIR:WEIGHT\" with a positive WEIGHT (data.path gets data.weight)"),
       key("data.weight", 1.0, above_to(0, 1e6), "weight of data.path in a mixture"),
+      key("data.reset_positions", false, "positions restart at 0 at each packed document, so a learned position table sees each document as if it began its row (with RoPE and train.doc_masking only rounding changes: RoPE is relative); false: position = index within the row (docs/FORMATS.md)"),
       // checkpoint
       key("checkpoint.every", I{0}, between(0, kMaxSteps), "save a checkpoint every N steps (0: only at the end)"),
       key("checkpoint.keep", I{3}, between(0, 1e6), "keep the newest N checkpoints (0: keep all)"),

@@ -71,6 +71,7 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
   }
   std::vector<ContinuationScore> out(n);
   std::vector<int32_t> tokens, targets;
+  Tensor losses_host;  // host copy of the model's per-token losses, reused while T stays
   for (int64_t start = 0; start < n; start += B) {
     const int64_t rows = std::min(B, n - start);
     const int64_t T = std::min(cap, (row_len[order[start]] + kRowAlign - 1) / kRowAlign * kRowAlign);
@@ -93,7 +94,11 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
       out[order[start + r]].context_dropped = static_cast<int64_t>(full.size()) - keep;
     }
     model.forward(tokens.data(), targets.data(), nullptr, /*train=*/false);
-    const TensorView losses = model.token_losses();
+    // The per-token losses live where the model computes; the copy op brings them to the host.
+    if (losses_host.shape() != model.token_losses().shape() || losses_host.dtype() != model.token_losses().dtype())
+      losses_host = Tensor(model.token_losses().shape(), model.token_losses().dtype());
+    model.backend().copy(losses_host, model.token_losses());
+    const TensorView losses = losses_host.view();
     for (int64_t r = 0; r < rows; ++r) {
       double sum = 0;  // losses are 0 where targets are ignored
       for (int64_t t = 0; t < T; ++t) {

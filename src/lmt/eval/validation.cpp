@@ -44,7 +44,8 @@ StatusOr<ValidationResult> evaluate_validation(model::Transformer& model, const 
     if (s.code() == StatusCode::kOutOfRange) break;
     LMT_RETURN_IF_ERROR(s);
     // Every target of a validation window is real, so the mean of batch means is the token mean.
-    sum += model.forward(b.tokens.data(), b.targets.data(), options.doc_masking ? b.doc_ids.data() : nullptr, false);
+    sum += model.forward(b.tokens.data(), b.targets.data(), options.doc_masking ? b.doc_ids.data() : nullptr, false,
+                         1.0f, options.reset_positions ? b.positions.data() : nullptr);
     ++r.batches;
   }
   if (r.batches == 0)

@@ -17,6 +17,7 @@ struct ValidationOptions {
   int64_t seq = 0;              // T (0: min(1024, the model's max_seq_len))
   int64_t max_batches = 0;      // 0: the whole split
   bool doc_masking = true;      // attend within documents only (the recipe default)
+  bool reset_positions = false;  // positions restart at each document (data.reset_positions)
   DType compute = DType::kF32;
 };
 

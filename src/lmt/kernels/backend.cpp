@@ -75,7 +75,7 @@ class Ctx {
     require(a.dtype() == b.dtype(), std::string(na) + " and " + nb + " must share a dtype");
   }
   void cpu(const TensorView& v) const {
-    if (v.present()) require(v.device() == Device::kCpu, "tensor on a device this backend cannot reach");
+    if (v.present()) require(v.device().is_host(), "tensor on a device this backend cannot reach");
   }
 
  private:
@@ -472,6 +472,56 @@ void Backend::adamw_update(const TensorView& param, const TensorView& grad, cons
   }
   x.require(p.step >= 1, "step is 1-based");
   adamw_update_impl(param, grad, m, v, param_bf16, p);
+}
+
+void Backend::fill(const TensorView& t, double value) {
+  Ctx x("fill", LMT_ARG(t));
+  x.dtype("x", t, {DType::kF32, DType::kF64, DType::kBF16, DType::kI32});
+  x.require(t.present() || t.numel() == 0, "x must be present");
+  if (t.dtype() == DType::kI32)
+    x.require(value == static_cast<double>(static_cast<int32_t>(value)),
+              "an i32 fill value must be an integer in range, got " + std::to_string(value));
+  if (t.numel() > 0) fill_impl(t, value);
+}
+
+void Backend::copy(const TensorView& out, const TensorView& inp) {
+  Ctx x("copy", LMT_ARG(out), LMT_ARG(inp));
+  x.same_dtype("out", out, "inp", inp);
+  x.require(out.numel() == inp.numel(), "out and inp must have one numel");
+  if (out.numel() == 0) return;
+  x.require(out.present() && inp.present(), "out and inp must be present");
+  const char* o = static_cast<const char*>(out.data());
+  const char* i = static_cast<const char*>(inp.data());
+  x.require(out.device() != inp.device() || o + out.bytes() <= i || i + inp.bytes() <= o,
+            "out and inp must not overlap");
+  copy_impl(out, inp);
+}
+
+void Backend::positions(const TensorView& out, const TensorView& given, int64_t T) {
+  Ctx x("positions", LMT_ARG(out), LMT_ARG(given));
+  x.dtype("out", out, {DType::kI32});
+  x.shape("out", out, {-1});
+  x.require(T > 0 && out.dim(0) % T == 0,
+            "T=" + std::to_string(T) + " must be positive and divide N=" + std::to_string(out.dim(0)));
+  if (given.present()) {
+    x.dtype("given", given, {DType::kI32});
+    x.shape("given", given, {out.dim(0)});
+  }
+  positions_impl(out, given, T);
+}
+
+int64_t Backend::count_valid_targets(const TensorView& targets, int32_t ignore_index) {
+  Ctx x("count_valid_targets", LMT_ARG(targets));
+  x.dtype("targets", targets, {DType::kI32});
+  x.shape("targets", targets, {-1});
+  return count_valid_targets_impl(targets, ignore_index);
+}
+
+double Backend::sum(const TensorView& v) {
+  Ctx x("sum", LMT_ARG(v));
+  x.dtype("x", v, kAct);
+  x.require(v.present(), "x must be present");
+  return sum_impl(v);
 }
 
 }  // namespace lmt::kernels

@@ -182,6 +182,23 @@ class Backend {
   void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
                     const TensorView& v, const TensorView& param_bf16, const AdamWParams& p);
 
+  // ---- memory: fills, copies and the small reductions of a step ----------------------------------
+  // These keep host loops out of model code, so a device backend runs them where the memory is.
+  // x[n] = value converted to x's dtype (f32, f64, bf16 or i32; an i32 value must be integral).
+  // fill(x, 0) writes +0.0 bits, exactly what a memset to zero writes.
+  void fill(const TensorView& x, double value);
+  // out = inp, byte for byte: same dtype and numel (shapes may differ). The explicit copy op; copies
+  // between devices go through the backend that can reach both. out and inp must not overlap.
+  void copy(const TensorView& out, const TensorView& inp);
+  // out[N] i32: positions of the tokens of N = rows·T. With `given` absent, out[n] = n % T (the
+  // position within the row); with `given` [N] i32 (e.g. positions restarting at each document),
+  // a copy of it, each value checked to be in [0, T).
+  void positions(const TensorView& out, const TensorView& given, int64_t T);
+  // Number of targets[N] (i32) not equal to ignore_index.
+  int64_t count_valid_targets(const TensorView& targets, int32_t ignore_index);
+  // Σ x[n] (f32 or f64) accumulated in f64 in index order (deterministic; the model's loss sum).
+  double sum(const TensorView& x);
+
  protected:
   // Implementations receive validated arguments.
   virtual void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b,
@@ -243,6 +260,11 @@ class Backend {
   virtual void adamw_update_impl(const TensorView& param, const TensorView& grad,
                                  const TensorView& m, const TensorView& v,
                                  const TensorView& param_bf16, const AdamWParams& p) = 0;
+  virtual void fill_impl(const TensorView& x, double value) = 0;
+  virtual void copy_impl(const TensorView& out, const TensorView& inp) = 0;
+  virtual void positions_impl(const TensorView& out, const TensorView& given, int64_t T) = 0;
+  virtual int64_t count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) = 0;
+  virtual double sum_impl(const TensorView& x) = 0;
 };
 
 // The instances live in the registry (kernels/registry.h): kernels::backend("cpu"), find_backend(name).

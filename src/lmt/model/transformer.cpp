@@ -3,7 +3,6 @@
 #include "lmt/model/transformer.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "lmt/base/log.h"
 #include "lmt/base/trace.h"
@@ -44,7 +43,7 @@ Status Transformer::set_storage(StorageAllocator alloc) {
     if (t.numel() != n || t.dtype() != old.dtype())
       return Internal("storage allocator returned " + std::to_string(t.numel()) + " elements of " +
                       std::string(dtype_name(t.dtype())) + " for " + std::to_string(n) + " of " + std::string(dtype_name(old.dtype())));
-    std::memcpy(t.view().data(), old.view().data(), old.bytes());
+    backend_.copy(t, old);
     return t;
   };
   LMT_ASSIGN_OR_RETURN(Tensor params, moved(Storage::kParams, params_));
@@ -81,7 +80,7 @@ void Transformer::refresh_compute_weights() {
 
 // Written as zeros, not scaled by 0: a NaN gradient times 0 is still NaN, and one bad step
 // would poison every later one.
-void Transformer::zero_grads() { std::memset(grads_.view().data(), 0, grads_.bytes()); }
+void Transformer::zero_grads() { backend_.fill(grads_, 0.0); }
 
 void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
   LMT_CHECK(B > 0 && T > 0 && T <= config().max_seq_len)
@@ -106,8 +105,8 @@ void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
   arena_ = std::make_unique<Arena>(activation_bytes(config(), B, T, options));
   plan_ = plan_activations(config(), B, T, options, *arena_);
   plan_.attention = resolve_attention(options.attention, backend_);
-  int32_t* pos = plan_.scratch.positions.as<int32_t>();
-  for (int64_t n = 0; n < B * T; ++n) pos[n] = static_cast<int32_t>(n % T);
+  backend_.positions(plan_.scratch.positions, TensorView(), T);
+  positions_given_ = false;
   have_train_forward_ = false;
 }
 
@@ -122,12 +121,21 @@ void Transformer::norm_backward(const TensorView& dinp, const TensorView& dw, co
   model::norm_backward(backend_, config(), dinp, dw, db, dout, inp, w, mean, rstd, accumulate);
 }
 
-void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids) {
+void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, const int32_t* positions) {
   LMT_CHECK(arena_ != nullptr) << "forward before prepare()";
   const int64_t B = plan_.B, T = plan_.T, N = B * T;
   Scratch& s = plan_.scratch;
   tokens_ = TensorView(const_cast<int32_t*>(tokens), Shape{N}, DType::kI32);
   doc_ids_ = doc_ids ? TensorView(const_cast<int32_t*>(doc_ids), Shape{B, T}, DType::kI32) : TensorView();
+  // Positions n % T stay in the arena from prepare(); given ones replace them for this pass, and the
+  // next pass without them restores n % T.
+  if (positions != nullptr) {
+    backend_.positions(s.positions, TensorView(const_cast<int32_t*>(positions), Shape{N}, DType::kI32), T);
+    positions_given_ = true;
+  } else if (positions_given_) {
+    backend_.positions(s.positions, TensorView(), T);
+    positions_given_ = false;
+  }
   backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
   if (config().positions == PositionKind::kLearned)
     backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
@@ -138,24 +146,24 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids) {
   if (bf) backend_.convert(s.final_h, hf);
 }
 
-void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out) {
-  forward_trunk(tokens, doc_ids);
+void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
+                         const int32_t* positions) {
+  forward_trunk(tokens, doc_ids, positions);
   have_train_forward_ = false;
   backend_.linear_forward(out, plan_.scratch.final_h, wc_.lm_head.slice_rows(0, config().vocab_size), TensorView());
 }
 
 double Transformer::forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids,
-                            bool train, float loss_scale) {
+                            bool train, float loss_scale, const int32_t* positions) {
   LMT_TRACE_SCOPE("forward");
-  forward_trunk(tokens, doc_ids);
+  forward_trunk(tokens, doc_ids, positions);
   const int64_t N = plan_.B * plan_.T;
   const RunOptions& o = plan_.options;
   Scratch& s = plan_.scratch;
   targets_ = TensorView(const_cast<int32_t*>(targets), Shape{N}, DType::kI32);
 
-  num_valid_ = 0;
-  for (int64_t n = 0; n < N; ++n) num_valid_ += targets[n] != -100;
   CrossEntropyOptions xo;
+  num_valid_ = backend_.count_valid_targets(targets_, xo.ignore_index);
   xo.vocab_size = config().vocab_size;
   xo.z_loss = o.z_loss;
   xo.chunk_rows = o.lm_head_chunk;
@@ -165,10 +173,7 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
                                  train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
   if (num_valid_ == 0) return 0.0;
-  double sum = 0;
-  for (int64_t n = 0; n < N; ++n)
-    sum += s.losses.dtype() == DType::kF64 ? s.losses.as<double>()[n] : s.losses.as<float>()[n];
-  return sum / static_cast<double>(num_valid_);
+  return backend_.sum(s.losses) / static_cast<double>(num_valid_);
 }
 
 void Transformer::backward() {

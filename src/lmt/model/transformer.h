@@ -70,16 +70,22 @@ class Transformer {
   const ActivationPlan& plan() const { return plan_; }
 
   // tokens, targets: [B·T] i32 (targets == -100 are ignored); doc_ids: [B·T] i32 or nullptr.
+  // positions: [B·T] i32, each in [0, T), or nullptr for n % T (the position within the row). Given
+  // positions (e.g. restarting at each document, data.reset_positions) feed RoPE and the learned
+  // position table; they are copied, so the buffer need not outlive the call, and a later backward()
+  // uses the same ones.
   // Returns the mean loss over non-ignored targets (0 if there are none). With train, also computes
   // the LM head gradients of loss_scale · mean loss (e.g. loss_scale = 1/grad_accum).
   double forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids, bool train,
-                 float loss_scale = 1.0f);
+                 float loss_scale = 1.0f, const int32_t* positions = nullptr);
   // grads += d(loss_scale · mean loss)/dθ for the last training forward.
   void backward();
 
-  // Inference: logits[B·T, V] (f32, or f64 in an f64 run) of every position; doc_ids may be null.
+  // Inference: logits[B·T, V] (f32, or f64 in an f64 run) of every position; doc_ids and positions
+  // may be null (positions as in forward()).
   // Causal, so the logits of position t depend only on tokens [0, t] of its row.
-  void logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out);
+  void logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
+              const int32_t* positions = nullptr);
 
   // Per-token losses of the last forward ([B·T], 0 where ignored).
   TensorView token_losses() const { return plan_.scratch.losses; }
@@ -90,7 +96,7 @@ class Transformer {
 
  private:
   // Embeddings, every block and the final norm (into plan_.scratch.final_h).
-  void forward_trunk(const int32_t* tokens, const int32_t* doc_ids);
+  void forward_trunk(const int32_t* tokens, const int32_t* doc_ids, const int32_t* positions);
   // One block (block.cpp): AttentionBlock then FfnBlock over this model's views and plan.
   void forward_block(int64_t layer, BlockActs& acts);
   void backward_block(int64_t layer, BlockActs& acts);
@@ -111,6 +117,7 @@ class Transformer {
   ActivationPlan plan_;
   TensorView tokens_, targets_, doc_ids_;
   int64_t num_valid_ = 0;
+  bool positions_given_ = false;  // plan_.scratch.positions holds given positions, not n % T
   bool have_train_forward_ = false;
   std::function<void(int64_t)> block_grads_ready_;
 };

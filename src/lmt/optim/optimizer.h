@@ -99,6 +99,7 @@ class Optimizer {
   // are writable: a checkpoint restores state by copying into them.
   std::vector<std::pair<std::string, TensorView>> state();
   const OptimizerConfig& config() const { return config_; }
+  kernels::Backend& backend() const { return backend_; }  // the one its kernels run on
   int64_t state_begin() const { return state_begin_; }
   int64_t state_end() const { return state_end_; }
 

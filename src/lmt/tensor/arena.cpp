@@ -2,15 +2,15 @@
 
 #include <limits>
 
-#include "lmt/tensor/tensor.h"
-
 namespace lmt {
 
-void Arena::Free::operator()(char* p) const { aligned_free(p); }
+void Arena::Free::operator()(char* p) const { allocator->deallocate(p, bytes, kAlignment); }
 
-Arena::Arena(size_t capacity_bytes) : capacity_(round_up(capacity_bytes)) {
-  base_.reset(static_cast<char*>(aligned_alloc_bytes(capacity_, kAlignment)));
-}
+Arena::Arena(size_t capacity_bytes, Allocator& allocator)
+    : base_(static_cast<char*>(allocator.allocate(round_up(capacity_bytes), kAlignment)),
+            Free{&allocator, round_up(capacity_bytes)}),
+      capacity_(round_up(capacity_bytes)),
+      device_(allocator.device()) {}
 
 Arena Arena::Measuring() {
   Arena a;
@@ -26,7 +26,7 @@ TensorView Arena::allocate(Shape shape, DType dtype, const char* name) {
   void* p = measuring() ? nullptr : base_.get() + used_;
   used_ += bytes;
   if (used_ > peak_) peak_ = used_;
-  return TensorView(p, shape, dtype);
+  return TensorView(p, shape, dtype, device_);
 }
 
 void Arena::release(size_t mark) {

@@ -7,6 +7,8 @@
 // A measuring arena (Arena::Measuring()) has no memory: it hands out null-data views but tracks
 // offsets and the peak exactly as a real one would, so a planner can run the same allocation
 // sequence to learn the exact bytes a configuration needs before anything is allocated.
+// The memory comes from an Allocator (default: host_allocator()), which must outlive the arena;
+// every view it hands out carries the allocator's device. Carving never touches the memory.
 // Not thread-safe.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "lmt/tensor/allocator.h"
 #include "lmt/tensor/tensor_view.h"
 
 namespace lmt {
@@ -22,7 +25,8 @@ class Arena {
  public:
   static constexpr size_t kAlignment = 64;
 
-  explicit Arena(size_t capacity_bytes);  // allocates now
+  // Allocates capacity_bytes (rounded up to 64) from `allocator` now.
+  explicit Arena(size_t capacity_bytes, Allocator& allocator = host_allocator());
   static Arena Measuring();
   Arena(Arena&&) noexcept = default;
   Arena& operator=(Arena&&) noexcept = default;
@@ -38,17 +42,23 @@ class Arena {
   size_t used() const { return used_; }
   size_t peak() const { return peak_; }
   size_t capacity() const { return capacity_; }
+  Device device() const { return device_; }
   static size_t round_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
  private:
   Arena() = default;
   struct Free {
+    Free() : allocator(nullptr), bytes(0) {}
+    Free(Allocator* a, size_t b) : allocator(a), bytes(b) {}
     void operator()(char* p) const;
+    Allocator* allocator;
+    size_t bytes;
   };
   std::unique_ptr<char, Free> base_;
   size_t capacity_ = 0;
   size_t used_ = 0;
   size_t peak_ = 0;
+  Device device_;
 };
 
 }  // namespace lmt

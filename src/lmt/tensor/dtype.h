@@ -1,4 +1,4 @@
-// Element types and devices that tensors can hold.
+// Element types that tensors can hold (devices: lmt/tensor/device.h).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,6 @@
 namespace lmt {
 
 enum class DType : uint8_t { kF32, kBF16, kF64, kI32, kU16, kU32 };
-enum class Device : uint8_t { kCpu, kCuda };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -35,7 +34,5 @@ constexpr std::string_view dtype_name(DType t) {
 }
 
 constexpr bool dtype_is_float(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF64; }
-
-constexpr std::string_view device_name(Device d) { return d == Device::kCpu ? "cpu" : "cuda"; }
 
 }  // namespace lmt

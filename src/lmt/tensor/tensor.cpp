@@ -1,7 +1,6 @@
 #include "lmt/tensor/tensor.h"
 
 #include <cstdlib>
-#include <cstring>
 
 namespace lmt {
 
@@ -15,17 +14,19 @@ void* aligned_alloc_bytes(size_t bytes, size_t alignment) {
 
 void aligned_free(void* p) { std::free(p); }
 
-Tensor::Tensor(Shape shape, DType dtype) {
-  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  mem_.reset(aligned_alloc_bytes(bytes), aligned_free);
-  std::memset(mem_.get(), 0, bytes);
-  view_ = TensorView(mem_.get(), shape, dtype);
+Tensor::Tensor(Shape shape, DType dtype, Allocator& allocator) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  Allocator* a = &allocator;
+  mem_.reset(a->allocate(bytes, Allocator::kDefaultAlignment),
+             [a, bytes](void* p) { a->deallocate(p, bytes, Allocator::kDefaultAlignment); });
+  a->zero_fill(mem_.get(), bytes);
+  view_ = TensorView(mem_.get(), shape, dtype, a->device());
 }
 
-Tensor Tensor::over(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner) {
+Tensor Tensor::over(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner, Device device) {
   Tensor t;
   t.mem_ = std::move(owner);
-  t.view_ = TensorView(data, shape, dtype);
+  t.view_ = TensorView(data, shape, dtype, device);
   return t;
 }
 

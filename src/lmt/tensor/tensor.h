@@ -1,11 +1,16 @@
 // Tensor: an owning, 64-byte-aligned, zero-initialised buffer with a TensorView over it.
 // For tests, tools and long-lived state; hot paths take views carved from an Arena instead.
+//
+// The memory comes from an Allocator (default: host_allocator()); the view carries its device, and
+// the zero-fill goes through the allocator, so a Tensor on a device never touches its memory from
+// the host. The allocator must outlive the Tensor.
 // Tensor::over() makes a Tensor of memory another object owns (e.g. memory shared between
 // processes), keeping that owner alive as long as the Tensor.
 #pragma once
 
 #include <memory>
 
+#include "lmt/tensor/allocator.h"
 #include "lmt/tensor/tensor_view.h"
 
 namespace lmt {
@@ -13,9 +18,11 @@ namespace lmt {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Shape shape, DType dtype);  // zero-filled
-  // A Tensor over `data` (shape.numel() elements of dtype, contents kept), which `owner` keeps valid.
-  static Tensor over(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner);
+  Tensor(Shape shape, DType dtype, Allocator& allocator = host_allocator());  // zero-filled
+  // A Tensor over `data` (shape.numel() elements of dtype on `device`, contents kept), which
+  // `owner` keeps valid.
+  static Tensor over(void* data, Shape shape, DType dtype, std::shared_ptr<void> owner,
+                     Device device = Device::host());
   Tensor(Tensor&&) noexcept = default;
   Tensor& operator=(Tensor&&) noexcept = default;
 
@@ -26,6 +33,7 @@ class Tensor {
   int64_t numel() const { return view_.numel(); }
   const Shape& shape() const { return view_.shape(); }
   DType dtype() const { return view_.dtype(); }
+  Device device() const { return view_.device(); }
   size_t bytes() const { return view_.bytes(); }
 
  private:
@@ -33,7 +41,8 @@ class Tensor {
   TensorView view_;
 };
 
-// Allocates `bytes` aligned to `alignment` (a power of two); freed with aligned_free.
+// Host memory: allocates `bytes` aligned to `alignment` (a power of two); freed with aligned_free.
+// What HostAllocator uses; code that means "any device" takes an Allocator instead.
 void* aligned_alloc_bytes(size_t bytes, size_t alignment = 64);
 void aligned_free(void* p);
 

@@ -61,7 +61,8 @@ TensorView TensorView::slice_rows(int64_t begin, int64_t end) const {
 
 std::string TensorView::to_string() const {
   if (!present()) return "absent";
-  return std::string(dtype_name(dtype_)) + shape_.to_string();
+  std::string s = std::string(dtype_name(dtype_)) + shape_.to_string();
+  return device_.is_host() ? s : s + "@" + device_.to_string();
 }
 
 }  // namespace lmt

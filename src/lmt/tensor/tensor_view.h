@@ -11,6 +11,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/base/check.h"
+#include "lmt/tensor/device.h"
 #include "lmt/tensor/dtype.h"
 
 namespace lmt {
@@ -47,7 +48,7 @@ template <> constexpr DType dtype_of<uint32_t>() { return DType::kU32; }
 class TensorView {
  public:
   TensorView() = default;
-  TensorView(void* data, Shape shape, DType dtype, Device device = Device::kCpu)
+  TensorView(void* data, Shape shape, DType dtype, Device device = Device::host())
       : data_(data), shape_(shape), dtype_(dtype), device_(device) {}
 
   bool present() const { return data_ != nullptr; }
@@ -60,7 +61,8 @@ class TensorView {
   Device device() const { return device_; }
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
 
-  // Typed pointer; checks that T matches the dtype.
+  // Typed pointer; checks that T matches the dtype. The pointer may be device memory: only code
+  // that runs on device() (a backend for it, or host code for host views) may dereference it.
   template <typename T>
   T* as() const {
     LMT_CHECK(dtype_ == dtype_of<T>()) << "view of " << to_string() << " read as " << dtype_name(dtype_of<T>());
@@ -71,13 +73,13 @@ class TensorView {
   // Rows [begin, end) along dimension 0.
   TensorView slice_rows(int64_t begin, int64_t end) const;
 
-  std::string to_string() const;  // "f32[4,768]" or "absent"
+  std::string to_string() const;  // "f32[4,768]", "f32[4,768]@cuda:0" off the host, or "absent"
 
  private:
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::kF32;
-  Device device_ = Device::kCpu;
+  Device device_;
 };
 
 }  // namespace lmt

@@ -1,6 +1,5 @@
 #include "lmt/train/async_checkpointer.h"
 
-#include <cstring>
 #include <exception>
 
 #include "lmt/base/trace.h"
@@ -20,14 +19,20 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
   LMT_RETURN_IF_ERROR(wait());
   LMT_TRACE_SCOPE("checkpoint");
   data_ = data;
+  // Host staging buffers, allocated at the first save (and again only if a size changes).
+  auto staged = [](Tensor& buf, const Shape& shape) -> const Tensor& {
+    if (!buf.view().present() || buf.shape() != shape) buf = Tensor(shape, DType::kF32);
+    return buf;
+  };
   const int64_t n = data.layout->total_numel();
-  params_.assign(data.params, data.params + n);
-  data_.params = params_.data();
+  backend_.copy(staged(params_, Shape{n}), TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32));
+  data_.params = params_.as<float>();
   state_.resize(data.optimizer_state.size());
   for (size_t i = 0; i < data.optimizer_state.size(); ++i) {
     const TensorView& v = data.optimizer_state[i].second;
-    state_[i].assign(v.as<float>(), v.as<float>() + v.numel());
-    data_.optimizer_state[i].second = TensorView(state_[i].data(), v.shape(), DType::kF32);
+    LMT_CHECK(v.dtype() == DType::kF32) << "optimizer state " << data.optimizer_state[i].first << " is " << v.to_string();
+    backend_.copy(staged(state_[i], v.shape()), v);
+    data_.optimizer_state[i].second = state_[i].view();
   }
   auto save = [this, step] {
     try {  // an exception must not escape the thread (std::terminate): it becomes the save's error

@@ -3,7 +3,9 @@
 // start() copies everything it needs (parameters, optimizer state, trainer state) into buffers it
 // owns, so the trainer may keep updating the originals at once; the thread then writes the
 // checkpoint (train/checkpoint.h) and prunes old ones. At most one save is in flight: start() and
-// wait() first wait for the previous one, and report its error if it failed.
+// wait() first wait for the previous one, and report its error if it failed. The snapshot is taken
+// with `backend`'s copy op (the explicit copy out of the memory the model and optimizer live in) into
+// host buffers reused from one save to the next.
 #pragma once
 
 #include <string>
@@ -11,14 +13,17 @@
 #include <utility>
 #include <vector>
 
+#include "lmt/kernels/backend.h"
+#include "lmt/tensor/tensor.h"
 #include "lmt/train/checkpoint.h"
 
 namespace lmt::train {
 
 class AsyncCheckpointer {
  public:
-  AsyncCheckpointer(std::string checkpoints_dir, int64_t keep, bool async)
-      : dir_(std::move(checkpoints_dir)), keep_(keep), async_(async) {}
+  // `backend` (the one the model runs on) must outlive the checkpointer.
+  AsyncCheckpointer(std::string checkpoints_dir, int64_t keep, bool async, kernels::Backend& backend)
+      : dir_(std::move(checkpoints_dir)), keep_(keep), async_(async), backend_(backend) {}
   ~AsyncCheckpointer();
   AsyncCheckpointer(const AsyncCheckpointer&) = delete;
   AsyncCheckpointer& operator=(const AsyncCheckpointer&) = delete;
@@ -34,11 +39,12 @@ class AsyncCheckpointer {
   std::string dir_;
   int64_t keep_;
   bool async_;
+  kernels::Backend& backend_;
   std::thread thread_;
   Status result_;
   // The snapshot the thread writes.
-  std::vector<float> params_;
-  std::vector<std::vector<float>> state_;
+  Tensor params_;
+  std::vector<Tensor> state_;
   CheckpointData data_;
 };
 

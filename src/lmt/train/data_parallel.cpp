@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/base/log.h"
@@ -10,6 +9,15 @@
 #include "lmt/optim/gradients.h"
 
 namespace lmt::train {
+
+namespace {
+// f32 elements [begin, begin + n) of a flat f32 buffer, on the buffer's device.
+TensorView f32_span(const TensorView& flat, int64_t begin, int64_t n) {
+  LMT_CHECK(flat.dtype() == DType::kF32 && begin >= 0 && begin + n <= flat.numel())
+      << "span [" << begin << ", " << begin + n << ") of " << flat.to_string();
+  return TensorView(static_cast<float*>(flat.data()) + begin, Shape{n}, DType::kF32, flat.device());
+}
+}  // namespace
 
 DataParallel::DataParallel(dist::Communicator& comm, const model::ParamLayout& layout, const optim::OptimizerConfig& oc,
                            int zero, int64_t bucket_bytes)
@@ -107,7 +115,7 @@ Status DataParallel::finish(model::Transformer& m, bool full_grads) {
     if (!rs_scratch_.view().present()) rs_scratch_ = Tensor({std::max<int64_t>(counts[rank()], 1)}, DType::kF32);
     st = comm_.reduce_scatter_sum(g, rs_scratch_.as<float>(), counts);
     if (st.ok() && counts[rank()] > 0)
-      std::memcpy(g + shard_begin(), rs_scratch_.as<float>(), static_cast<size_t>(counts[rank()]) * sizeof(float));
+      m.backend().copy(f32_span(m.grads(), shard_begin(), counts[rank()]), f32_span(rs_scratch_, 0, counts[rank()]));
   } else if (bucketing_) {
     m.set_block_grads_ready(nullptr);
     // Everything outside the launched block range: embeddings, final norm, LM head.
@@ -183,7 +191,7 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> DataParallel::gather_state
   const int64_t b = o.state_begin(), n = o.state_end() - o.state_begin();
   const std::vector<int64_t> counts = shard_counts();
   for (size_t i = 0; i < st.size(); ++i) {
-    if (n > 0) std::memcpy(full[i].second.as<float>() + b, st[i].second.as<float>(), static_cast<size_t>(n) * sizeof(float));
+    if (n > 0) o.backend().copy(f32_span(full[i].second, b, n), f32_span(st[i].second, 0, n));
     if (sharded()) LMT_RETURN_IF_ERROR(comm_.all_gather(full[i].second.as<float>(), counts));
   }
   return full;
@@ -194,7 +202,7 @@ void DataParallel::load_state_slice(optim::Optimizer& o, const std::vector<std::
   LMT_CHECK(st.size() == full.size());
   const int64_t b = o.state_begin(), n = o.state_end() - o.state_begin();
   for (size_t i = 0; i < st.size(); ++i)
-    if (n > 0) std::memcpy(st[i].second.as<float>(), full[i].second.as<float>() + b, static_cast<size_t>(n) * sizeof(float));
+    if (n > 0) o.backend().copy(f32_span(st[i].second, 0, n), f32_span(full[i].second, b, n));
 }
 
 }  // namespace lmt::train

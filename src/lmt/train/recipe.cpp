@@ -113,6 +113,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.log_every = c.get_int("train.log_every");
   r.seed = static_cast<uint64_t>(c.get_int("train.seed"));
   r.doc_masking = c.get_bool("train.doc_masking");
+  r.reset_positions = c.get_bool("data.reset_positions");
   r.grad_clip = static_cast<float>(c.get_float("train.grad_clip"));
   // Each key's own range is checked when it is set (config/schema.cpp); what is left here are the
   // limits that involve several keys.

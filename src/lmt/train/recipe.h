@@ -24,6 +24,7 @@ struct Recipe {
   int64_t max_steps = 0, micro_batch = 0, seq_len = 0, grad_accum = 1, batch_warmup_tokens = 0, log_every = 1;
   uint64_t seed = 0;
   bool doc_masking = true;
+  bool reset_positions = false;  // data.reset_positions: the model reads Batch::positions (restart per document)
   bool save_on_signal = true;  // train.save_on_signal: SIGTERM/SIGINT checkpoint and exit (the CLI installs the handlers)
   float grad_clip = 1.0f;
   optim::OptimizerConfig optim;

@@ -50,7 +50,7 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
     r->time.data += t.seconds();
     t.reset();
     const double l = model_.forward(b->tokens.data(), b->targets.data(), config_.doc_masking ? b->doc_ids.data() : nullptr,
-                                    true, loss_scale);
+                                    true, loss_scale, config_.reset_positions ? b->positions.data() : nullptr);
     r->time.forward += t.seconds();
     t.reset();
     if (i + 1 == accum) plan_.arm(model_);  // bucketed gradient reduction during the last backward

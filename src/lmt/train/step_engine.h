@@ -83,6 +83,7 @@ struct StepOptions {
 struct StepEngineConfig {
   float grad_clip = 1.0f;    // max global norm; <= 0: no clipping
   bool doc_masking = false;  // pass the micro-batches' doc_ids to the model (attention within documents)
+  bool reset_positions = false;  // pass their positions (restarting at each document) instead of n % T
 };
 
 class StepEngine {

@@ -113,6 +113,7 @@ Status Trainer::setup(bool resume) {
   StepEngineConfig step_config;
   step_config.grad_clip = recipe_.grad_clip;
   step_config.doc_masking = recipe_.doc_masking;
+  step_config.reset_positions = recipe_.reset_positions;
   LMT_ASSIGN_OR_RETURN(engine_, StepEngine::create(*model_, *dp_, recipe_.optim, step_config));
   data::LoaderOptions lo = recipe_.train_data;
   lo.rank = topology_->dp_rank();
@@ -130,7 +131,7 @@ Status Trainer::setup(bool resume) {
     LMT_ASSIGN_OR_RETURN(eval::TaskSuite suite, eval::TaskSuite::load(recipe_.eval_tasks, **tok));
     tasks_ = std::make_unique<eval::TaskSuite>(std::move(suite));
   }
-  if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async);
+  if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async, model_->backend());
   peak_flops_ = metrics::peak_flops(recipe_.run.compute, {.override_gflops = recipe_.peak_gflops});
 
   LMT_RETURN_IF_ERROR(check_validation_split());
@@ -332,7 +333,8 @@ StatusOr<double> Trainer::evaluate() {
     Status s = (*loader)->next(&b);
     if (s.code() == StatusCode::kOutOfRange) break;
     LMT_RETURN_IF_ERROR(s);
-    sum += model_->forward(b.tokens.data(), b.targets.data(), recipe_.doc_masking ? b.doc_ids.data() : nullptr, false);
+    sum += model_->forward(b.tokens.data(), b.targets.data(), recipe_.doc_masking ? b.doc_ids.data() : nullptr, false,
+                           1.0f, recipe_.reset_positions ? b.positions.data() : nullptr);
     ++n;
   }
   if (n == 0) return FailedPrecondition("the validation split has fewer tokens than one batch", "prepare the data with a larger --val-fraction");

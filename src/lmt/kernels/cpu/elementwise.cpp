@@ -1,4 +1,5 @@
-// cpu: embedding lookup and scatter-add, add, dtype conversion, sum of squares, scale, AdamW.
+// cpu: embedding lookup and scatter-add, add, dtype conversion, sum of squares, scale, AdamW, and
+// the memory ops of a step: fill, copy, positions, target count, loss sum.
 //
 // All of these are memory-bound, so the aim is one pass over memory with AVX-512 and every core
 // busy; small spans stay on one thread, where a parallel region would cost more than the work.
@@ -292,6 +293,78 @@ void CpuBackend::adamw_update_impl(const TensorView& param, const TensorView& gr
   parallel_blocks(param.numel(), [&](int64_t i, int64_t e) {
     adamw_span(w + i, g + i, mp + i, vp + i, w16 ? w16 + i : nullptr, k, e - i);
   });
+}
+
+void CpuBackend::fill_impl(const TensorView& x, double value) {
+  const int64_t n = x.numel();
+  switch (x.dtype()) {
+    case DType::kF32: {
+      float* p = x.as<float>();
+      const float v = static_cast<float>(value);
+      parallel_blocks(n, [&](int64_t i, int64_t e) { std::fill(p + i, p + e, v); });
+      return;
+    }
+    case DType::kBF16: {
+      bf16* p = x.as<bf16>();
+      const bf16 v(static_cast<float>(value));
+      parallel_blocks(n, [&](int64_t i, int64_t e) { std::fill(p + i, p + e, v); });
+      return;
+    }
+    case DType::kI32: {
+      int32_t* p = x.as<int32_t>();
+      const int32_t v = static_cast<int32_t>(value);
+      parallel_blocks(n, [&](int64_t i, int64_t e) { std::fill(p + i, p + e, v); });
+      return;
+    }
+    default: {  // f64: master weights and gradients of gradient-check runs
+      double* p = x.as<double>();
+      parallel_blocks(n, [&](int64_t i, int64_t e) { std::fill(p + i, p + e, value); });
+      return;
+    }
+  }
+}
+
+void CpuBackend::copy_impl(const TensorView& out, const TensorView& inp) {
+  // Any dtype: bytes are bytes (the f64 restriction of the other ops is about arithmetic).
+  const size_t elem = dtype_size(inp.dtype());
+  char* dst = static_cast<char*>(out.data());
+  const char* src = static_cast<const char*>(inp.data());
+  parallel_blocks(inp.numel(), [&](int64_t i, int64_t e) { std::memcpy(dst + i * elem, src + i * elem, (e - i) * elem); });
+}
+
+void CpuBackend::positions_impl(const TensorView& out, const TensorView& given, int64_t T) {
+  int32_t* pos = out.as<int32_t>();
+  const int64_t N = out.numel();
+  if (!given.present()) {
+    for (int64_t n = 0; n < N; ++n) pos[n] = static_cast<int32_t>(n % T);
+    return;
+  }
+  const int32_t* g = given.as<int32_t>();
+  for (int64_t n = 0; n < N; ++n) {
+    LMT_CHECK(g[n] >= 0 && g[n] < T) << "positions: position " << g[n] << " at " << n << " outside [0, T=" << T << ")";
+    pos[n] = g[n];
+  }
+}
+
+int64_t CpuBackend::count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) {
+  const int32_t* t = targets.as<int32_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < targets.numel(); ++n) count += t[n] != ignore_index;
+  return count;
+}
+
+double CpuBackend::sum_impl(const TensorView& x) {
+  // In index order on one thread: the loss sum of a step is N = B·T values, and a fixed order
+  // keeps it bit-identical across runs and thread counts.
+  double s = 0;
+  if (x.dtype() == DType::kF64) {
+    const double* p = x.as<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) s += p[i];
+  } else {
+    const float* p = x.as<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) s += p[i];
+  }
+  return s;
 }
 
 }  // namespace lmt::kernels

@@ -1,4 +1,4 @@
-// ref: embedding, add, convert, sum of squares, scale, AdamW.
+// ref: embedding, add, convert, sum of squares, scale, AdamW, fill, copy, positions, target count, sum.
 #include <cmath>
 
 #include "lmt/kernels/ref/access.h"
@@ -66,6 +66,42 @@ void RefBackend::adamw_update_impl(const TensorView& param, const TensorView& gr
     st(param, i, w);
     if (param_bf16.present()) st(param_bf16, i, static_cast<float>(ld(param, i)));
   }
+}
+
+void RefBackend::fill_impl(const TensorView& x, double value) {
+  if (x.dtype() == DType::kI32) {
+    for (int64_t i = 0; i < x.numel(); ++i) static_cast<int32_t*>(x.data())[i] = static_cast<int32_t>(value);
+    return;
+  }
+  for (int64_t i = 0; i < x.numel(); ++i) st(x, i, value);
+}
+
+void RefBackend::copy_impl(const TensorView& out, const TensorView& inp) {
+  const int64_t elem = static_cast<int64_t>(dtype_size(inp.dtype()));
+  const unsigned char* src = static_cast<const unsigned char*>(inp.data());
+  unsigned char* dst = static_cast<unsigned char*>(out.data());
+  for (int64_t i = 0; i < inp.numel() * elem; ++i) dst[i] = src[i];
+}
+
+void RefBackend::positions_impl(const TensorView& out, const TensorView& given, int64_t T) {
+  int32_t* pos = static_cast<int32_t*>(out.data());
+  for (int64_t n = 0; n < out.numel(); ++n) {
+    const int64_t p = given.present() ? ref::id(given, n) : n % T;
+    LMT_CHECK(p >= 0 && p < T) << "positions: position " << p << " at " << n << " outside [0, T=" << T << ")";
+    pos[n] = static_cast<int32_t>(p);
+  }
+}
+
+int64_t RefBackend::count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) {
+  int64_t count = 0;
+  for (int64_t n = 0; n < targets.numel(); ++n) count += ref::id(targets, n) != ignore_index;
+  return count;
+}
+
+double RefBackend::sum_impl(const TensorView& x) {
+  double s = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) s += ld(x, i);
+  return s;
 }
 
 }  // namespace lmt::kernels

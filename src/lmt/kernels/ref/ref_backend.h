@@ -69,6 +69,11 @@ class RefBackend final : public Backend {
   void adamw_update_impl(const TensorView& param, const TensorView& grad, const TensorView& m,
                          const TensorView& v, const TensorView& param_bf16,
                          const AdamWParams& p) override;
+  void fill_impl(const TensorView& x, double value) override;
+  void copy_impl(const TensorView& out, const TensorView& inp) override;
+  void positions_impl(const TensorView& out, const TensorView& given, int64_t T) override;
+  int64_t count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) override;
+  double sum_impl(const TensorView& x) override;
 };
 
 }  // namespace lmt::kernels
