@@ -12,6 +12,7 @@
 
 #include "lmt/base/rng.h"
 #include "lmt/kernels/backend.h"
+#include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
 
 namespace lmt::kernels {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lmt/kernels/registry.h"
 #include "lmt/model/transformer.h"
 #include "model_test_util.h"
 
