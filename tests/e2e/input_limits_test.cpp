@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/files.h"
+#include "common/scoped_env.h"
 #include "common/lmtrain_cli.h"
 #include "common/synthetic_dataset.h"
 
@@ -21,22 +22,7 @@ CliResult run(const std::string& args) { return lmt::test::run_lmtrain(args, /*w
 
 bool has(const CliResult& r, const std::string& text) { return r.out.find(text) != std::string::npos; }
 
-// Sets an environment variable for the lmtrain processes one test starts.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using lmt::test::ScopedEnv;
 
 class InputLimits : public lmt::test::ScratchDirTest {
  protected:

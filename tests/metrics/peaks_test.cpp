@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/scoped_env.h"
 #include "lmt/metrics/peak_cache.h"
 
 namespace lmt::metrics {
@@ -34,23 +35,7 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in, nullptr, false);
 }
 
-// Sets an environment variable for one test; restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-    else ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using lmt::test::ScopedEnv;
 
 TEST_F(PeakCache, StoredPeaksAreWhatTheNextLookupReturnsWithoutMeasuring) {
   const std::string file = path("sub/dir/peaks.json");  // the directory is created
