@@ -2,7 +2,6 @@
 #include "lmt/eval/decode.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/model/norm.h"
@@ -87,7 +86,7 @@ model::FfnActs Decoder::ffn_rows(int64_t n) const {
 
 void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits) {
   const model::ModelConfig& c = config();
-  std::memcpy(ids_.as<int32_t>(), tokens, n * sizeof(int32_t));
+  be_.copy(rows(ids_, n), TensorView(const_cast<int32_t*>(tokens), Shape{n}, DType::kI32));
   int32_t* pos = positions_.as<int32_t>();
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(length_ + i);
   const TensorView x = rows(x_, n);
@@ -117,7 +116,7 @@ void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits)
                       w_.final_norm_b);
   if (all_logits) {
     be_.linear_forward(TensorView(all_logits, Shape{n, V_}, DType::kF32), hh, lm_head, TensorView());
-    std::memcpy(logits_.as<float>(), all_logits + (n - 1) * V_, V_ * sizeof(float));
+    be_.copy(logits_, TensorView(all_logits + (n - 1) * V_, Shape{1, V_}, DType::kF32));
   } else {
     be_.linear_forward(logits_, hh, lm_head, TensorView());
   }
