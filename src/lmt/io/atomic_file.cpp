@@ -3,15 +3,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <string>
 #include <utility>
 
 #include "lmt/io/files.h"
 
 namespace lmt::io {
 
-StatusOr<AtomicFileWriter> AtomicFileWriter::create(const std::string& path) {
+StatusOr<AtomicFileWriter> AtomicFileWriter::create(const std::string& path, TmpName tmp_name) {
+  static std::atomic<unsigned> counter{0};
   std::string tmp = path + ".tmp";
+  if (tmp_name == TmpName::kUnique) tmp += "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == ENOENT) {
@@ -61,8 +65,8 @@ Status AtomicFileWriter::commit() {
   return fsync_directory(parent_directory(path_));
 }
 
-Status write_file_atomically(const std::string& path, std::string_view bytes) {
-  LMT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::create(path));
+Status write_file_atomically(const std::string& path, std::string_view bytes, TmpName tmp_name) {
+  LMT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::create(path, tmp_name));
   LMT_RETURN_IF_ERROR(w.append(bytes.data(), bytes.size()));
   return w.commit();
 }

@@ -4,7 +4,9 @@
 // renames it over `path` and fsyncs the directory so the rename itself survives a power loss.
 // If commit() is never reached or fails, the destructor removes the temporary file: `path` is then
 // untouched (an existing file keeps its old contents, a missing one stays missing).
-// Two writers to the same path at once share the ".tmp" name; callers serialise them.
+// Two writers to the same path at once share the ".tmp" name, so callers serialise them, unless
+// they ask for TmpName::kUnique (`path.tmp.PID.N`: writers in several processes, e.g. the ranks of
+// one node updating a shared cache, each commit a whole file and the last rename wins).
 // Move-only; one thread at a time.
 #pragma once
 
@@ -16,10 +18,13 @@
 
 namespace lmt::io {
 
+enum class TmpName { kShared, kUnique };
+
 class AtomicFileWriter {
  public:
-  // Creates (truncates) `path + ".tmp"`. Errors: kNotFound (directory missing), kIoError.
-  static StatusOr<AtomicFileWriter> create(const std::string& path);
+  // Creates (truncates) `path + ".tmp"` (kUnique: `path + ".tmp.PID.N"`). Errors: kNotFound
+  // (directory missing), kIoError.
+  static StatusOr<AtomicFileWriter> create(const std::string& path, TmpName tmp_name = TmpName::kShared);
 
   AtomicFileWriter(AtomicFileWriter&& other) noexcept;
   AtomicFileWriter& operator=(AtomicFileWriter&&) = delete;
@@ -48,6 +53,6 @@ class AtomicFileWriter {
 
 // The whole of `bytes` as the new contents of `path`, through an AtomicFileWriter (create, append,
 // commit): `path` ends up either unchanged or holding exactly `bytes`. Errors: as create/append/commit.
-Status write_file_atomically(const std::string& path, std::string_view bytes);
+Status write_file_atomically(const std::string& path, std::string_view bytes, TmpName tmp_name = TmpName::kShared);
 
 }  // namespace lmt::io

@@ -1,8 +1,5 @@
 #include "lmt/metrics/peak_cache.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -15,6 +12,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "lmt/io/atomic_file.h"
 
 namespace lmt::metrics {
 namespace {
@@ -146,24 +145,10 @@ Status write_cached_peaks(const std::string& path, const CpuInfo& info, const Pe
     fs::create_directories(parent, ec);
     if (ec) return IoError("cannot create the peak cache directory " + parent.string() + ": " + ec.message(), hint);
   }
-  // Unique per process and call: concurrent writers (ranks on one node) never share a temporary.
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << doc.dump(2) << "\n";
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      return IoError("cannot write the peak cache " + tmp, hint);
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    return IoError("cannot rename " + tmp + " to " + path + ": " + ec.message(), hint);
-  }
+  // A temporary unique per process and call: ranks of one node may store at once.
+  const std::string text = doc.dump(2) + "\n";
+  Status s = io::write_file_atomically(path, text, io::TmpName::kUnique);
+  if (!s.ok()) return IoError("cannot write the peak cache: " + s.message(), hint);
   return Status::Ok();
 }
 

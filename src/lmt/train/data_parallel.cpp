@@ -11,11 +11,9 @@
 namespace lmt::train {
 
 namespace {
-// f32 elements [begin, begin + n) of a flat f32 buffer, on the buffer's device.
+// Elements [begin, begin + n) of a flat buffer, on the buffer's device (the copy op checks dtypes).
 TensorView f32_span(const TensorView& flat, int64_t begin, int64_t n) {
-  LMT_CHECK(flat.dtype() == DType::kF32 && begin >= 0 && begin + n <= flat.numel())
-      << "span [" << begin << ", " << begin + n << ") of " << flat.to_string();
-  return TensorView(static_cast<float*>(flat.data()) + begin, Shape{n}, DType::kF32, flat.device());
+  return flat.reshape({flat.numel()}).slice_rows(begin, begin + n);
 }
 }  // namespace
 
@@ -57,7 +55,9 @@ Status DataParallel::use_shared_memory(model::Transformer& m) {
     return Tensor::over(shared->data(), Shape{numel}, dtype, shared);
   });
   if (st.code() == StatusCode::kUnimplemented) {
-    if (comm_.is_root()) LMT_LOG(INFO) << "data parallel: " << st.message() << "; using message passing";
+    if (comm_.is_root()) {
+      LMT_LOG(INFO) << "data parallel: " << st.message() << "; using message passing";
+    }
     return Status::Ok();
   }
   LMT_RETURN_IF_ERROR(st);
