@@ -8,7 +8,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build demo test test-sanitize test-tsan bench clean
+.PHONY: all setup configure build demo test test-sanitize test-tsan bench clean venv
 
 all: build
 
@@ -24,6 +24,11 @@ build: configure
 # The demo trains a tokenizer and a small model on a public-domain corpus (scripts/demo.sh).
 demo: build
 	@bash scripts/demo.sh $(BUILD)
+
+# The real peer libraries (transformers, llama.cpp, lm-eval, datatrove, tiktoken) from PyPI, in
+# $(BUILD)/venv: the interop and comparison tests run against them, and skip where it is absent.
+venv:
+	@bash scripts/venv.sh $(BUILD)
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600

@@ -87,3 +87,17 @@ function(lmt_test name)
        "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${properties_file})
 endfunction()
+
+# lmt_venv_test(NAME GROUP group SCRIPT file.py [ARGS ...] [LABELS ...] [DEPENDS targets ...])
+# A Python check against a real peer library (transformers, llama.cpp, lm-eval, datatrove...) from
+# the venv that scripts/venv.sh installs under the build tree. Without that venv (or its GROUP) the
+# test is reported as skipped, with the command that installs it. The script gets the lmtrain binary
+# as $LMTRAIN_BIN, the shared data as $LMT_SHARED_DATA and a scratch directory as $LMT_TEST_TMP.
+function(lmt_venv_test name)
+  cmake_parse_arguments(ARG "" "GROUP;SCRIPT" "ARGS;LABELS;DEPENDS" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/venv_run.sh ${CMAKE_BINARY_DIR} ${ARG_GROUP} ${ARG_SCRIPT} ${ARG_ARGS})
+  set(tmp ${CMAKE_CURRENT_BINARY_DIR}/${name}.tmp)
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 LABELS "venv;${ARG_GROUP};${ARG_LABELS}"
+    ENVIRONMENT "OMP_WAIT_POLICY=passive;LMT_PEAK_CACHE=${CMAKE_BINARY_DIR}/tests/peak_cache.json;LMTRAIN_BIN=$<TARGET_FILE:lmtrain>;LMT_SHARED_DATA=${PROJECT_SOURCE_DIR}/../shared/data;LMT_TEST_TMP=${tmp};LMT_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

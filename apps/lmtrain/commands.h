@@ -69,11 +69,15 @@ void add_tokenizer_bench(CLI::App* bench, Runner& runner);
 // `lmtrain data prepare|info ...` (apps/lmtrain/data_cmd.cpp); also registers `bench data` under the
 // `bench` subcommand, so add_bench_command() must run first.
 void add_data_command(CLI::App& app, Runner& runner);
+// `lmtrain data clean ...` (apps/lmtrain/data_clean_cmd.cpp), registered under `data`.
+void add_data_clean_command(CLI::App* data, Runner& runner);
 // `lmtrain bench data ...` (apps/lmtrain/bench_data_cmd.cpp), registered under `bench`.
 void add_data_bench(CLI::App* bench, Runner& runner);
 // `lmtrain eval ...`: multiple-choice tasks and validation loss (apps/lmtrain/eval_cmd.cpp)
 void add_eval_command(CLI::App& app, Runner& runner);
 // `lmtrain generate ...`: sampling with a KV cache (apps/lmtrain/generate_cmd.cpp)
 void add_generate_command(CLI::App& app, Runner& runner);
+// `lmtrain export ...`: Hugging Face directories and GGUF files (apps/lmtrain/export_cmd.cpp)
+void add_export_command(CLI::App& app, Runner& runner);
 
 }  // namespace lmt::cli

@@ -213,6 +213,8 @@ void add_data_command(CLI::App& app, Runner& runner) {
   i->add_flag("--json", ia.json, "print one JSON object");
   i->callback([&runner] { runner.set(run_info(ia)); });
 
+  add_data_clean_command(data, runner);
+
   // `lmtrain bench data` hangs under `bench`, which main() registers first.
   auto named_bench = [](const CLI::App* sub) { return sub->get_name() == "bench"; };
   std::vector<CLI::App*> bench = app.get_subcommands(named_bench);

@@ -24,17 +24,6 @@
 
 namespace {
 
-// Subcommands that later work fills in; they say so instead of pretending, and the hint says
-// what to use meanwhile.
-void add_pending(CLI::App& app, const char* name, const char* what, const char* meanwhile,
-                 lmt::cli::Runner& runner) {
-  CLI::App* sub = app.add_subcommand(name, what);
-  sub->allow_extras();
-  sub->callback([&runner, name, meanwhile] {
-    runner.set(lmt::Unimplemented(std::string("'lmtrain ") + name + "' is not implemented yet", meanwhile));
-  });
-}
-
 // "lmtrain data prepare": the subcommand path that was parsed, for messages.
 std::string command_name(const CLI::App& app) {
   std::string name = "lmtrain";
@@ -69,10 +58,7 @@ int main(int argc, char** argv) {
   lmt::cli::add_train_command(app, runner);
   lmt::cli::add_eval_command(app, runner);
   lmt::cli::add_generate_command(app, runner);
-  add_pending(app, "export", "export to Hugging Face safetensors / GGUF (not implemented yet)",
-              "no issue covers it yet; meanwhile every checkpoint holds model.safetensors with Hugging Face "
-              "tensor names and model.json with its configuration, which lmtrain eval and generate load directly",
-              runner);
+  lmt::cli::add_export_command(app, runner);
 
   // An absurd OMP_NUM_THREADS (70000) crashes the first parallel region: refuse it before any work.
   if (const lmt::Status omp = lmt::check_omp_num_threads(); !omp.ok()) return report(omp);
