@@ -2,8 +2,11 @@
 #include <string>
 
 #include "commands.h"
+#include "lmt/eval/model_dir.h"
 #include "lmt/export/gguf_export.h"
 #include "lmt/export/hf_export.h"
+#include "lmt/kernels/registry.h"
+#include "lmt/model/transformer.h"
 
 namespace lmt::cli {
 namespace {
@@ -16,8 +19,23 @@ struct ExportArgs {
   std::string tokenizer;
 };
 
-Status run_export(const ExportArgs&) {
-  return Unimplemented("'lmtrain export' is not implemented yet", "issue #16");
+Status run_export(const ExportArgs& a) {
+  StatusOr<exporter::ExportDType> dtype = exporter::parse_export_dtype(a.dtype);
+  if (!dtype.ok()) return dtype.status().WithContext("--dtype");
+  if (a.format != "hf" && a.format != "gguf")
+    return InvalidArgument("--format '" + a.format + "' is not a format lmtrain exports",
+                           "use hf (a Hugging Face transformers directory) or gguf (one file for llama.cpp)");
+  // Export reads the f32 master weights on the host: the reference backend computes nothing here.
+  StatusOr<eval::LoadedModel> loaded = eval::load_model_dir(a.checkpoint, kernels::backend("ref"));
+  if (!loaded.ok()) return loaded.status().WithContext("--checkpoint");
+  const model::Transformer& m = *loaded->model;
+  exporter::ExportModel em;
+  em.config = m.config();
+  em.layout = &m.layout();
+  em.params = m.params().as<float>();
+  em.tokenizer_path = a.tokenizer.empty() ? loaded->tokenizer_path : a.tokenizer;
+  em.source = loaded->source;
+  return a.format == "hf" ? exporter::export_hf(em, a.out, *dtype) : exporter::export_gguf(em, a.out, *dtype);
 }
 
 }  // namespace

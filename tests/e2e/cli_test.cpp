@@ -42,11 +42,10 @@ TEST(Cli, UnknownSubcommandOrOptionIsUsageErrorExit2) {
   EXPECT_EQ(run("bench").code, 2);  // a bench needs its kind
 }
 
-TEST(Cli, UnimplementedSubcommandSaysSoAndFails) {
+TEST(Cli, ExportWithoutItsRequiredFlagsIsAUsageError) {
   Result r = run("export", true);
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("not implemented yet"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("--checkpoint"), std::string::npos) << r.out;
 }
 
 TEST(Cli, BadBenchValueIsAnErrorWithHint) {
