@@ -9,6 +9,7 @@ namespace lmt::testing {
 using kernels::Activation;
 using kernels::AttentionBackend;
 using kernels::Backend;
+using kernels::RopeFreqs;
 
 TensorView Env::operator[](const std::string& name) const {
   auto it = tensors_.find(name);
@@ -202,13 +203,22 @@ void add_activation_cases(std::vector<OpCase>& out) {
 }
 
 void add_rope_cases(std::vector<OpCase>& out) {
-  struct R { int64_t T, NH, HD, rot; float theta; };
-  for (R r : {R{1, 1, 2, 2, 10000.f}, R{9, 3, 16, 16, 10000.f}, R{33, 4, 64, 32, 500000.f}, R{130, 2, 80, 20, 10000.f},
-              R{300, 2, 128, 128, 1e6f}}) {
+  // scaled: a non-uniform frequency table (the upper half of the pairs slowed down 8x, as Llama 3's
+  // and YaRN's low frequencies are) with YaRN-style attention scaling of cos/sin.
+  struct R { int64_t T, NH, HD, rot; float theta; bool scaled; };
+  for (R r : {R{1, 1, 2, 2, 10000.f, false}, R{9, 3, 16, 16, 10000.f, false}, R{33, 4, 64, 32, 500000.f, false},
+              R{130, 2, 80, 20, 10000.f, false}, R{300, 2, 128, 128, 1e6f, false}, R{9, 3, 16, 16, 10000.f, true},
+              R{70, 2, 48, 32, 500000.f, true}}) {
+    RopeFreqs freqs = RopeFreqs::from_theta(r.theta, r.rot);
+    if (r.scaled) {
+      for (size_t i = freqs.inv_freq.size() / 2; i < freqs.inv_freq.size(); ++i) freqs.inv_freq[i] /= 8.0;
+      freqs.attention_scaling = 1.2079441541679836;  // YaRN's 0.1·ln(8) + 1
+    }
     for (int in_place = 0; in_place < 2; ++in_place) {
       OpCase c;
       const int64_t N = 2 * r.T;  // two sequences of length T, positions restart per sequence
-      c.name = "rope/" + shape_name({{"N", N}, {"NH", r.NH}, {"HD", r.HD}, {"rot", r.rot}}) + (in_place ? "_inplace" : "");
+      c.name = "rope/" + shape_name({{"N", N}, {"NH", r.NH}, {"HD", r.HD}, {"rot", r.rot}}) +
+               (r.scaled ? "_scaled" : "") + (in_place ? "_inplace" : "");
       c.specs = {in("inp", {N, r.NH, r.HD}), ints("positions", {N}, Gen::kPositions, r.T), zero("out", {N, r.NH, r.HD}),
                  in("dout", {N, r.NH, r.HD}), zero("dinp", {N, r.NH, r.HD})};
       c.outputs = {"out"};
@@ -217,17 +227,17 @@ void add_rope_cases(std::vector<OpCase>& out) {
       c.forward = [=](Backend& be, Env& e) {
         if (in_place) {  // out aliases inp: copy first, then rotate in place
           be.convert(e["out"], e["inp"]);
-          be.rope_forward(e["out"], e["out"], e["positions"], r.theta, r.rot);
+          be.rope_forward(e["out"], e["out"], e["positions"], freqs);
         } else {
-          be.rope_forward(e["out"], e["inp"], e["positions"], r.theta, r.rot);
+          be.rope_forward(e["out"], e["inp"], e["positions"], freqs);
         }
       };
       c.backward = [=](Backend& be, Env& e) {
         if (in_place) {
           be.convert(e["dinp"], e["dout"]);
-          be.rope_backward(e["dinp"], e["dinp"], e["positions"], r.theta, r.rot);
+          be.rope_backward(e["dinp"], e["dinp"], e["positions"], freqs);
         } else {
-          be.rope_backward(e["dinp"], e["dout"], e["positions"], r.theta, r.rot);
+          be.rope_backward(e["dinp"], e["dout"], e["positions"], freqs);
         }
       };
       out.push_back(c);

@@ -2,6 +2,7 @@
 #include "lmt/kernels/backend.h"
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -303,7 +304,8 @@ void Backend::glu_backward(Activation act, const TensorView& dinp, const TensorV
 
 namespace {
 void check_rope(const Ctx& x, const TensorView& out, const TensorView& inp,
-                const TensorView& positions, int64_t rotary_dim) {
+                const TensorView& positions, const RopeFreqs& freqs) {
+  const int64_t rotary_dim = freqs.rotary_dim();
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "out", out);
   x.shape("inp", inp, {-1, -1, -1});
@@ -313,21 +315,33 @@ void check_rope(const Ctx& x, const TensorView& out, const TensorView& inp,
   x.require(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= inp.dim(2),
             "rotary_dim " + std::to_string(rotary_dim) + " must be even and in (0, HD=" +
                 std::to_string(inp.dim(2)) + "]");
+  for (double f : freqs.inv_freq) x.require(std::isfinite(f) && f >= 0, "inv_freq entries must be finite and >= 0");
+  x.require(std::isfinite(freqs.attention_scaling) && freqs.attention_scaling > 0,
+            "attention_scaling must be finite and > 0");
 }
 }  // namespace
 
+RopeFreqs RopeFreqs::from_theta(double theta, int64_t rotary_dim) {
+  RopeFreqs f;
+  f.inv_freq.resize(static_cast<size_t>(rotary_dim / 2));
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    f.inv_freq[i] = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+  }
+  return f;
+}
+
 void Backend::rope_forward(const TensorView& out, const TensorView& inp,
-                           const TensorView& positions, float theta, int64_t rotary_dim) {
+                           const TensorView& positions, const RopeFreqs& freqs) {
   Ctx x("rope_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(positions));
-  check_rope(x, out, inp, positions, rotary_dim);
-  rope_impl(out, inp, positions, theta, rotary_dim, /*inverse=*/false);
+  check_rope(x, out, inp, positions, freqs);
+  rope_impl(out, inp, positions, freqs, /*inverse=*/false);
 }
 
 void Backend::rope_backward(const TensorView& dinp, const TensorView& dout,
-                            const TensorView& positions, float theta, int64_t rotary_dim) {
+                            const TensorView& positions, const RopeFreqs& freqs) {
   Ctx x("rope_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(positions));
-  check_rope(x, dinp, dout, positions, rotary_dim);
-  rope_impl(dinp, dout, positions, theta, rotary_dim, /*inverse=*/true);
+  check_rope(x, dinp, dout, positions, freqs);
+  rope_impl(dinp, dout, positions, freqs, /*inverse=*/true);
 }
 
 namespace {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "lmt/tensor/tensor_view.h"
 
@@ -40,6 +41,20 @@ enum class AttentionBackend : uint8_t { kNaive, kFlash };
 
 std::string_view activation_name(Activation a);
 std::string_view attention_backend_name(AttentionBackend a);
+
+// RoPE frequencies: pair i < rotary_dim/2 of each head turns by the angle pos · inv_freq[i], and both
+// cos and sin are multiplied by attention_scaling (YaRN's magnitude correction; 1 otherwise), as in
+// Hugging Face's rotary embeddings. The model computes them on the host from its config
+// (model/rope.h: plain, linear, dynamic NTK, YaRN, Llama 3); plain RoPE is from_theta.
+struct RopeFreqs {
+  std::vector<double> inv_freq;     // [rotary_dim/2], each finite and >= 0
+  double attention_scaling = 1.0;   // finite, > 0
+
+  int64_t rotary_dim() const { return 2 * static_cast<int64_t>(inv_freq.size()); }
+  // inv_freq[i] = theta^(-2i/rotary_dim), scaling 1.
+  static RopeFreqs from_theta(double theta, int64_t rotary_dim);
+  bool operator==(const RopeFreqs&) const = default;
+};
 
 struct CrossEntropyOptions {
   int64_t vocab_size = 0;     // V: logits are computed for weight rows [0, V); rows >= V are padding
@@ -125,14 +140,15 @@ class Backend {
                     const TensorView& inp);
 
   // ---- rotary position embedding (Hugging Face rotate-half layout) ------------------------------
-  // x[N,NH,HD]: on the first rotary_dim dims of each head (even, <= HD), pairs (i, i + rotary_dim/2)
-  // are rotated by angle pos * theta^(-2i/rotary_dim); the remaining dims pass through.
+  // x[N,NH,HD]: on the first rotary_dim = freqs.rotary_dim() dims of each head (even, <= HD), pairs
+  // (i, i + rotary_dim/2) are rotated by angle pos · freqs.inv_freq[i] and scaled by
+  // freqs.attention_scaling; the remaining dims pass through unscaled.
   // positions[N] i32, each >= 0 (a negative position stops the cpu backend). out may alias inp.
   void rope_forward(const TensorView& out, const TensorView& inp, const TensorView& positions,
-                    float theta, int64_t rotary_dim);
-  // The inverse rotation applied to gradients. dinp may alias dout.
+                    const RopeFreqs& freqs);
+  // The transpose (inverse rotation, same scaling) applied to gradients. dinp may alias dout.
   void rope_backward(const TensorView& dinp, const TensorView& dout, const TensorView& positions,
-                     float theta, int64_t rotary_dim);
+                     const RopeFreqs& freqs);
 
   // ---- causal self-attention with grouped-query heads -------------------------------------------
   // q[B,T,NH,HD], k[B,T,G,HD], v[B,T,G,HD]; query head h reads kv head h / (NH/G).
@@ -235,7 +251,7 @@ class Backend {
   virtual void glu_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
                                  const TensorView& inp) = 0;
   virtual void rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
-                         float theta, int64_t rotary_dim, bool inverse) = 0;
+                         const RopeFreqs& freqs, bool inverse) = 0;
   virtual void attention_forward_impl(AttentionBackend backend, const TensorView& out,
                                       const TensorView& lse, const TensorView& q,
                                       const TensorView& k, const TensorView& v,

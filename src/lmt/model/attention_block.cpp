@@ -7,6 +7,7 @@
 #include "lmt/base/check.h"
 #include "lmt/model/activations.h"
 #include "lmt/model/norm.h"
+#include "lmt/model/rope.h"
 
 namespace lmt::model {
 
@@ -48,6 +49,12 @@ AttentionActs AttentionBlock::plan(const ModelConfig& c, int64_t B, int64_t T, D
   return a;
 }
 
+kernels::RopeFreqs AttentionBlock::rope_freqs(const TensorView& positions) const {
+  // Only dynamic scaling depends on the call's length (max position + 1); skip the scan otherwise.
+  const int64_t seq_len = c_.rope_scaling.type == RopeScalingType::kDynamic ? rope_seq_len(positions) : 0;
+  return rope_frequencies(c_, seq_len);
+}
+
 float AttentionBlock::scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
 
 void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w,
@@ -67,8 +74,9 @@ void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const Atte
   }
   if (c_.layer_uses_rope(layer_)) {
     const TensorView q3 = a.q.reshape({N, NH, HD}), k3 = a.k.reshape({N, G, HD});
-    be_.rope_forward(q3, q3, positions, c_.rope_theta, c_.rotary_dim());
-    be_.rope_forward(k3, k3, positions, c_.rope_theta, c_.rotary_dim());
+    const kernels::RopeFreqs freqs = rope_freqs(positions);
+    be_.rope_forward(q3, q3, positions, freqs);
+    be_.rope_forward(k3, k3, positions, freqs);
   }
 }
 
@@ -98,8 +106,9 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
                          scale());
   if (c_.layer_uses_rope(layer_)) {
     const TensorView dq3 = s.dq.reshape({N, NH, HD}), dk3 = s.dk.reshape({N, G, HD});
-    be_.rope_backward(dq3, dq3, pass.positions, c_.rope_theta, c_.rotary_dim());
-    be_.rope_backward(dk3, dk3, pass.positions, c_.rope_theta, c_.rotary_dim());
+    const kernels::RopeFreqs freqs = rope_freqs(pass.positions);
+    be_.rope_backward(dq3, dq3, pass.positions, freqs);
+    be_.rope_backward(dk3, dk3, pass.positions, freqs);
   }
   TensorView dq = s.dq.reshape({N, NH * HD}), dk = s.dk.reshape({N, G * HD});
   if (c_.qk_norm) {

@@ -1,7 +1,8 @@
 // The attention sub-block of a pre-norm transformer block:
 //   res_out = res_in + o_proj(attention(rope(qk_norm(q), qk_norm(k)), v)),  q, k, v = proj(norm(res_in))
 // norm: config.norm; QK-norm: RMSNorm of every head over HD (qk_norm configs only); RoPE on the first
-// rotary_dim dims of every head at the rows' positions (rope configs, skipped in NoPE layers);
+// rotary_dim dims of every head at the rows' positions, with the config's RoPE scaling (model/rope.h;
+// rope configs, skipped in NoPE layers);
 // causal attention with grouped-query heads (query head h reads kv head h/(NH/G)), scale 1/sqrt(HD).
 //
 // Letters: N rows (B·T when training; the n new tokens when decoding), C d_model, NH query heads,
@@ -106,6 +107,9 @@ class AttentionBlock {
   void project_out(int64_t N, const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
                    const AttentionActs& a, bool bf16, const TensorView& f32_nc);
   float scale() const;
+  // The RoPE frequencies for a call over rows at `positions` (model/rope.h: the same for forward,
+  // backward and decode; dynamic scaling follows the call's largest position).
+  kernels::RopeFreqs rope_freqs(const TensorView& positions) const;
 
   kernels::Backend& be_;
   const ModelConfig& c_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "lmt/base/limits.h"
+#include "lmt/model/rope.h"
 
 namespace lmt::model {
 
@@ -21,6 +22,16 @@ std::string_view position_name(PositionKind k) {
     case PositionKind::kLearned: return "learned";
     case PositionKind::kRope: return "rope";
     case PositionKind::kNone: return "none";
+  }
+  return "?";
+}
+std::string_view rope_scaling_name(RopeScalingType t) {
+  switch (t) {
+    case RopeScalingType::kNone: return "none";
+    case RopeScalingType::kLinear: return "linear";
+    case RopeScalingType::kDynamic: return "dynamic";
+    case RopeScalingType::kYarn: return "yarn";
+    case RopeScalingType::kLlama3: return "llama3";
   }
   return "?";
 }
@@ -70,6 +81,10 @@ Status ModelConfig::validate() const {
                  "raise rotary_fraction or head_dim");
     if (!(rope_theta > 0.0f) || rope_theta > L::kMaxRopeTheta)
       return bad("rope_theta = " + std::to_string(rope_theta) + " must be positive and at most 1e12", "e.g. 10000");
+  }
+  {
+    Status scaling = validate_rope_scaling(*this);
+    if (!scaling.ok()) return scaling.WithContext("model '" + name + "'");
   }
   if (nope_every > 0 && positions != PositionKind::kRope)
     return bad("nope_every is set but positions is not rope", "set positions = \"rope\" or nope_every = 0");

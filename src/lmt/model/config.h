@@ -18,6 +18,27 @@ enum class NormKind : uint8_t { kLayerNorm, kLayerNormNoBias, kRmsNorm };
 enum class FfnKind : uint8_t { kMlp, kGlu };  // two matrices with an activation, or gated (SwiGLU)
 enum class PositionKind : uint8_t { kLearned, kRope, kNone };
 enum class NamingFamily : uint8_t { kGpt2, kLlama };
+// RoPE scaling (Hugging Face rope_type): how the frequencies are stretched for long contexts.
+// Semantics and formulas: model/rope.h.
+enum class RopeScalingType : uint8_t { kNone, kLinear, kDynamic, kYarn, kLlama3 };
+
+// The parameters of Hugging Face's rope_parameters / rope_scaling (same names). Fields a type does
+// not use are ignored (and not written to HF configs). validate() checks the ones the type uses.
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;                        // linear, dynamic, yarn, llama3: >= 1
+  int64_t original_max_position_embeddings = 0;  // dynamic (HF's max_position_embeddings), yarn, llama3: >= 1
+  double low_freq_factor = 1.0;               // llama3: > 0
+  double high_freq_factor = 4.0;              // llama3: > low_freq_factor
+  double beta_fast = 32.0;                    // yarn: >= beta_slow > 0
+  double beta_slow = 1.0;                     // yarn
+  double attention_factor = 0.0;              // yarn: scale of cos/sin; 0 = derived from factor, mscale
+  double mscale = 0.0;                        // yarn: 0 = absent
+  double mscale_all_dim = 0.0;                // yarn: 0 = absent
+  bool truncate = true;                       // yarn: floor/ceil the correction range
+
+  bool operator==(const RopeScaling&) const = default;
+};
 
 // Structural limits of a ModelConfig: far above any real model, low enough that no size computation
 // (parameter counts, tensor shapes, FLOPs) can overflow. validate() enforces them; the recipe
@@ -59,6 +80,7 @@ struct ModelConfig {
   PositionKind positions = PositionKind::kRope;
   float rope_theta = 10000.0f;
   float rotary_fraction = 1.0f;  // partial RoPE: rotary_dim = round(HD · fraction) (even)
+  RopeScaling rope_scaling;      // none by default (model/rope.h)
   int64_t nope_every = 0;        // > 0: every N-th layer (l % N == N-1) uses no positions (NoPE)
 
   bool qk_norm = false;       // RMSNorm over each head of q and k (Qwen3)
@@ -99,5 +121,6 @@ std::string_view norm_name(NormKind k);
 std::string_view ffn_name(FfnKind k);
 std::string_view position_name(PositionKind k);
 std::string_view family_name(NamingFamily f);
+std::string_view rope_scaling_name(RopeScalingType t);  // "none", "linear", "dynamic", "yarn", "llama3"
 
 }  // namespace lmt::model

@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <string_view>
 #include <vector>
+
+#include "lmt/model/rope.h"
 
 namespace lmt::model {
 namespace {
@@ -101,6 +104,46 @@ std::map<std::string, Setter> setters(const std::string& src) {
   };
 }
 
+// One key of the rope_scaling object (names as in Hugging Face's rope_parameters, "type" for rope_type).
+Status set_rope_scaling(const std::string& src, const std::string& sub, const json& v, RopeScaling& s) {
+  const std::string key = "rope_scaling." + sub;
+  auto real = [&](double* field) -> Status {
+    if (!v.is_number()) return type_error(src, key, "a number", v);
+    *field = v.get<double>();
+    return Status::Ok();
+  };
+  if (sub == "type") {
+    if (!v.is_string()) return type_error(src, key, "a string", v);
+    auto type = rope_scaling_type_from_name(v.get<std::string>());
+    if (!type.ok()) return type.status().WithContext(src + ": key '" + key + "'");
+    s.type = *type;
+    return Status::Ok();
+  }
+  if (sub == "factor") return real(&s.factor);
+  if (sub == "low_freq_factor") return real(&s.low_freq_factor);
+  if (sub == "high_freq_factor") return real(&s.high_freq_factor);
+  if (sub == "beta_fast") return real(&s.beta_fast);
+  if (sub == "beta_slow") return real(&s.beta_slow);
+  if (sub == "attention_factor") return real(&s.attention_factor);
+  if (sub == "mscale") return real(&s.mscale);
+  if (sub == "mscale_all_dim") return real(&s.mscale_all_dim);
+  if (sub == "original_max_position_embeddings") {
+    if (!v.is_number_integer()) return type_error(src, key, "an integer", v);
+    s.original_max_position_embeddings = v.get<int64_t>();
+    return Status::Ok();
+  }
+  if (sub == "truncate") {
+    if (!v.is_boolean()) return type_error(src, key, "a boolean", v);
+    s.truncate = v.get<bool>();
+    return Status::Ok();
+  }
+  return InvalidArgument(src + ": unknown key '" + key + "'",
+                         "valid rope_scaling keys: type, factor, original_max_position_embeddings, low_freq_factor, "
+                         "high_freq_factor, beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim, truncate");
+}
+
+constexpr std::string_view kRopeScalingPrefix = "rope_scaling.";
+
 }  // namespace
 
 StatusOr<ModelConfig> model_config_from_json(const json& j, const std::string& source) {
@@ -110,14 +153,26 @@ StatusOr<ModelConfig> model_config_from_json(const json& j, const std::string& s
   const auto table = setters(source);
   ModelConfig c;
   c.name = std::filesystem::path(source).stem().string();
+  // rope_scaling: an object of its keys, or (recipes: model.rope_scaling.KEY) dotted "rope_scaling.KEY"
+  // keys, applied after the object so that they override it.
   for (const auto& [key, value] : j.items()) {
+    if (key.rfind(kRopeScalingPrefix, 0) == 0) continue;
+    if (key == "rope_scaling") {
+      if (!value.is_object()) return type_error(source, key, "an object", value);
+      for (const auto& [sub, v] : value.items()) LMT_RETURN_IF_ERROR(set_rope_scaling(source, sub, v, c.rope_scaling));
+      continue;
+    }
     auto it = table.find(key);
     if (it == table.end()) {
       std::string valid;
       for (const auto& [k, s] : table) valid += (valid.empty() ? "" : ", ") + k;
-      return InvalidArgument(source + ": unknown key '" + key + "'", "valid keys: " + valid);
+      return InvalidArgument(source + ": unknown key '" + key + "'", "valid keys: " + valid + ", rope_scaling");
     }
     LMT_RETURN_IF_ERROR(it->second(value, c));
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key.rfind(kRopeScalingPrefix, 0) != 0) continue;
+    LMT_RETURN_IF_ERROR(set_rope_scaling(source, key.substr(kRopeScalingPrefix.size()), value, c.rope_scaling));
   }
   if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
   if (c.head_dim == 0 && c.n_heads > 0) c.head_dim = c.d_model / c.n_heads;
@@ -153,7 +208,18 @@ json model_config_to_json(const ModelConfig& c) {
               {"attn_out_bias", c.attn_out_bias},
               {"mlp_bias", c.mlp_bias},
               {"tied_embeddings", c.tied_embeddings},
-              {"scaled_residual_init", c.scaled_residual_init}};
+              {"scaled_residual_init", c.scaled_residual_init},
+              {"rope_scaling", json{{"type", rope_scaling_name(c.rope_scaling.type)},
+                                    {"factor", c.rope_scaling.factor},
+                                    {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings},
+                                    {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                                    {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                                    {"beta_fast", c.rope_scaling.beta_fast},
+                                    {"beta_slow", c.rope_scaling.beta_slow},
+                                    {"attention_factor", c.rope_scaling.attention_factor},
+                                    {"mscale", c.rope_scaling.mscale},
+                                    {"mscale_all_dim", c.rope_scaling.mscale_all_dim},
+                                    {"truncate", c.rope_scaling.truncate}}}};
 }
 
 }  // namespace lmt::model

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lmt/io/safetensors.h"
+#include "lmt/model/rope.h"
 
 namespace lmt::model {
 
@@ -56,6 +57,86 @@ Status get(const json& j, const std::string& path, const char* key, T* out, cons
   return Status::Ok();
 }
 
+// The RoPE dict of an HF config: "rope_parameters" (transformers 5) or "rope_scaling" (older, its
+// type under "type" or "rope_type"), with the defaults transformers applies (modeling_rope_utils.py:
+// standardize_rope_params and the ROPE_INIT_FUNCTIONS). Its rope_theta wins over the top-level one
+// (*theta). Needs c->max_seq_len (max_position_embeddings) already read; for dynamic it is raised
+// to max_position_embeddings · factor, the context the scaling is for (rope.h).
+Status rope_from_hf(const json& j, const std::string& path, double* theta, ModelConfig* c) {
+  const char* key = "rope_parameters";
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    key = "rope_scaling";
+    it = j.find(key);
+  }
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  const std::string where = path + ": " + key;
+  if (!it->is_object()) return InvalidArgument(where + " must be an object, got " + it->dump(), "compare with the model's published config.json");
+  const json& r = *it;
+  for (const auto& [k, v] : r.items()) {
+    if (v.is_object())
+      return Unimplemented(where + " has per-layer-type RoPE parameters ('" + k + "')",
+                           "lmtrain supports one RoPE for all layers (llama, mistral, qwen2, qwen3)");
+  }
+  std::string type = "default";
+  const std::string* fallback = &type;
+  std::string legacy;
+  LMT_RETURN_IF_ERROR(get(r, where, "type", &legacy, fallback));
+  LMT_RETURN_IF_ERROR(get(r, where, "rope_type", &type, &legacy));
+  auto parsed = rope_scaling_type_from_name(type);
+  if (!parsed.ok()) {
+    return Unimplemented(where + ": rope_type '" + type + "' is not supported",
+                         "supported: default, linear, dynamic, yarn, llama3");
+  }
+  LMT_RETURN_IF_ERROR(get(r, where, "rope_theta", theta, theta));
+  RopeScaling& s = c->rope_scaling;
+  s = RopeScaling{};
+  s.type = *parsed;
+  if (s.type == RopeScalingType::kNone) return Status::Ok();
+  LMT_RETURN_IF_ERROR(get(r, where, "factor", &s.factor));
+  const int64_t max_pos = c->max_seq_len;
+  switch (s.type) {
+    case RopeScalingType::kDynamic: {
+      // HF's dynamic starts scaling past max_position_embeddings; lmtrain's max_seq_len is the
+      // context the scaling reaches.
+      s.original_max_position_embeddings = max_pos;
+      const double reach = std::floor(static_cast<double>(max_pos) * s.factor);
+      if (std::isfinite(reach) && reach > static_cast<double>(max_pos) && reach <= static_cast<double>(ModelLimits::kMaxSeqLen))
+        c->max_seq_len = static_cast<int64_t>(reach);
+      break;
+    }
+    case RopeScalingType::kYarn:
+    case RopeScalingType::kLlama3: {
+      // transformers: a top-level original_max_position_embeddings wins, then the dict's, then
+      // max_position_embeddings.
+      int64_t orig = max_pos;
+      LMT_RETURN_IF_ERROR(get(r, where, "original_max_position_embeddings", &orig, &orig));
+      LMT_RETURN_IF_ERROR(get(j, path, "original_max_position_embeddings", &orig, &orig));
+      s.original_max_position_embeddings = orig;
+      if (s.type == RopeScalingType::kLlama3) {
+        LMT_RETURN_IF_ERROR(get(r, where, "low_freq_factor", &s.low_freq_factor));
+        LMT_RETURN_IF_ERROR(get(r, where, "high_freq_factor", &s.high_freq_factor));
+      } else {
+        // HF: beta_fast/beta_slow "or" their defaults (0 and null both mean absent); attention_factor,
+        // mscale, mscale_all_dim: null means absent (lmtrain's 0).
+        const double zero = 0;
+        const bool yes = true;
+        LMT_RETURN_IF_ERROR(get(r, where, "beta_fast", &s.beta_fast, &zero));
+        LMT_RETURN_IF_ERROR(get(r, where, "beta_slow", &s.beta_slow, &zero));
+        if (s.beta_fast == 0) s.beta_fast = 32;
+        if (s.beta_slow == 0) s.beta_slow = 1;
+        LMT_RETURN_IF_ERROR(get(r, where, "attention_factor", &s.attention_factor, &zero));
+        LMT_RETURN_IF_ERROR(get(r, where, "mscale", &s.mscale, &zero));
+        LMT_RETURN_IF_ERROR(get(r, where, "mscale_all_dim", &s.mscale_all_dim, &zero));
+        LMT_RETURN_IF_ERROR(get(r, where, "truncate", &s.truncate, &yes));
+      }
+      break;
+    }
+    default: break;
+  }
+  return Status::Ok();
+}
+
 Status llama_like(const json& j, const std::string& path, ModelConfig* c) {
   int64_t heads = 0;
   c->family = model::NamingFamily::kLlama;
@@ -75,6 +156,7 @@ Status llama_like(const json& j, const std::string& path, ModelConfig* c) {
   LMT_RETURN_IF_ERROR(get(j, path, "rms_norm_eps", &eps, &default_eps));
   LMT_RETURN_IF_ERROR(get(j, path, "rope_theta", &theta, &default_theta));
   c->norm_eps = static_cast<float>(eps);
+  LMT_RETURN_IF_ERROR(rope_from_hf(j, path, &theta, c));
   c->rope_theta = static_cast<float>(theta);
   const bool no = false;
   bool tied = false;
@@ -146,6 +228,36 @@ StatusOr<ModelConfig> config_from_hf(const std::string& path) {
   Status valid = c.validate();
   if (!valid.ok()) return valid.WithContext(path);
   return c;
+}
+
+json rope_scaling_to_hf(const ModelConfig& c) {
+  const RopeScaling& s = c.rope_scaling;
+  if (c.positions != PositionKind::kRope || s.type == RopeScalingType::kNone) return json(nullptr);
+  json r{{"rope_type", rope_scaling_name(s.type)}, {"rope_theta", static_cast<double>(c.rope_theta)}, {"factor", s.factor}};
+  switch (s.type) {
+    case RopeScalingType::kLlama3:
+      r["original_max_position_embeddings"] = s.original_max_position_embeddings;
+      r["low_freq_factor"] = s.low_freq_factor;
+      r["high_freq_factor"] = s.high_freq_factor;
+      break;
+    case RopeScalingType::kYarn:
+      r["original_max_position_embeddings"] = s.original_max_position_embeddings;
+      r["beta_fast"] = s.beta_fast;
+      r["beta_slow"] = s.beta_slow;
+      if (s.attention_factor > 0) r["attention_factor"] = s.attention_factor;
+      if (s.mscale != 0) r["mscale"] = s.mscale;
+      if (s.mscale_all_dim != 0) r["mscale_all_dim"] = s.mscale_all_dim;
+      if (!s.truncate) r["truncate"] = false;
+      break;
+    default: break;  // linear: factor only; dynamic: its threshold is max_position_embeddings
+  }
+  return r;
+}
+
+int64_t hf_max_position_embeddings(const ModelConfig& c) {
+  if (c.positions == PositionKind::kRope && c.rope_scaling.type == RopeScalingType::kDynamic)
+    return c.rope_scaling.original_max_position_embeddings;
+  return c.max_seq_len;
 }
 
 Status load_hf_weights(const std::string& safetensors_path, const model::ParamLayout& layout, float* params) {

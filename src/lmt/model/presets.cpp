@@ -63,7 +63,17 @@ const std::map<std::string, std::function<ModelConfig()>>& registry() {
       {"llama2-1.3b", [] { return llama("llama2-1.3b", 32000, 18, 2304, 18, 18, 128, 6144, false, 10000.f, 4096); }},
       // Llama-3 style 2.2B: 30 layers, d 2048, 16 heads, 8 KV heads, 128k vocabulary, tied.
       {"llama3-2.2b", [] { return llama("llama3-2.2b", 128256, 30, 2048, 16, 8, 128, 8192, true, 500000.f, 8192); }},
-      {"llama3.2-1b", [] { return llama("llama3.2-1b", 128256, 16, 2048, 32, 8, 64, 8192, true, 500000.f, 131072); }},
+      // Llama 3.2's RoPE scaling (its config.json rope_scaling): llama3, factor 32, low/high frequency
+      // factors 1/4, pre-trained context 8192.
+      {"llama3.2-1b", [] {
+         ModelConfig c = llama("llama3.2-1b", 128256, 16, 2048, 32, 8, 64, 8192, true, 500000.f, 131072);
+         c.rope_scaling.type = RopeScalingType::kLlama3;
+         c.rope_scaling.factor = 32.0;
+         c.rope_scaling.low_freq_factor = 1.0;
+         c.rope_scaling.high_freq_factor = 4.0;
+         c.rope_scaling.original_max_position_embeddings = 8192;
+         return c;
+       }},
       {"smollm-360m", [] { return llama("smollm-360m", 49152, 32, 960, 15, 5, 64, 2560, true, 10000.f, 2048); }},
       {"smollm2-135m", [] { return llama("smollm2-135m", 49152, 30, 576, 9, 3, 64, 1536, true, 100000.f, 8192); }},
       {"qwen3-1.8b", [] {

@@ -58,7 +58,7 @@ class CpuBackend final : public Backend {
   void glu_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
                          const TensorView& inp) override;
   void rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
-                 float theta, int64_t rotary_dim, bool inverse) override;
+                 const RopeFreqs& freqs, bool inverse) override;
   void attention_forward_impl(AttentionBackend backend, const TensorView& out,
                               const TensorView& lse, const TensorView& q, const TensorView& k,
                               const TensorView& v, const TensorView& doc_ids, float scale) override;
@@ -95,13 +95,12 @@ class CpuBackend final : public Backend {
   std::unique_ptr<void, FreeWorkspace> workspace_;
   size_t workspace_size_ = 0;
 
-  // rope cache (cpu/rope.cpp): cos/sin of pos·theta^(-2i/rotary_dim) for pos in [0, positions),
-  // computed in f64 and stored f32 as rows [pos][cos 0..half | sin 0..half]. Rebuilt when theta or
-  // rotary_dim change or a larger position is seen.
-  const float* rope_table(float theta, int64_t rotary_dim, int64_t max_position);
+  // rope cache (cpu/rope.cpp): scaling·cos/sin of pos·inv_freq[i] for pos in [0, positions),
+  // computed in f64 and stored f32 as rows [pos][cos 0..half | sin 0..half]. Rebuilt when the
+  // frequencies change or a larger position is seen.
+  const float* rope_table(const RopeFreqs& freqs, int64_t max_position);
   std::vector<float> rope_table_;
-  float rope_theta_ = 0.0f;
-  int64_t rope_rotary_dim_ = 0;
+  RopeFreqs rope_freqs_;
   int64_t rope_positions_ = 0;
 
   friend struct CpuGemm;  // cpu/matmul.cpp helpers reach dnnl_

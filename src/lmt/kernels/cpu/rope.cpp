@@ -1,7 +1,7 @@
 // cpu: rotary position embedding, Hugging Face rotate-half layout, forward and inverse.
 //
-// The angles depend only on (position, pair index), so their cos/sin are computed once in f64 (as
-// the ref does) and cached on the backend as an f32 table; a call then costs one pass over x with
+// The angles depend only on (position, pair index), so their (scaled) cos/sin are computed once in
+// f64 from the given frequencies (as the ref does) and cached on the backend as an f32 table; a call then costs one pass over x with
 // two FMAs per element. Rows (tokens) are spread over threads; each row reads one table row shared
 // by all its heads. The rotation of pair i reads x[i] and x[i + half] before writing either, so
 // out may alias inp.
@@ -57,39 +57,35 @@ int64_t max_position(const int32_t* positions, int64_t N) {
 
 }  // namespace
 
-const float* CpuBackend::rope_table(float theta, int64_t rotary_dim, int64_t max_position) {
-  if (theta == rope_theta_ && rotary_dim == rope_rotary_dim_ && max_position < rope_positions_) {
-    return rope_table_.data();
-  }
-  const int64_t half = rotary_dim / 2;
+const float* CpuBackend::rope_table(const RopeFreqs& freqs, int64_t max_position) {
+  if (max_position < rope_positions_ && freqs == rope_freqs_) return rope_table_.data();
+  const int64_t rotary_dim = freqs.rotary_dim(), half = rotary_dim / 2;
   const int64_t positions = (max_position / kPositionGranule + 1) * kPositionGranule;
   rope_table_.resize(static_cast<size_t>(positions * rotary_dim));
-  std::vector<double> freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    freq[i] = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
-  }
+  const std::vector<double>& freq = freqs.inv_freq;
+  const double scale = freqs.attention_scaling;
   float* table = rope_table_.data();
 #pragma omp parallel for schedule(static) if (positions * half > 65536)
   for (int64_t pos = 0; pos < positions; ++pos) {
     float* row = table + pos * rotary_dim;
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(pos) * freq[i];
-      row[i] = static_cast<float>(std::cos(angle));
-      row[half + i] = static_cast<float>(std::sin(angle));
+      row[i] = static_cast<float>(scale * std::cos(angle));
+      row[half + i] = static_cast<float>(scale * std::sin(angle));
     }
   }
-  rope_theta_ = theta;
-  rope_rotary_dim_ = rotary_dim;
+  rope_freqs_ = freqs;
   rope_positions_ = positions;
   return table;
 }
 
 void CpuBackend::rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
-                           float theta, int64_t rotary_dim, bool inverse) {
+                           const RopeFreqs& freqs, bool inverse) {
   cpu_require_f32(inverse ? "rope_backward" : "rope_forward", inp);
-  const int64_t N = inp.dim(0), NH = inp.dim(1), HD = inp.dim(2), half = rotary_dim / 2;
+  const int64_t N = inp.dim(0), NH = inp.dim(1), HD = inp.dim(2), rotary_dim = freqs.rotary_dim(),
+                half = rotary_dim / 2;
   const int32_t* pos = positions.as<int32_t>();
-  const float* table = rope_table(theta, rotary_dim, max_position(pos, N));
+  const float* table = rope_table(freqs, max_position(pos, N));
   const float* x = inp.as<float>();
   float* y = out.as<float>();
   const bool in_place = x == y;

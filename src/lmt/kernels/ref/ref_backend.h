@@ -47,7 +47,7 @@ class RefBackend final : public Backend {
   void glu_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
                          const TensorView& inp) override;
   void rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
-                 float theta, int64_t rotary_dim, bool inverse) override;
+                 const RopeFreqs& freqs, bool inverse) override;
   void attention_forward_impl(AttentionBackend backend, const TensorView& out,
                               const TensorView& lse, const TensorView& q, const TensorView& k,
                               const TensorView& v, const TensorView& doc_ids, float scale) override;

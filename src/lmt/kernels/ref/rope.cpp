@@ -1,4 +1,5 @@
-// ref: rotary position embedding, Hugging Face rotate-half layout, angles in f64.
+// ref: rotary position embedding, Hugging Face rotate-half layout, angles in f64 from the given
+// frequencies; cos and sin carry the attention scaling (the inverse uses the same scaling).
 #include <cmath>
 
 #include "lmt/kernels/ref/access.h"
@@ -9,16 +10,17 @@ using ref::ld;
 using ref::st;
 
 void RefBackend::rope_impl(const TensorView& out, const TensorView& inp, const TensorView& positions,
-                           float theta, int64_t rotary_dim, bool inverse) {
-  const int64_t N = inp.dim(0), NH = inp.dim(1), HD = inp.dim(2), half = rotary_dim / 2;
+                           const RopeFreqs& freqs, bool inverse) {
+  const int64_t N = inp.dim(0), NH = inp.dim(1), HD = inp.dim(2), rotary_dim = freqs.rotary_dim(),
+                half = rotary_dim / 2;
+  const double scale = freqs.attention_scaling;
   for (int64_t n = 0; n < N; ++n) {
     const double pos = static_cast<double>(ref::id(positions, n));
     for (int64_t h = 0; h < NH; ++h) {
       const int64_t base = (n * NH + h) * HD;
       for (int64_t i = 0; i < half; ++i) {
-        double freq = std::pow(static_cast<double>(theta), -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
-        double angle = pos * freq * (inverse ? -1.0 : 1.0);
-        double c = std::cos(angle), s = std::sin(angle);
+        double angle = pos * freqs.inv_freq[i] * (inverse ? -1.0 : 1.0);
+        double c = scale * std::cos(angle), s = scale * std::sin(angle);
         double x1 = ld(inp, base + i), x2 = ld(inp, base + i + half);
         st(out, base + i, x1 * c - x2 * s);
         st(out, base + i + half, x2 * c + x1 * s);
