@@ -75,6 +75,28 @@ inline std::vector<Variant> tiny_variants() {
     v.push_back({"nope_relu_mlp_docs", c, /*doc_masking=*/true});
   }
   v.push_back({"llama_docs_zloss", base("llama_docs_zloss"), true, 1e-2f});
+  // RoPE scaling (model/rope.h) with positions past the original context (T > 4): Llama 3's
+  // per-frequency rescaling, and YaRN's ramp with its attention scaling of cos/sin. (Dynamic NTK is
+  // left out here: its decode uses per-call frequencies, by design unlike the training forward;
+  // tests/model/rope_scaling_test.cpp checks it against transformers.)
+  {
+    ModelConfig c = base("llama3_rope_scaling");
+    c.rope_theta = 100.0f;
+    c.rope_scaling.type = RopeScalingType::kLlama3;
+    c.rope_scaling.factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 4;
+    c.rope_scaling.low_freq_factor = 1.0;
+    c.rope_scaling.high_freq_factor = 4.0;
+    v.push_back({"llama3_rope_scaling", c});
+  }
+  {
+    ModelConfig c = base("yarn_rope_scaling");
+    c.head_dim = 8;  // NH·HD != C; 4 frequencies for the ramp
+    c.rope_scaling.type = RopeScalingType::kYarn;
+    c.rope_scaling.factor = 4.0;
+    c.rope_scaling.original_max_position_embeddings = 4;
+    v.push_back({"yarn_rope_scaling", c, /*doc_masking=*/true});
+  }
   return v;
 }
 
