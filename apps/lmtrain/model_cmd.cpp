@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "lmt/model/config.h"
 #include "lmt/model/flops.h"
+#include "lmt/model/hf_checkpoint.h"
 #include "lmt/model/params.h"
 
 namespace lmt::cli {
@@ -60,7 +61,9 @@ Status run_model_info(const ModelInfoArgs& a) {
       {"n_kv_heads", c.n_kv_heads}, {"head_dim", c.head_dim}, {"ffn_hidden", c.ffn_hidden},
       {"ffn", model::ffn_name(c.ffn)}, {"activation", kernels::activation_name(c.activation)},
       {"norm", model::norm_name(c.norm)}, {"norm_eps", f7(c.norm_eps)}, {"positions", model::position_name(c.positions)},
-      {"rope_theta", f7(c.rope_theta)}, {"rotary_fraction", f7(c.rotary_fraction)}, {"nope_every", c.nope_every},
+      {"rope_theta", f7(c.rope_theta)}, {"rotary_fraction", f7(c.rotary_fraction)},
+      {"rope_scaling", model::rope_scaling_to_hf(c)},  // HF's rope_parameters form; null: none
+      {"nope_every", c.nope_every},
       {"qk_norm", c.qk_norm}, {"attn_bias", c.attn_bias}, {"attn_out_bias", c.attn_out_bias},
       {"mlp_bias", c.mlp_bias}, {"tied_embeddings", c.tied_embeddings}, {"init_std", f7(c.init_std)}};
   if (a.json) {
