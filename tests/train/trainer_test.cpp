@@ -224,6 +224,28 @@ TEST_F(TrainerTest, MultipleChoiceTasksAreScoredIntoMetrics) {
   EXPECT_EQ(scored_at, (std::vector<int64_t>{2, 4}));
 }
 
+// model.rope_scaling.* recipe keys reach the model (issue #16), a run trains with them, and a bad
+// value is refused naming the key.
+TEST_F(TrainerTest, RopeScalingKeysReachTheModel) {
+  config::Config c = recipe_config(2);
+  for (const char* kv : {"model.rope_scaling.type=yarn", "model.rope_scaling.factor=4",
+                         "model.rope_scaling.original_max_position_embeddings=16"})
+    ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+  auto r = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->model.rope_scaling.type, model::RopeScalingType::kYarn);
+  EXPECT_EQ(r->model.rope_scaling.factor, 4.0);
+  EXPECT_EQ(r->model.rope_scaling.original_max_position_embeddings, 16);
+  auto t = make(c, "yarn");
+  ASSERT_TRUE(t && t->run().ok());
+
+  ASSERT_TRUE(c.apply_override("model.rope_scaling.type=longrope").ok());
+  r = recipe_from_config(c, "test.toml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("rope_scaling.type"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().ToString().find("longrope"), std::string::npos) << r.status().ToString();
+}
+
 TEST_F(TrainerTest, BadTaskEntryNamesTheKey) {
   config::Config c = recipe_config(2);
   ASSERT_TRUE(c.set("eval.tasks", std::vector<std::string>{"piqa"}, "test").ok());
