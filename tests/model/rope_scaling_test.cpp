@@ -201,6 +201,24 @@ TEST_F(HfConfig, LegacyRopeScalingWithTypeOrRopeType) {
   EXPECT_EQ(c->rope_theta, 500000.0f);
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 64);
 
+  // Both present: transformers takes a non-empty rope_scaling (and then the top-level rope_theta,
+  // here absent: 10000), an empty one falls back to rope_parameters.
+  c = parse({{"rope_parameters", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 100.0}}},
+             {"rope_scaling", {{"type", "linear"}, {"factor", 3.0}}}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.factor, 3.0);
+  EXPECT_EQ(c->rope_theta, 10000.0f);
+  c = parse({{"rope_parameters", {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 100.0}}},
+             {"rope_scaling", json::object()}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.factor, 2.0);
+  EXPECT_EQ(c->rope_theta, 100.0f);
+  // llama3 without original_max_position_embeddings: max_position_embeddings (128).
+  c = parse({{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                               {"high_freq_factor", 4.0}}}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 128);
+
   // rope_type "default" and a null rope_scaling are plain RoPE.
   c = parse({{"rope_scaling", nullptr}});
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -58,15 +58,18 @@ Status get(const json& j, const std::string& path, const char* key, T* out, cons
 }
 
 // The RoPE dict of an HF config: "rope_parameters" (transformers 5) or "rope_scaling" (older, its
-// type under "type" or "rope_type"), with the defaults transformers applies (modeling_rope_utils.py:
+// type under "type" or "rope_type"; it wins when both are there and it is not empty, as in
+// transformers' convert_rope_params_to_dict), with the defaults transformers applies (modeling_rope_utils.py:
 // standardize_rope_params and the ROPE_INIT_FUNCTIONS). Its rope_theta wins over the top-level one
 // (*theta). Needs c->max_seq_len (max_position_embeddings) already read; for dynamic it is raised
 // to max_position_embeddings · factor, the context the scaling is for (rope.h).
 Status rope_from_hf(const json& j, const std::string& path, double* theta, ModelConfig* c) {
-  const char* key = "rope_parameters";
+  // transformers: a non-empty rope_scaling wins over rope_parameters (its rope_theta then comes from
+  // the top level).
+  const char* key = "rope_scaling";
   auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    key = "rope_scaling";
+  if (it == j.end() || it->is_null() || (it->is_object() && it->empty())) {
+    key = "rope_parameters";
     it = j.find(key);
   }
   if (it == j.end() || it->is_null()) return Status::Ok();

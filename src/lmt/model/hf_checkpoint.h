@@ -20,7 +20,8 @@ namespace lmt::model {
 
 // Parses `path` (a config.json). The model name is the file's directory name. RoPE scaling comes
 // from "rope_parameters" (transformers 5) or "rope_scaling" (older configs, type under "type" or
-// "rope_type"), with transformers' defaults; types other than default, linear, dynamic, yarn and
+// "rope_type"; a non-empty one wins over rope_parameters, as in transformers), with transformers'
+// defaults; types other than default, linear, dynamic, yarn and
 // llama3 (e.g. longrope) are refused with their name. Dynamic: max_seq_len becomes
 // max_position_embeddings · factor and rope_scaling.original_max_position_embeddings the HF
 // max_position_embeddings (model/rope.h).
