@@ -271,6 +271,33 @@ TEST_F(HfConfig, WriterRoundTripsEveryGoldenConfig) {
   }
 }
 
+// Llama 3.2 1B's published config.json (meta-llama/Llama-3.2-1B): its import carries the same RoPE
+// scaling and shape as the llama3.2-1b preset.
+TEST_F(HfConfig, Llama32ImportEqualsThePreset) {
+  const json llama32 = json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+    "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})");
+  const fs::path dir = fs::path(::testing::TempDir()) / "Llama-3.2-1B";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << llama32.dump();
+  auto c = config_from_hf((dir / "config.json").string());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const ModelConfig p = *preset("llama3.2-1b");
+  EXPECT_EQ(c->rope_scaling, p.rope_scaling);
+  EXPECT_EQ(c->rope_theta, p.rope_theta);
+  EXPECT_EQ(c->max_seq_len, p.max_seq_len);
+  EXPECT_EQ(c->param_count(), p.param_count());
+  EXPECT_EQ(rope_frequencies(*c, 1), rope_frequencies(p, 1));
+}
+
 // ---- lmtrain's own config: validation, JSON/recipe keys, preset ----------------------------------
 
 TEST(RopeScalingConfig, ValidationNamesTheKey) {
