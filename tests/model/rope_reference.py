@@ -18,6 +18,9 @@ it (rope_parameters), model.safetensors (a symlink to ../model.safetensors) and 
                 `prefill` tokens in one call, then one token per call (fresh model, so dynamic
                 scaling starts from its initial state)
 The model runs in float64 (transformers computes RoPE's cos/sin in float32 regardless).
+OUT_DIR/inv_freq.json: for each case, and for Llama 3.2 1B's published RoPE (theta 500000, head_dim
+64, llama3 factor 32), transformers' inv_freq table and attention scaling (ROPE_INIT_FUNCTIONS;
+dynamic at seq_len 96).
 tests/model/rope_scaling_test.cpp compares lmtrain against these.
 """
 import json
@@ -30,6 +33,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 VOCAB, D, LAYERS, HEADS, KV_HEADS, HEAD_DIM, FFN = 32, 32, 2, 2, 1, 16, 48
 TOTAL, PREFILL = 96, 8
@@ -57,6 +61,30 @@ def config(max_pos, rope):
                        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
                        max_position_embeddings=max_pos, rms_norm_eps=1e-5, tie_word_embeddings=True,
                        initializer_range=0.25, rope_parameters=dict(rope), bos_token_id=1, eos_token_id=2)
+
+
+LLAMA32_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+
+def inv_freq_tables():
+    tables = {}
+    cases = dict(CASES)
+    cases["llama3.2-1b"] = (131072, LLAMA32_ROPE)
+    for name, (max_pos, rope) in cases.items():
+        if name == "llama3.2-1b":
+            c = LlamaConfig(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                            max_position_embeddings=max_pos, rope_parameters=dict(rope))
+        else:
+            c = config(max_pos, rope)
+        rope_type = c.rope_parameters["rope_type"]
+        if rope_type == "default":
+            inv, scale = transformers.models.llama.modeling_llama.LlamaRotaryEmbedding.compute_default_rope_parameters(c)
+        else:
+            inv, scale = ROPE_INIT_FUNCTIONS[rope_type](c, None, seq_len=TOTAL if rope_type == "dynamic" else None)
+        tables[name] = {"seq_len": TOTAL, "inv_freq": [float(x) for x in inv.tolist()],
+                        "attention_scaling": float(scale)}
+    return tables
 
 
 def logits_full(model, tokens):
@@ -92,6 +120,9 @@ def generate(out_dir):
     base.save_pretrained(tmp, safe_serialization=True)
     shutil.move(os.path.join(tmp, "model.safetensors"), os.path.join(out_dir, "model.safetensors"))
     shutil.rmtree(tmp)
+    with open(os.path.join(out_dir, "inv_freq.json"), "w") as f:
+        json.dump(inv_freq_tables(), f, indent=1)
+        f.write("\n")
     gen = torch.Generator().manual_seed(99)
     tokens = torch.randint(0, VOCAB, (TOTAL,), generator=gen).tolist()
     for name, (max_pos, rope) in CASES.items():
@@ -122,6 +153,9 @@ def check(committed):
         for k in a:
             assert torch.equal(a[k], b[k]), f"weights differ in {k}: rerun {sys.argv[0]} {committed}"
         bad = []
+        with open(os.path.join(committed, "inv_freq.json")) as x, open(os.path.join(tmp, "inv_freq.json")) as y:
+            if json.load(x) != json.load(y):
+                bad.append("inv_freq.json differs")
         for name in CASES:
             for f in ("config.json", "golden.json"):
                 with open(os.path.join(committed, name, f)) as x, open(os.path.join(tmp, name, f)) as y:

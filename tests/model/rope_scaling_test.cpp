@@ -129,6 +129,23 @@ std::vector<GoldenCase> golden_cases() {
 INSTANTIATE_TEST_SUITE_P(Transformers, RopeGolden, ::testing::ValuesIn(golden_cases()),
                          [](const auto& info) { return info.param.name + "_" + info.param.backend; });
 
+// The frequency tables themselves against transformers' ROPE_INIT_FUNCTIONS (which compute in f32):
+// every golden case (dynamic at seq_len 96) and Llama 3.2 1B's published RoPE (the preset).
+TEST(RopeFrequencies, EqualTransformersTables) {
+  const json tables = read_json(kGolden + "/inv_freq.json");
+  ASSERT_EQ(tables.size(), 7u);
+  for (const auto& [name, t] : tables.items()) {
+    SCOPED_TRACE(name);
+    StatusOr<ModelConfig> c = name == "llama3.2-1b" ? preset(name) : config_from_hf(kGolden + "/" + name + "/config.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const kernels::RopeFreqs f = rope_frequencies(*c, t["seq_len"].get<int64_t>());
+    const std::vector<double> want = t["inv_freq"].get<std::vector<double>>();
+    ASSERT_EQ(f.inv_freq.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(f.inv_freq[i], want[i], 1e-6 * want[i]) << "inv_freq[" << i << "]";
+    EXPECT_NEAR(f.attention_scaling, t["attention_scaling"].get<double>(), 1e-12);
+  }
+}
+
 // ---- config.json parsing and writing --------------------------------------------------------------
 
 class HfConfig : public ::testing::Test {
