@@ -31,6 +31,19 @@ void write_seeds(const std::string& dir) {
                             R"({"model_type": "qwen3", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
  "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
  "max_position_embeddings": 256, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": false})");
+  // RoPE scaling in both HF spellings (rope_parameters of transformers 5, legacy rope_scaling).
+  lmt::fuzz::write_file(dir + "/hf_llama_yarn.json",
+                        std::string(1, '\0') +
+                            R"({"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+ "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 4096,
+ "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 1024,
+ "beta_fast": 16.0, "mscale": 0.707, "mscale_all_dim": 0.5, "truncate": false}})");
+  lmt::fuzz::write_file(dir + "/hf_llama3_scaling.json",
+                        std::string(1, '\0') +
+                            R"({"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128,
+ "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+ "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+ "original_max_position_embeddings": 8192}})");
   lmt::fuzz::write_file(dir + "/hf_gpt2.json",
                         std::string(1, '\0') +
                             R"({"model_type": "gpt2", "vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
