@@ -143,12 +143,17 @@ StatusOr<GgufVocab> load_tokenizer_json(const std::string& path, const std::stri
     auto m = model["vocab"].find(*s);
     return m != model["vocab"].end() ? m->get<int32_t>() : -1;
   };
+  // The usual names count only as added (special) tokens: Qwen's vocabulary has a plain "<s>".
+  auto added_id = [&](const char* name) {
+    auto a = added_ids.find(name);
+    return a != added_ids.end() ? a->second : -1;
+  };
   v.eos = id_of(config_token(cfg, "eos_token"));
   for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>"})
-    if (v.eos < 0) v.eos = id_of(std::string(name));
+    if (v.eos < 0) v.eos = added_id(name);
   v.bos = id_of(config_token(cfg, "bos_token"));
   for (const char* name : {"<|begin_of_text|>", "<s>", "<bos>"})
-    if (v.bos < 0) v.bos = id_of(std::string(name));
+    if (v.bos < 0) v.bos = added_id(name);
   v.add_bos = v.bos >= 0 && cfg.value("add_bos_token", true) && v.bos != v.eos;
   // No beginning-of-text token (GPT-2, lmtrain's own tokenizers): sequences start after an
   // end-of-text, as GPT-2's bos_token = eos_token says.
