@@ -18,12 +18,14 @@ model trained by lmtrain (lmt_fixtures.demo_run(), its own byte-level BPE tokeni
 """
 import json
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lmt_fixtures import demo_run, fresh_dir, lmtrain, shared, skip  # noqa: E402
+from lmt_fixtures import SOURCE, TMP, demo_run, fresh_dir, lmtrain, shared, skip  # noqa: E402
 
 try:
     import gguf
@@ -85,15 +87,15 @@ def llama_logits(llm, ids):
     return np.array(llm.scores[: len(ids)], dtype=np.float64)
 
 
-def lmtrain_greedy(checkpoint, prompt, n):
+def lmtrain_greedy(checkpoint, prompt, n, tokenizer=None):
     r = lmtrain("generate", "--checkpoint", checkpoint, "--prompt-ids", ",".join(map(str, prompt)),
-                "--temperature", 0, "--max-tokens", n, "--json")
+                "--temperature", 0, "--max-tokens", n, "--json", *(["--tokenizer", tokenizer] if tokenizer else []))
     out = json.loads(r.stdout.strip().splitlines()[-1])
     return list(prompt) + out["ids"], out["stop_reason"]
 
 
-def check_greedy(name, llm, checkpoint, prompt, eos):
-    ours, stop = lmtrain_greedy(checkpoint, prompt, N_GREEDY)
+def check_greedy(name, llm, checkpoint, prompt, eos, tokenizer=None):
+    ours, stop = lmtrain_greedy(checkpoint, prompt, N_GREEDY, tokenizer)
     theirs = llama_greedy(llm, prompt, N_GREEDY, eos=eos)
     new = len(ours) - len(prompt)
     check(new >= 64, f"{name}: lmtrain generated {new} tokens (stop: {stop}), at least 64")
@@ -234,7 +236,7 @@ def demo(tmp):
     check(len(field(r, "tokenizer.ggml.merges")) > 0, "demo: merges present")
     check(len(tokens) == field(r, "llama.vocab_size"), f"demo: {len(tokens)} tokens == llama.vocab_size")
     llm = load(path)
-    check_greedy("demo f32", llm, run, [eot], eos=eot)
+    check_greedy("demo f32", llm, run, [eot], eos=eot, tokenizer=tokenizer_of(run))
     # The pre-tokenizer choice: llama.cpp's tokenizer gives lmtrain's ids.
     texts = ["First Citizen:\nBefore we proceed any further, hear me speak.",
              "  Don't you DARE say 1234567 things, O'Brien!\n\n\tTabs and   spaces...",
@@ -249,7 +251,7 @@ def demo(tmp):
     check(ours == theirs, "demo: llama.cpp's tokenizer encodes 3 texts to lmtrain's ids"
           + ("" if ours == theirs else f"\n  lmtrain   {ours}\n  llama.cpp {theirs}"))
     # Greedy again after a real prompt (end-of-text, then the first text): batched prefill in llama.cpp.
-    check_greedy("demo f32 (text prompt)", llm, run, [eot] + ours[0], eos=eot)
+    check_greedy("demo f32 (text prompt)", llm, run, [eot] + ours[0], eos=eot, tokenizer=tokenizer_of(run))
     del llm
     for dtype in ["f16", "bf16", "q8_0"]:
         p = export(run, os.path.join(tmp, f"demo-{dtype}.gguf"), dtype, tokenizer_of(run))
@@ -257,6 +259,45 @@ def demo(tmp):
         ids = llama_greedy(llm, [eot], 8)
         check(len(ids) > 1, f"demo {dtype}: llama.cpp loads and decodes ({ids[:5]}...)")
         del llm
+
+
+def gpt2_run(demo, steps=150):
+    """A small gpt2-family model (LayerNorm, GELU MLP, learned positions, fused c_attn) trained on the
+    demo's data and tokenizer; built once per build tree like demo_run()."""
+    root = os.path.join(os.path.dirname(os.path.abspath(TMP)), f"interop_gguf_gpt2_{steps}")
+    run = os.path.join(root, "run")
+    if os.path.isdir(os.path.join(run, "checkpoints")):
+        return run
+    work = tempfile.mkdtemp(prefix="interop_gguf_gpt2.", dir=os.path.dirname(root))
+    model = {"preset": "gpt2-124m", "n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "head_dim": 16,
+             "ffn_hidden": 256, "max_seq_len": 128, "vocab_size": 1024}
+    sets = [f"model.{k}={v}" for k, v in model.items()] + [
+        f"data.path={os.path.join(os.path.dirname(demo), 'data')}", f"train.max_steps={steps}", "train.micro_batch=4",
+        "train.seq_len=128", "eval.every=0", f"checkpoint.every={steps}", "schedule.warmup_steps=5"]
+    lmtrain("train", "--config", os.path.join(SOURCE, "configs", "demo.toml"), "--run-dir", os.path.join(work, "run"),
+            *[a for kv in sets for a in ("--set", kv)])
+    shutil.rmtree(root, ignore_errors=True)
+    os.rename(work, root)
+    return run
+
+
+def gpt2(tmp, demo):
+    run = gpt2_run(demo)
+    path = export(run, os.path.join(tmp, "gpt2-f32.gguf"), "f32", tokenizer_of(demo))
+    r = gguf.GGUFReader(path)
+    check(field(r, "general.architecture") == "gpt2", "gpt2: architecture gpt2")
+    check(abs(field(r, "gpt2.attention.layer_norm_epsilon") - 1e-5) < 1e-10, "gpt2: layer_norm_epsilon")
+    shapes = {t.name: list(map(int, t.shape)) for t in r.tensors}
+    for name, shape in {"position_embd.weight": [64, 128], "blk.0.attn_qkv.weight": [64, 192],
+                        "blk.0.attn_qkv.bias": [192], "blk.1.ffn_up.weight": [64, 256], "blk.1.ffn_down.bias": [64],
+                        "output_norm.bias": [64]}.items():
+        check(shapes.get(name) == shape, f"gpt2: {name} {shapes.get(name)} (want {shape})")
+    tokens = field(r, "tokenizer.ggml.tokens")
+    eot = tokens.index("<|endoftext|>")
+    llm = load(path)
+    prompt = [eot] + llm.tokenize(b"First Citizen:\nBefore we proceed any further, hear me speak.", add_bos=False)
+    check_greedy("gpt2 f32 (text prompt)", llm, run, prompt, eos=eot, tokenizer=tokenizer_of(demo))
+    del llm
 
 
 def tokenizer_of(run):
@@ -271,6 +312,7 @@ def main():
     tmp = fresh_dir("gguf")
     stories260k(tmp)
     demo(tmp)
+    gpt2(tmp, demo_run(300))
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         sys.exit(1)
