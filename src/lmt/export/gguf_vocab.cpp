@@ -1,6 +1,7 @@
 #include "lmt/export/gguf_vocab.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -218,6 +219,44 @@ StatusOr<GgufVocab> load_llama2c(const std::string& path, const std::string& b, 
   return v;
 }
 
+// GPT-2's own files: encoder.json (token -> id, byte-to-unicode form) and vocab.bpe (a "#version"
+// line, then one merge per line). <|endoftext|> is both bos and eos, as in GPT-2's HF config.
+StatusOr<GgufVocab> load_gpt2_dir(const std::string& dir, int64_t vocab_size) {
+  LMT_ASSIGN_OR_RETURN(std::string enc_text, read_all(dir + "/encoder.json"));
+  LMT_ASSIGN_OR_RETURN(std::string bpe_text, read_all(dir + "/vocab.bpe"));
+  nlohmann::json enc = nlohmann::json::parse(enc_text, nullptr, false);
+  if (enc.is_discarded() || !enc.is_object()) return DataLoss(dir + "/encoder.json is not a JSON object");
+  std::map<int64_t, std::string> by_id;
+  for (auto it = enc.begin(); it != enc.end(); ++it) {
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0)
+      return DataLoss(dir + "/encoder.json: the id of '" + it.key() + "' is not a non-negative integer");
+    by_id[it.value().get<int64_t>()] = it.key();
+  }
+  GgufVocab v;
+  v.model = "gpt2";
+  v.pre = "gpt2";
+  const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
+  if (n > vocab_size)
+    return InvalidArgument(dir + " has token id " + std::to_string(n - 1) + " but the model only " +
+                               std::to_string(vocab_size) + " embedding rows",
+                           "export with the tokenizer the model was trained with");
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = by_id.find(i);
+    const bool special = it != by_id.end() && it->second == "<|endoftext|>";
+    v.tokens.push_back(it != by_id.end() ? it->second : "[PAD" + std::to_string(i) + "]");
+    v.types.push_back(t(it == by_id.end() ? TokenType::kUnused : special ? TokenType::kControl : TokenType::kNormal));
+    if (special) v.bos = v.eos = static_cast<int32_t>(i);
+  }
+  std::istringstream lines(bpe_text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.rfind("#version", 0) == 0) continue;
+    v.merges.push_back(line);
+  }
+  LMT_RETURN_IF_ERROR(fit_to_model(&v, vocab_size, dir));
+  return v;
+}
+
 }  // namespace
 
 std::string pre_tokenizer_name(const std::string& split_regex) {
@@ -232,6 +271,13 @@ StatusOr<GgufVocab> load_gguf_vocab(const std::string& path, int64_t vocab_size)
   if (path.empty())
     return FailedPrecondition("the model has no known tokenizer, and a GGUF file must carry one",
                               "pass it with --tokenizer (tokenizer.json, or a llama2.c tokenizer .bin)");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::exists(path + "/tokenizer.json", ec)) return load_gguf_vocab(path + "/tokenizer.json", vocab_size);
+    if (std::filesystem::exists(path + "/encoder.json", ec)) return load_gpt2_dir(path, vocab_size);
+    return NotFound(path + " has neither a tokenizer.json nor GPT-2's encoder.json + vocab.bpe",
+                    "pass the tokenizer file itself with --tokenizer");
+  }
   LMT_ASSIGN_OR_RETURN(std::string bytes, read_all(path));
   const size_t first = bytes.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && bytes[first] == '{') return load_tokenizer_json(path, bytes, vocab_size);

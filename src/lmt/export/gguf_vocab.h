@@ -5,6 +5,8 @@
 //    "left right"; types normal, control (special added tokens), user-defined (other added tokens),
 //    unused (the "[PADn]" fillers up to the model's vocabulary); `pre` names the llama.cpp
 //    pre-tokenizer whose regex equals the file's split regex (see pre_tokenizer_name()).
+//  * GPT-2's encoder.json + vocab.bpe (a directory holding them): the same, pre "gpt2",
+//    <|endoftext|> control and both bos and eos. A directory with a tokenizer.json reads that file.
 //  * a llama2.c tokenizer file (tok512.bin of stories260K): int32 max_token_length, then per token
 //    f32 score, int32 length, bytes. Model "llama" (SentencePiece): spaces back to "▁", "\n<s>\n" /
 //    "\n</s>\n" back to "<s>" / "</s>"; types: <unk> unknown, <s> </s> control, <0xXX> byte, the
@@ -30,7 +32,8 @@ struct GgufVocab {
   bool add_bos = false;
 };
 
-// Reads `path` (tokenizer.json or a llama2.c .bin) for a model of `vocab_size` rows. Errors name the
+// Reads `path` (tokenizer.json, a llama2.c .bin, or a directory with either tokenizer.json or
+// GPT-2's files) for a model of `vocab_size` rows. Errors name the
 // file and what is wrong: an unknown format, a non-byte-level model, a split regex llama.cpp has no
 // pre-tokenizer for, more tokens than the model has rows.
 StatusOr<GgufVocab> load_gguf_vocab(const std::string& path, int64_t vocab_size);

@@ -294,6 +294,21 @@ TEST(GgufVocab, Qwen3TokenizerJson) {
   EXPECT_FALSE(v->add_bos);
 }
 
+TEST(GgufVocab, Gpt2Files) {
+  StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(std::string(LMT_SHARED_DATA) + "/tokenizers/gpt2", 50304);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->model, "gpt2");
+  EXPECT_EQ(v->pre, "gpt2");
+  EXPECT_EQ(v->tokens.size(), 50304u);  // padded like GPT-2's 50257 -> 50304 embedding
+  EXPECT_EQ(v->merges.size(), 50000u);
+  EXPECT_EQ(v->merges[0], "\xc4\xa0 t");  // "Ġ t": the first line after "#version"
+  EXPECT_EQ(v->tokens[50256], "<|endoftext|>");
+  EXPECT_EQ(v->types[50256], 3);
+  EXPECT_EQ(v->types[50257], 5);
+  EXPECT_EQ(v->bos, 50256);
+  EXPECT_EQ(v->eos, 50256);
+}
+
 TEST(GgufVocab, PreTokenizerNames) {
   EXPECT_EQ(gguf::pre_tokenizer_name(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"),
             "gpt2");
