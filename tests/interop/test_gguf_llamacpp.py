@@ -15,6 +15,10 @@ model trained by lmtrain (lmt_fixtures.demo_run(), its own byte-level BPE tokeni
   gguf.quants.quantize BF16 / Q8_0) of the same f32 weights, gguf.quants.dequantize gives them back
   within the format's rounding, and llama.cpp loads the file and gives logits close to the f32 ones
   (tolerances below, with their reasoning).
+
+Also a gpt2-family model trained here (greedy equal after a text prompt), and small random Hugging
+Face qwen3 / qwen2 / llama(+MLP biases) models exported from their HF directories, whose llama.cpp
+logits must equal transformers'.
 """
 import json
 import os
@@ -300,6 +304,45 @@ def gpt2(tmp, demo):
     del llm
 
 
+def hf_families(tmp, demo):
+    """qwen3 (QK-norm, head_dim != d_model / n_heads, untied), qwen2 (q/k/v biases, tied) and llama
+    with MLP biases: small random Hugging Face models (norms and biases randomised too, so that
+    they matter) go through `lmtrain export` (which loads the HF directory) and llama.cpp, whose
+    logits must equal transformers' within 1e-4 (f32 throughout; measured about 1e-5)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+    except ImportError as e:
+        check(False, f"transformers/torch missing from the interop venv: {e}")
+        return
+    common = dict(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=128, initializer_range=0.2, rms_norm_eps=1e-6,
+                  rope_theta=10000.0)
+    configs = {"qwen3": Qwen3Config(**common, head_dim=32, tie_word_embeddings=False),
+               "qwen2": Qwen2Config(**common, tie_word_embeddings=True),
+               "llama": LlamaConfig(**common, mlp_bias=True, tie_word_embeddings=False)}
+    ids = [1023, 5, 77, 300, 12, 999, 45, 46, 47, 100, 200, 300, 400, 500]
+    for arch, cfg in configs.items():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "norm" in n:
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+                elif "bias" in n:
+                    p.copy_(0.3 * torch.randn_like(p))
+            want = model(torch.tensor([ids])).logits[0].double().numpy()
+        hf = os.path.join(tmp, f"hf_{arch}")
+        model.save_pretrained(hf)
+        path = export(hf, os.path.join(tmp, f"hf_{arch}.gguf"), "f32", tokenizer_of(demo))
+        got_arch = field(gguf.GGUFReader(path), "general.architecture")
+        check(got_arch == arch, f"HF {arch}: general.architecture {got_arch}")
+        llm = load(path)
+        diff = float(np.abs(llama_logits(llm, ids) - want).max())
+        check(diff < 1e-4, f"HF {arch} (random weights): max |llama.cpp logit - transformers logit| = {diff:.3g} < 1e-4")
+        del llm
+
+
 def tokenizer_of(run):
     """The demo run's tokenizer.json (demo_run() trains it next to the run directory)."""
     path = os.path.join(os.path.dirname(run), "tokenizer.json")
@@ -313,6 +356,7 @@ def main():
     stories260k(tmp)
     demo(tmp)
     gpt2(tmp, demo_run(300))
+    hf_families(tmp, demo_run(300))
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         sys.exit(1)
