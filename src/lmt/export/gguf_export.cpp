@@ -77,9 +77,12 @@ const float* Exporter::param(const std::string& name, int64_t* rows, int64_t* co
 
 GgmlType Exporter::matrix_type(int64_t cols) const {
   switch (dtype_) {
-    case ExportDType::kF32: return GgmlType::kF32;
-    case ExportDType::kF16: return GgmlType::kF16;
-    case ExportDType::kBf16: return GgmlType::kBf16;
+    case ExportDType::kF32:
+      return GgmlType::kF32;
+    case ExportDType::kF16:
+      return GgmlType::kF16;
+    case ExportDType::kBf16:
+      return GgmlType::kBf16;
     case ExportDType::kQ8_0:
       // Rows that are not whole q8_0 blocks fall back to f16, as llama.cpp's converter does.
       return cols % gguf::kQ8BlockSize == 0 ? GgmlType::kQ8_0 : GgmlType::kF16;
@@ -90,7 +93,8 @@ GgmlType Exporter::matrix_type(int64_t cols) const {
 Status Exporter::add(const std::string& name, Source src, bool matrix) {
   // 1-D tensors (norms, biases) stay f32, as llama.cpp's converter keeps them.
   const GgmlType type = matrix ? matrix_type(src.cols) : GgmlType::kF32;
-  std::vector<int64_t> ne = matrix ? std::vector<int64_t>{src.cols, src.rows} : std::vector<int64_t>{src.rows * src.cols};
+  std::vector<int64_t> ne =
+      matrix ? std::vector<int64_t>{src.cols, src.rows} : std::vector<int64_t>{src.rows * src.cols};
   auto s = std::make_shared<Source>(std::move(src));
   return w_.add_tensor(name, ne, type, [s, type] {
     std::vector<float> buf(static_cast<size_t>(s->rows * s->cols), 0.0f);
@@ -202,8 +206,8 @@ Status Exporter::add_tensors() {
   const bool gpt2 = arch_ == "gpt2";
   const int64_t C = c_.d_model;
   // Only the vocab_size real rows of the (padded) embedding and LM head.
-  LMT_RETURN_IF_ERROR(add_param("token_embd.weight", gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight",
-                                true, {}, V));
+  LMT_RETURN_IF_ERROR(
+      add_param("token_embd.weight", gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", true, {}, V));
   if (gpt2) LMT_RETURN_IF_ERROR(add_param("position_embd.weight", "transformer.wpe.weight", true));
   // A LayerNorm bias llama.cpp requires but the model lacks is written as zeros (same function).
   auto norm = [&](const std::string& gguf_prefix, const std::string& prefix) -> Status {

@@ -16,7 +16,7 @@ uint16_t f32_to_f16(float f) {
   const uint32_t abs = u & 0x7fffffffu;
   if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));  // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: Inf
-  if (abs >= 0x38800000u) {  // normal half (>= 2^-14)
+  if (abs >= 0x38800000u) {                                              // normal half (>= 2^-14)
     // Rebias the exponent, then round the 13 dropped mantissa bits to nearest even.
     uint32_t h = ((abs - 0x38000000u) >> 13);
     const uint32_t rest = abs & 0x1fffu;
@@ -26,17 +26,20 @@ uint16_t f32_to_f16(float f) {
   // Subnormal half (or zero): value = m · 2^-24, m = round(|f| · 2^24) to nearest even.
   float a;
   std::memcpy(&a, &abs, sizeof(a));
-  const float scaled = a * 16777216.0f;  // exact (power of two scaling of a float in range)
+  const float scaled = a * 16777216.0f;                              // exact (power of two scaling of a float in range)
   const uint32_t m = static_cast<uint32_t>(std::nearbyint(scaled));  // default rounding: ties to even
   return static_cast<uint16_t>(sign | m);  // m == 0x400 becomes the smallest normal, as it should
 }
 
 int64_t encoded_bytes(GgmlType type, int64_t n) {
   switch (type) {
-    case GgmlType::kF32: return 4 * n;
+    case GgmlType::kF32:
+      return 4 * n;
     case GgmlType::kF16:
-    case GgmlType::kBf16: return 2 * n;
-    case GgmlType::kQ8_0: return n / kQ8BlockSize * kQ8BlockBytes;
+    case GgmlType::kBf16:
+      return 2 * n;
+    case GgmlType::kQ8_0:
+      return n / kQ8BlockSize * kQ8BlockBytes;
   }
   return 0;
 }

@@ -4,10 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "lmt/data/tokenizer/pretokenize.h"
 #include "lmt/export/gguf_format.h"
@@ -46,8 +45,9 @@ Status fit_to_model(GgufVocab* v, int64_t vocab_size, const std::string& path) {
 // The byte-level BPE of a tokenizer.json: which split regex (if any) runs before the ByteLevel step.
 StatusOr<std::string> split_regex_of(const nlohmann::json& pre, const std::string& path) {
   auto bad = [&](const std::string& what) {
-    return Unimplemented(path + ": pre_tokenizer " + what + " has no llama.cpp equivalent that lmtrain knows",
-                         "GGUF export supports a ByteLevel pre-tokenizer, alone (GPT-2's regex) or after one Split regex");
+    return Unimplemented(
+        path + ": pre_tokenizer " + what + " has no llama.cpp equivalent that lmtrain knows",
+        "GGUF export supports a ByteLevel pre-tokenizer, alone (GPT-2's regex) or after one Split regex");
   };
   if (!pre.is_object()) return bad("null");
   const std::string type = pre.value("type", "");
@@ -169,9 +169,9 @@ StatusOr<GgufVocab> load_llama2c(const std::string& path, const std::string& b, 
   v.model = "llama";
   size_t pos = 4;  // max_token_length
   auto truncated = [&] {
-    return DataLoss(path + " is truncated at byte " + std::to_string(pos) + " (token " +
-                        std::to_string(v.tokens.size()) + ")",
-                    "a llama2.c tokenizer is int32 max_token_length, then per token f32 score, int32 length, bytes");
+    return DataLoss(
+        path + " is truncated at byte " + std::to_string(pos) + " (token " + std::to_string(v.tokens.size()) + ")",
+        "a llama2.c tokenizer is int32 max_token_length, then per token f32 score, int32 length, bytes");
   };
   if (b.size() < 4) return truncated();
   while (pos < b.size() && static_cast<int64_t>(v.tokens.size()) < vocab_size) {
@@ -273,7 +273,8 @@ StatusOr<GgufVocab> load_gguf_vocab(const std::string& path, int64_t vocab_size)
                               "pass it with --tokenizer (tokenizer.json, or a llama2.c tokenizer .bin)");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    if (std::filesystem::exists(path + "/tokenizer.json", ec)) return load_gguf_vocab(path + "/tokenizer.json", vocab_size);
+    if (std::filesystem::exists(path + "/tokenizer.json", ec))
+      return load_gguf_vocab(path + "/tokenizer.json", vocab_size);
     if (std::filesystem::exists(path + "/encoder.json", ec)) return load_gpt2_dir(path, vocab_size);
     return NotFound(path + " has neither a tokenizer.json nor GPT-2's encoder.json + vocab.bpe",
                     "pass the tokenizer file itself with --tokenizer");

@@ -22,12 +22,12 @@
 namespace lmt::exporter::gguf {
 
 struct GgufVocab {
-  std::string model;                 // tokenizer.ggml.model: "gpt2" or "llama"
-  std::string pre;                   // tokenizer.ggml.pre ("" for "llama")
-  std::vector<std::string> tokens;   // exactly the model's vocabulary size
-  std::vector<float> scores;         // "llama" only
-  std::vector<int32_t> types;        // TokenType values
-  std::vector<std::string> merges;   // "gpt2" only
+  std::string model;                               // tokenizer.ggml.model: "gpt2" or "llama"
+  std::string pre;                                 // tokenizer.ggml.pre ("" for "llama")
+  std::vector<std::string> tokens;                 // exactly the model's vocabulary size
+  std::vector<float> scores;                       // "llama" only
+  std::vector<int32_t> types;                      // TokenType values
+  std::vector<std::string> merges;                 // "gpt2" only
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;  // -1: not set
   bool add_bos = false;
 };

@@ -139,7 +139,8 @@ std::string GgufWriter::header() const {
 Status GgufWriter::write(const std::string& path) const {
   std::error_code ec;
   if (std::filesystem::exists(path, ec))
-    return FailedPrecondition(path + " already exists", "lmtrain export never replaces a file: remove it or choose another --out");
+    return FailedPrecondition(path + " already exists",
+                              "lmtrain export never replaces a file: remove it or choose another --out");
   LMT_ASSIGN_OR_RETURN(io::AtomicFileWriter w, io::AtomicFileWriter::create(path, io::TmpName::kUnique));
   const std::string h = header();
   LMT_RETURN_IF_ERROR(w.append(h.data(), h.size()));

@@ -61,8 +61,10 @@ Parsed parse(const std::string& path) {
   };
   auto skip_value = [&](uint32_t type) {
     const size_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
-    if (type == 8) get_str();
-    else at += sizes[type];
+    if (type == 8)
+      get_str();
+    else
+      at += sizes[type];
   };
   uint32_t magic, version;
   uint64_t n_tensors, n_kv;
@@ -175,7 +177,7 @@ TEST_F(GgufExportTest, LlamaMetadataAndRopePairPermutation) {
   EXPECT_EQ(rows(p, "blk.0.attn_k.weight"), (std::vector<float>{100, 102, 101, 103}));
   EXPECT_EQ(p.tensors.at("blk.0.attn_q.weight").ne, (std::vector<uint64_t>{16, 8}));
   EXPECT_EQ(p.tensors.at("token_embd.weight").ne, (std::vector<uint64_t>{16, 512}));  // unpadded rows
-  EXPECT_EQ(p.tensors.count("output.weight"), 0u);  // tied
+  EXPECT_EQ(p.tensors.count("output.weight"), 0u);                                    // tied
 }
 
 TEST_F(GgufExportTest, PartialRopePermutesOnlyTheRotatedRows) {
@@ -208,9 +210,9 @@ TEST_F(GgufExportTest, Q8_0FallsBackToF16ForRowsThatAreNotWholeBlocks) {
   ASSERT_TRUE(run(c, ExportDType::kQ8_0).ok());
   const Parsed p = parse(path("m.gguf"));
   EXPECT_EQ(p.num.at("general.file_type"), 7);
-  EXPECT_EQ(p.tensors.at("blk.0.ffn_gate.weight").type, 8u);      // q8_0
-  EXPECT_EQ(p.tensors.at("blk.0.ffn_down.weight").type, 1u);      // f16
-  EXPECT_EQ(p.tensors.at("blk.0.attn_norm.weight").type, 0u);     // norms stay f32
+  EXPECT_EQ(p.tensors.at("blk.0.ffn_gate.weight").type, 8u);   // q8_0
+  EXPECT_EQ(p.tensors.at("blk.0.ffn_down.weight").type, 1u);   // f16
+  EXPECT_EQ(p.tensors.at("blk.0.attn_norm.weight").type, 0u);  // norms stay f32
   EXPECT_EQ(p.tensors.at("token_embd.weight").type, 8u);
 }
 
@@ -312,9 +314,10 @@ TEST(GgufVocab, Gpt2Files) {
 TEST(GgufVocab, PreTokenizerNames) {
   EXPECT_EQ(gguf::pre_tokenizer_name(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"),
             "gpt2");
-  EXPECT_EQ(gguf::pre_tokenizer_name(
-                R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
-            "llama-bpe");
+  EXPECT_EQ(
+      gguf::pre_tokenizer_name(
+          R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+      "llama-bpe");
   EXPECT_EQ(gguf::pre_tokenizer_name(R"(\w+)"), "");
 }
 

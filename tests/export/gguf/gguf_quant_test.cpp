@@ -18,7 +18,7 @@ TEST(GgufQuant, F16HandValues) {
   EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
-  EXPECT_EQ(f32_to_f16(0.01f), 0x211f);  // 1.28 · 2^-7: exponent 8, mantissa round(0.28 · 1024) = 287
+  EXPECT_EQ(f32_to_f16(0.01f), 0x211f);     // 1.28 · 2^-7: exponent 8, mantissa round(0.28 · 1024) = 287
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);  // the largest half
   EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);  // below the midpoint to 65536
   EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // the tie rounds to even: Inf
@@ -30,10 +30,10 @@ TEST(GgufQuant, F16HandValues) {
   EXPECT_EQ(f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      // tie between 0x3c00 and 0x3c01: even
   EXPECT_EQ(f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie between 0x3c01 and 0x3c02: even
   EXPECT_EQ(f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
-  EXPECT_EQ(f32_to_f16(0x1p-14f), 0x0400);   // the smallest normal
-  EXPECT_EQ(f32_to_f16(0x1p-24f), 0x0001);   // the smallest subnormal
-  EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);   // half of it: tie to even (0)
-  EXPECT_EQ(f32_to_f16(0x1.8p-24f), 0x0002); // 1.5 subnormal steps: tie to even (2)
+  EXPECT_EQ(f32_to_f16(0x1p-14f), 0x0400);    // the smallest normal
+  EXPECT_EQ(f32_to_f16(0x1p-24f), 0x0001);    // the smallest subnormal
+  EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);    // half of it: tie to even (0)
+  EXPECT_EQ(f32_to_f16(0x1.8p-24f), 0x0002);  // 1.5 subnormal steps: tie to even (2)
   EXPECT_EQ(f32_to_f16(-3 * 0x1p-24f), 0x8003);
   EXPECT_EQ(f32_to_f16(0x1.ff8p-15f), 0x03ff);  // the largest subnormal (1023 · 2^-24)
   EXPECT_EQ(f32_to_f16(0x1.ffcp-15f), 0x0400);  // 1023.5 · 2^-24: tie to even, the smallest normal
@@ -64,7 +64,7 @@ TEST(GgufQuant, Q8_0HandBlock) {
   x[2] = 0.013f;   // 1.3 -> 1
   x[3] = -0.037f;  // -3.7 -> -4
   x[4] = 1.0f;
-  x[31] = 0.26f;   // 26
+  x[31] = 0.26f;  // 26
   std::string out;
   encode(x.data(), 32, GgmlType::kQ8_0, &out);
   ASSERT_EQ(out.size(), 34u);

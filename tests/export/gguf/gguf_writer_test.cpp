@@ -48,7 +48,8 @@ TEST_F(GgufWriterTest, HeaderMetadataTensorInfosAndAlignedData) {
   put<int32_t>(&want, 1), put<int32_t>(&want, -2);
   put_str(&want, "sa"), put<uint32_t>(&want, 9), put<uint32_t>(&want, 8), put<uint64_t>(&want, 2);
   put_str(&want, "p"), put_str(&want, "qr");
-  put_str(&want, "t0"), put<uint32_t>(&want, 1), put<uint64_t>(&want, 3), put<uint32_t>(&want, 0), put<uint64_t>(&want, 0);
+  put_str(&want, "t0"), put<uint32_t>(&want, 1), put<uint64_t>(&want, 3), put<uint32_t>(&want, 0),
+      put<uint64_t>(&want, 0);
   put_str(&want, "t1"), put<uint32_t>(&want, 2), put<uint64_t>(&want, 32), put<uint64_t>(&want, 2);
   put<uint32_t>(&want, 8), put<uint64_t>(&want, 32);  // q8_0, after t0's 12 bytes padded to 32
   const size_t info_end = want.size();
