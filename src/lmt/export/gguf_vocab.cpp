@@ -74,13 +74,29 @@ std::optional<std::string> config_token(const nlohmann::json& cfg, const char* k
   return std::nullopt;
 }
 
+StatusOr<GgufVocab> tokenizer_json_vocab(const std::string& path, const std::string& text, int64_t vocab_size);
+
+// A value of the wrong type anywhere in the file (nlohmann throws) is an error naming the file.
 StatusOr<GgufVocab> load_tokenizer_json(const std::string& path, const std::string& text, int64_t vocab_size) {
+  try {
+    return tokenizer_json_vocab(path, text, vocab_size);
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(path + ": not the tokenizer.json layout lmtrain expects (" + e.what() + ")",
+                    "a Hugging Face tokenizer.json with model.vocab {token: id} and model.merges");
+  }
+}
+
+StatusOr<GgufVocab> tokenizer_json_vocab(const std::string& path, const std::string& text, int64_t vocab_size) {
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) return DataLoss(path + " is not valid JSON");
   if (!doc.contains("model") || doc["model"].value("type", "") != "BPE")
     return Unimplemented(path + ": only BPE tokenizer.json models can be exported to GGUF",
                          "model.type is '" + (doc.contains("model") ? doc["model"].value("type", "?") : "?") + "'");
   const nlohmann::json& model = doc["model"];
+  if (!model.contains("vocab") || !model["vocab"].is_object() || !model.contains("merges") ||
+      !model["merges"].is_array())
+    return DataLoss(path + ": model.vocab is not an object or model.merges not an array",
+                    "a Hugging Face tokenizer.json with model.vocab {token: id} and model.merges");
   if (model.value("byte_fallback", false))
     return Unimplemented(path + ": a byte_fallback (SentencePiece-style) BPE is not exported to GGUF yet",
                          "GGUF export supports byte-level BPE tokenizer.json files and llama2.c .bin tokenizers");
@@ -94,8 +110,11 @@ StatusOr<GgufVocab> load_tokenizer_json(const std::string& path, const std::stri
                          "supported: the GPT-2, cl100k (Llama 3), o200k (GPT-4o) and Qwen2 regexes");
   // Tokens by id: the vocab, then the added tokens (which may also be in the vocab).
   std::map<int64_t, std::pair<std::string, int32_t>> by_id;
-  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it)
-    by_id[it.value().get<int64_t>()] = {it.key(), t(TokenType::kNormal)};
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
+    const int64_t id = it.value().get<int64_t>();
+    if (id < 0) return DataLoss(path + ": token '" + it.key() + "' has the negative id " + std::to_string(id));
+    by_id[id] = {it.key(), t(TokenType::kNormal)};
+  }
   std::map<std::string, int32_t> added_ids;
   if (doc.contains("added_tokens") && doc["added_tokens"].is_array()) {
     for (const nlohmann::json& a : doc["added_tokens"]) {
@@ -208,6 +227,10 @@ StatusOr<GgufVocab> load_llama2c(const std::string& path, const std::string& b, 
   if (pos != b.size())
     return InvalidArgument(path + " holds more than the model's " + std::to_string(vocab_size) + " tokens",
                            "export with the tokenizer the model was trained with");
+  if (static_cast<int64_t>(v.tokens.size()) < vocab_size)  // llama2.c stores no count: the model's is it
+    return DataLoss(path + " holds " + std::to_string(v.tokens.size()) + " tokens, the model " +
+                        std::to_string(vocab_size) + " (is the file truncated?)",
+                    "a llama2.c tokenizer has exactly one token per embedding row");
   if (v.tokens.size() < 3 || v.tokens[1] != "<s>" || v.tokens[2] != "</s>")
     return InvalidArgument(path + ": a llama2.c tokenizer has <unk>, <s>, </s> as ids 0, 1, 2",
                            "is this a llama2.c tokenizer file?");
@@ -215,13 +238,22 @@ StatusOr<GgufVocab> load_llama2c(const std::string& path, const std::string& b, 
   v.bos = 1;
   v.eos = 2;
   v.add_bos = true;
-  LMT_RETURN_IF_ERROR(fit_to_model(&v, vocab_size, path));
   return v;
 }
 
 // GPT-2's own files: encoder.json (token -> id, byte-to-unicode form) and vocab.bpe (a "#version"
 // line, then one merge per line). <|endoftext|> is both bos and eos, as in GPT-2's HF config.
+StatusOr<GgufVocab> gpt2_dir_vocab(const std::string& dir, int64_t vocab_size);
+
 StatusOr<GgufVocab> load_gpt2_dir(const std::string& dir, int64_t vocab_size) {
+  try {
+    return gpt2_dir_vocab(dir, vocab_size);
+  } catch (const nlohmann::json::exception& e) {
+    return DataLoss(dir + "/encoder.json: not GPT-2's {token: id} layout (" + e.what() + ")");
+  }
+}
+
+StatusOr<GgufVocab> gpt2_dir_vocab(const std::string& dir, int64_t vocab_size) {
   LMT_ASSIGN_OR_RETURN(std::string enc_text, read_all(dir + "/encoder.json"));
   LMT_ASSIGN_OR_RETURN(std::string bpe_text, read_all(dir + "/vocab.bpe"));
   nlohmann::json enc = nlohmann::json::parse(enc_text, nullptr, false);

@@ -10,7 +10,7 @@
 //  * a llama2.c tokenizer file (tok512.bin of stories260K): int32 max_token_length, then per token
 //    f32 score, int32 length, bytes. Model "llama" (SentencePiece): spaces back to "▁", "\n<s>\n" /
 //    "\n</s>\n" back to "<s>" / "</s>"; types: <unk> unknown, <s> </s> control, <0xXX> byte, the
-//    rest normal; bos 1, eos 2, unk 0.
+//    rest normal; bos 1, eos 2, unk 0. It must hold exactly one token per embedding row.
 #pragma once
 
 #include <cstdint>

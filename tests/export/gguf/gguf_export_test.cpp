@@ -270,11 +270,9 @@ TEST(GgufVocab, Llama2cTokenizer) {
   EXPECT_EQ(v->bos, 1);
   EXPECT_EQ(v->eos, 2);
   EXPECT_EQ(v->unk, 0);
-  // More rows than tokens: "[PADn]" fillers of type unused.
-  v = gguf::load_gguf_vocab(kTok512, 520);
-  ASSERT_TRUE(v.ok());
-  EXPECT_EQ(v->tokens[515], "[PAD515]");
-  EXPECT_EQ(v->types[515], 5);
+  // llama2.c stores no token count: the file must hold exactly the model's.
+  EXPECT_EQ(gguf::load_gguf_vocab(kTok512, 520).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(gguf::load_gguf_vocab(kTok512, 500).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GgufVocab, Qwen3TokenizerJson) {
@@ -309,6 +307,46 @@ TEST(GgufVocab, Gpt2Files) {
   EXPECT_EQ(v->types[50257], 5);
   EXPECT_EQ(v->bos, 50256);
   EXPECT_EQ(v->eos, 50256);
+}
+
+class GgufVocabFiles : public test::ScratchDirTest {};
+
+TEST_F(GgufVocabFiles, MalformedTokenizersAreErrorsNotCrashes) {
+  const std::string byte_level = R"("pre_tokenizer": {"type": "ByteLevel", "use_regex": true})";
+  const std::string bad[] = {
+      "{",
+      "[]",
+      R"({"model": {"type": "WordPiece"}})",
+      R"({"model": {"type": "BPE"}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": [], "merges": []}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": "x"}, "merges": []}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [7]}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [{"id": "x"}], )" + byte_level +
+          "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Metaspace"}})",
+      R"({"model": {"type": "BPE", "vocab": {"a": 99}, "merges": []}, )" + byte_level + "}",  // id >= rows
+  };
+  for (const std::string& text : bad) {
+    test::write_bytes(path("tokenizer.json"), text);
+    StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(path("tokenizer.json"), 16);
+    EXPECT_FALSE(v.ok()) << text;
+    if (!v.ok()) {
+      EXPECT_NE(v.status().message().find("tokenizer.json"), std::string::npos) << v.status().ToString();
+    }
+  }
+  // The smallest valid one, for contrast.
+  test::write_bytes(
+      path("tokenizer.json"),
+      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, )" + byte_level + "}");
+  StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(path("tokenizer.json"), 4);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->pre, "gpt2");
+  EXPECT_EQ(v->tokens, (std::vector<std::string>{"a", "b", "ab", "[PAD3]"}));
+  EXPECT_EQ(v->merges, std::vector<std::string>{"a b"});
+  // A truncated llama2.c file.
+  test::write_bytes(path("t.bin"), test::read_bytes(kTok512).substr(0, 100));
+  EXPECT_EQ(gguf::load_gguf_vocab(path("t.bin"), 512).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(GgufVocab, PreTokenizerNames) {
