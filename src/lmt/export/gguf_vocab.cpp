@@ -108,11 +108,17 @@ StatusOr<GgufVocab> tokenizer_json_vocab(const std::string& path, const std::str
     return Unimplemented(path + ": its split regex matches none of llama.cpp's pre-tokenizers that lmtrain maps (" +
                              regex.substr(0, 80) + "...)",
                          "supported: the GPT-2, cl100k (Llama 3), o200k (GPT-4o) and Qwen2 regexes");
+  auto too_many = [&](int64_t id) {
+    return InvalidArgument(path + " has token id " + std::to_string(id) + " but the model only " +
+                               std::to_string(vocab_size) + " embedding rows",
+                           "export with the tokenizer the model was trained with");
+  };
   // Tokens by id: the vocab, then the added tokens (which may also be in the vocab).
   std::map<int64_t, std::pair<std::string, int32_t>> by_id;
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
     const int64_t id = it.value().get<int64_t>();
     if (id < 0) return DataLoss(path + ": token '" + it.key() + "' has the negative id " + std::to_string(id));
+    if (id >= vocab_size) return too_many(id);
     by_id[id] = {it.key(), t(TokenType::kNormal)};
   }
   std::map<std::string, int32_t> added_ids;
@@ -121,15 +127,12 @@ StatusOr<GgufVocab> tokenizer_json_vocab(const std::string& path, const std::str
       const int64_t id = a.value("id", int64_t{-1});
       const std::string content = a.value("content", "");
       if (id < 0) return DataLoss(path + ": added token '" + content + "' has no id");
+      if (id >= vocab_size) return too_many(id);
       by_id[id] = {content, a.value("special", true) ? t(TokenType::kControl) : t(TokenType::kUserDefined)};
       added_ids[content] = static_cast<int32_t>(id);
     }
   }
-  const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
-  if (n > vocab_size)
-    return InvalidArgument(path + " has token id " + std::to_string(n - 1) + " but the model only " +
-                               std::to_string(vocab_size) + " embedding rows",
-                           "export with the tokenizer the model was trained with");
+  const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;  // <= vocab_size
   for (int64_t i = 0; i < n; ++i) {
     auto it = by_id.find(i);
     if (it == by_id.end()) {
@@ -262,16 +265,16 @@ StatusOr<GgufVocab> gpt2_dir_vocab(const std::string& dir, int64_t vocab_size) {
   for (auto it = enc.begin(); it != enc.end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0)
       return DataLoss(dir + "/encoder.json: the id of '" + it.key() + "' is not a non-negative integer");
+    if (it.value().get<int64_t>() >= vocab_size)
+      return InvalidArgument(dir + " has token id " + std::to_string(it.value().get<int64_t>()) +
+                                 " but the model only " + std::to_string(vocab_size) + " embedding rows",
+                             "export with the tokenizer the model was trained with");
     by_id[it.value().get<int64_t>()] = it.key();
   }
   GgufVocab v;
   v.model = "gpt2";
   v.pre = "gpt2";
-  const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
-  if (n > vocab_size)
-    return InvalidArgument(dir + " has token id " + std::to_string(n - 1) + " but the model only " +
-                               std::to_string(vocab_size) + " embedding rows",
-                           "export with the tokenizer the model was trained with");
+  const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;  // <= vocab_size
   for (int64_t i = 0; i < n; ++i) {
     auto it = by_id.find(i);
     const bool special = it != by_id.end() && it->second == "<|endoftext|>";
