@@ -18,7 +18,8 @@ model trained by lmtrain (lmt_fixtures.demo_run(), its own byte-level BPE tokeni
 
 Also a gpt2-family model trained here (greedy equal after a text prompt), and small random Hugging
 Face qwen3 / qwen2 / llama(+MLP biases) models exported from their HF directories, whose llama.cpp
-logits must equal transformers'.
+logits must equal transformers', and the shared Qwen3 and GPT-2 tokenizers, whose exported
+vocabularies must make llama.cpp encode the golden inputs to the golden ids.
 """
 import json
 import os
@@ -343,6 +344,40 @@ def hf_families(tmp, demo):
         del llm
 
 
+def tokenizer_goldens(tmp):
+    """The tokenizer mapping for the shared Qwen3 tokenizer.json and GPT-2's encoder.json + vocab.bpe:
+    a tiny random HF model with that vocabulary size is exported with the tokenizer, llama.cpp loads
+    the vocabulary alone (vocab_only) and must encode all 324 golden inputs to the golden ids
+    (tokenizers/golden: HF tokenizers for Qwen3, which parses added tokens such as <|endoftext|> in
+    the text, so llama.cpp parses specials there too; gpt-3-encoder for GPT-2, which does not)."""
+    try:
+        import torch  # noqa: F401
+        from transformers import AutoModelForCausalLM, GPT2Config, Qwen3Config
+    except ImportError as e:
+        check(False, f"transformers/torch missing from the interop venv: {e}")
+        return
+    golden = shared("tokenizers", "golden")
+    texts = [json.loads(line)["text"] for line in open(os.path.join(golden, "inputs.jsonl"))]
+    cases = [("qwen3", Qwen3Config(vocab_size=151936, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                   num_attention_heads=1, num_key_value_heads=1, head_dim=8),
+              shared("tokenizers", "qwen3", "tokenizer.json"), "qwen3_tokenizer_json", "qwen2", True),
+             ("gpt2", GPT2Config(vocab_size=50257, n_embd=8, n_layer=1, n_head=1, n_positions=64),
+              shared("tokenizers", "gpt2"), "gpt2_encoder_json", "gpt-2", False)]
+    for name, cfg, tok, gold, pre, special in cases:
+        hf = os.path.join(tmp, f"vocab_{name}")
+        AutoModelForCausalLM.from_config(cfg).save_pretrained(hf)
+        path = export(hf, os.path.join(tmp, f"vocab_{name}.gguf"), "f32", tok)
+        r = gguf.GGUFReader(path)
+        check(field(r, "tokenizer.ggml.pre") == pre, f"{name} tokenizer: tokenizer.ggml.pre {field(r, 'tokenizer.ggml.pre')}")
+        llm = Llama(model_path=path, vocab_only=True, verbose=False)
+        want = [json.loads(line)["ids"] for line in open(os.path.join(golden, f"{gold}.jsonl"))]
+        got = [llm.tokenize(t.encode(), add_bos=False, special=special) for t in texts]
+        bad = [i for i in range(len(texts)) if got[i] != want[i]]
+        check(not bad, f"{name} tokenizer: llama.cpp encodes the {len(texts)} golden inputs to {gold}.jsonl's ids"
+              + ("" if not bad else f" (differs at {bad[:10]}; first: {got[bad[0]][:12]} vs {want[bad[0]][:12]})"))
+        del llm
+
+
 def tokenizer_of(run):
     """The demo run's tokenizer.json (demo_run() trains it next to the run directory)."""
     path = os.path.join(os.path.dirname(run), "tokenizer.json")
@@ -357,6 +392,7 @@ def main():
     demo(tmp)
     gpt2(tmp, demo_run(300))
     hf_families(tmp, demo_run(300))
+    tokenizer_goldens(tmp)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         sys.exit(1)

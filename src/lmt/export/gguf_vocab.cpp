@@ -273,7 +273,7 @@ StatusOr<GgufVocab> gpt2_dir_vocab(const std::string& dir, int64_t vocab_size) {
   }
   GgufVocab v;
   v.model = "gpt2";
-  v.pre = "gpt2";
+  v.pre = "gpt-2";
   const int64_t n = by_id.empty() ? 0 : by_id.rbegin()->first + 1;  // <= vocab_size
   for (int64_t i = 0; i < n; ++i) {
     auto it = by_id.find(i);
@@ -295,7 +295,7 @@ StatusOr<GgufVocab> gpt2_dir_vocab(const std::string& dir, int64_t vocab_size) {
 }  // namespace
 
 std::string pre_tokenizer_name(const std::string& split_regex) {
-  if (split_regex == data::gpt2_pattern()) return "gpt2";
+  if (split_regex == data::gpt2_pattern()) return "gpt-2";
   if (split_regex == data::cl100k_pattern()) return "llama-bpe";
   if (split_regex == data::o200k_pattern()) return "gpt-4o";
   if (split_regex == kQwen2Pattern) return "qwen2";

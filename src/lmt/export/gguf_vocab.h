@@ -39,7 +39,7 @@ struct GgufVocab {
 StatusOr<GgufVocab> load_gguf_vocab(const std::string& path, int64_t vocab_size);
 
 // The llama.cpp pre-tokenizer (tokenizer.ggml.pre) whose regex is `split_regex`: GPT-2's ->
-// "gpt2", cl100k's (= Llama 3's) -> "llama-bpe", o200k's -> "gpt-4o", Qwen2/3's -> "qwen2".
+// "gpt-2", cl100k's (= Llama 3's) -> "llama-bpe", o200k's -> "gpt-4o", Qwen2/3's -> "qwen2".
 // "" when none matches.
 std::string pre_tokenizer_name(const std::string& split_regex);
 

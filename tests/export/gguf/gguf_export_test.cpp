@@ -298,7 +298,7 @@ TEST(GgufVocab, Gpt2Files) {
   StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(std::string(LMT_SHARED_DATA) + "/tokenizers/gpt2", 50304);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->model, "gpt2");
-  EXPECT_EQ(v->pre, "gpt2");
+  EXPECT_EQ(v->pre, "gpt-2");
   EXPECT_EQ(v->tokens.size(), 50304u);  // padded like GPT-2's 50257 -> 50304 embedding
   EXPECT_EQ(v->merges.size(), 50000u);
   EXPECT_EQ(v->merges[0], "\xc4\xa0 t");  // "Ġ t": the first line after "#version"
@@ -341,7 +341,7 @@ TEST_F(GgufVocabFiles, MalformedTokenizersAreErrorsNotCrashes) {
       R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}, )" + byte_level + "}");
   StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(path("tokenizer.json"), 4);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
-  EXPECT_EQ(v->pre, "gpt2");
+  EXPECT_EQ(v->pre, "gpt-2");
   EXPECT_EQ(v->tokens, (std::vector<std::string>{"a", "b", "ab", "[PAD3]"}));
   EXPECT_EQ(v->merges, std::vector<std::string>{"a b"});
   // A truncated llama2.c file.
@@ -351,7 +351,7 @@ TEST_F(GgufVocabFiles, MalformedTokenizersAreErrorsNotCrashes) {
 
 TEST(GgufVocab, PreTokenizerNames) {
   EXPECT_EQ(gguf::pre_tokenizer_name(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"),
-            "gpt2");
+            "gpt-2");
   EXPECT_EQ(
       gguf::pre_tokenizer_name(
           R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
