@@ -50,7 +50,7 @@ trap 'rm -rf "$tmp"' EXIT
 # to mutate quickly.
 max_len() {
   case "$1" in
-    tokenizer_json_fuzz | tiktoken_fuzz) echo 8192 ;;
+    tokenizer_json_fuzz | tiktoken_fuzz | gguf_vocab_fuzz) echo 8192 ;;
     gpt2_files_fuzz) echo 16384 ;;
     *) echo 4096 ;;
   esac

@@ -1,9 +1,287 @@
+// Maps an lmtrain model onto one of llama.cpp's architectures (docs/INTEROP_GGUF.md):
+//
+//   family llama, RMSNorm, SwiGLU, RoPE         -> "llama"  (q/k rows permuted: rotate-half -> pairs)
+//   ... with QK-norm                            -> "qwen3"  (NEOX RoPE: rotate-half, no permutation)
+//   ... with q/k/v biases (no QK-norm)          -> "qwen2"  (NEOX RoPE)
+//   family gpt2 (LayerNorm, GELU MLP, learned)  -> "gpt2"   (fused attn_qkv, position_embd)
+//
+// Anything else (NoPE layers, learned or no positions in the llama family, LayerNorm or a plain
+// MLP in the llama family, GELU-gated FFNs, ...) is refused with an error naming the feature.
 #include "lmt/export/gguf_export.h"
 
-namespace lmt::exporter {
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
 
-Status export_gguf(const ExportModel&, const std::string&, ExportDType) {
-  return Unimplemented("export to GGUF is not implemented yet", "issue #16");
+#include "lmt/export/gguf_quant.h"
+#include "lmt/export/gguf_vocab.h"
+#include "lmt/export/gguf_writer.h"
+
+namespace lmt::exporter {
+namespace {
+
+using gguf::GgmlType;
+
+// Rows of one f32 [rows, cols] storage tensor, optionally gathered through `row_map`.
+struct Source {
+  const float* base = nullptr;  // nullptr: zeros
+  int64_t rows = 0, cols = 0;
+  std::vector<int64_t> row_map;  // output row r = base row row_map[r] (empty: identity)
+};
+
+// The rows of q (or k): each head's first `rot` rows go from rotate-half order (i, i + rot/2) to
+// llama.cpp's interleaved pairs (2i, 2i+1), as convert_hf_to_gguf.py's LlamaModel.permute does.
+std::vector<int64_t> rope_pair_permutation(int64_t heads, int64_t head_dim, int64_t rot) {
+  std::vector<int64_t> map(static_cast<size_t>(heads * head_dim));
+  const int64_t half = rot / 2;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < head_dim; ++r)
+      map[h * head_dim + r] = h * head_dim + (r < rot ? (r % 2) * half + r / 2 : r);
+  return map;
+}
+
+class Exporter {
+ public:
+  Exporter(const ExportModel& m, ExportDType dtype) : m_(m), c_(m.config), dtype_(dtype) {}
+
+  Status run(const std::string& out_path);
+
+ private:
+  Status choose_arch();
+  Status add_metadata(const gguf::GgufVocab& vocab);
+  Status add_tensors();
+  // A parameter by its lmtrain (HF) name, nullptr if absent.
+  const float* param(const std::string& name, int64_t* rows = nullptr, int64_t* cols = nullptr) const;
+  Status add(const std::string& name, Source src, bool matrix);
+  Status add_param(const std::string& gguf_name, const std::string& name, bool matrix,
+                   std::vector<int64_t> row_map = {}, int64_t take_rows = -1);
+  GgmlType matrix_type(int64_t cols) const;
+  std::string key(const std::string& k) const { return arch_ + "." + k; }
+
+  const ExportModel& m_;
+  const model::ModelConfig& c_;
+  ExportDType dtype_;
+  std::string arch_;
+  bool permute_qk_ = false;
+  gguf::GgufWriter w_;
+};
+
+const float* Exporter::param(const std::string& name, int64_t* rows, int64_t* cols) const {
+  const model::ParamInfo* p = m_.layout->find(name);
+  if (p == nullptr) return nullptr;
+  if (rows) *rows = p->shape.rank() >= 1 ? p->shape[0] : 1;
+  if (cols) *cols = p->shape.rank() >= 2 ? p->shape[1] : 1;
+  return m_.params + p->offset;
+}
+
+GgmlType Exporter::matrix_type(int64_t cols) const {
+  switch (dtype_) {
+    case ExportDType::kF32:
+      return GgmlType::kF32;
+    case ExportDType::kF16:
+      return GgmlType::kF16;
+    case ExportDType::kBf16:
+      return GgmlType::kBf16;
+    case ExportDType::kQ8_0:
+      // Rows that are not whole q8_0 blocks fall back to f16, as llama.cpp's converter does.
+      return cols % gguf::kQ8BlockSize == 0 ? GgmlType::kQ8_0 : GgmlType::kF16;
+  }
+  return GgmlType::kF32;
+}
+
+Status Exporter::add(const std::string& name, Source src, bool matrix) {
+  // 1-D tensors (norms, biases) stay f32, as llama.cpp's converter keeps them.
+  const GgmlType type = matrix ? matrix_type(src.cols) : GgmlType::kF32;
+  std::vector<int64_t> ne =
+      matrix ? std::vector<int64_t>{src.cols, src.rows} : std::vector<int64_t>{src.rows * src.cols};
+  auto s = std::make_shared<Source>(std::move(src));
+  return w_.add_tensor(name, ne, type, [s, type] {
+    std::vector<float> buf(static_cast<size_t>(s->rows * s->cols), 0.0f);
+    if (s->base != nullptr) {
+      for (int64_t r = 0; r < s->rows; ++r) {
+        const int64_t from = s->row_map.empty() ? r : s->row_map[static_cast<size_t>(r)];
+        std::memcpy(buf.data() + r * s->cols, s->base + from * s->cols, static_cast<size_t>(s->cols) * 4);
+      }
+    }
+    std::string out;
+    gguf::encode(buf.data(), static_cast<int64_t>(buf.size()), type, &out);
+    return out;
+  });
+}
+
+Status Exporter::add_param(const std::string& gguf_name, const std::string& name, bool matrix,
+                           std::vector<int64_t> row_map, int64_t take_rows) {
+  int64_t rows = 0, cols = 0;
+  const float* p = param(name, &rows, &cols);
+  if (p == nullptr) return Internal("the layout has no parameter '" + name + "' for GGUF tensor " + gguf_name);
+  Source s{p, take_rows >= 0 ? take_rows : rows, cols, std::move(row_map)};
+  if (!matrix) {  // a vector: one row of `rows` values
+    s.cols = s.rows;
+    s.rows = 1;
+  }
+  return add(gguf_name, std::move(s), matrix);
+}
+
+Status Exporter::choose_arch() {
+  auto refuse = [&](const std::string& feature) {
+    return Unimplemented("GGUF export: llama.cpp has no architecture for " + feature + " (model '" + c_.name + "')",
+                         "export to Hugging Face (--format hf) instead, or train a layout llama.cpp supports "
+                         "(docs/INTEROP_GGUF.md)");
+  };
+  if (c_.family == model::NamingFamily::kGpt2) {
+    if (c_.activation != kernels::Activation::kGeluTanh)
+      return refuse("a gpt2-family model whose MLP activation is not gelu (tanh)");
+    arch_ = "gpt2";
+    return Status::Ok();
+  }
+  if (c_.positions == model::PositionKind::kLearned) return refuse("learned positions in a llama-family model");
+  if (c_.positions == model::PositionKind::kNone) return refuse("a model without positions (NoPE in every layer)");
+  if (c_.nope_every > 0) return refuse("NoPE every " + std::to_string(c_.nope_every) + " layers");
+  if (c_.norm != model::NormKind::kRmsNorm) return refuse("LayerNorm in a llama-family model");
+  if (c_.ffn != model::FfnKind::kGlu) return refuse("a two-matrix MLP in a llama-family model");
+  if (c_.activation != kernels::Activation::kSilu) return refuse("a gated FFN whose activation is not SiLU");
+  if (c_.qk_norm) {
+    if (c_.attn_bias || c_.attn_out_bias || c_.mlp_bias) return refuse("QK-norm together with biases");
+    arch_ = "qwen3";
+    return Status::Ok();
+  }
+  if (c_.attn_bias) {
+    if (c_.attn_out_bias || c_.mlp_bias) return refuse("q/k/v biases together with output or MLP biases");
+    arch_ = "qwen2";
+    return Status::Ok();
+  }
+  arch_ = "llama";
+  permute_qk_ = true;
+  return Status::Ok();
+}
+
+Status Exporter::add_metadata(const gguf::GgufVocab& v) {
+  using gguf::FileType;
+  FileType ft = FileType::kAllF32;
+  if (dtype_ == ExportDType::kF16) ft = FileType::kMostlyF16;
+  if (dtype_ == ExportDType::kBf16) ft = FileType::kMostlyBf16;
+  if (dtype_ == ExportDType::kQ8_0) ft = FileType::kMostlyQ8_0;
+  auto u32 = [](int64_t x) { return static_cast<uint32_t>(x); };
+  LMT_RETURN_IF_ERROR(w_.add_string("general.architecture", arch_));
+  LMT_RETURN_IF_ERROR(w_.add_string("general.name", c_.name.empty() ? std::string("lmtrain") : c_.name));
+  LMT_RETURN_IF_ERROR(w_.add_u32("general.file_type", static_cast<uint32_t>(ft)));
+  LMT_RETURN_IF_ERROR(w_.add_u32("general.quantization_version", 2));
+  LMT_RETURN_IF_ERROR(w_.add_u32("general.alignment", gguf::kAlignment));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("vocab_size"), u32(c_.vocab_size)));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("context_length"), u32(c_.max_seq_len)));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("embedding_length"), u32(c_.d_model)));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("block_count"), u32(c_.n_layers)));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("feed_forward_length"), u32(c_.ffn_hidden)));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("attention.head_count"), u32(c_.n_heads)));
+  LMT_RETURN_IF_ERROR(w_.add_u32(key("attention.head_count_kv"), u32(c_.n_kv_heads)));
+  if (c_.head_dim * c_.n_heads != c_.d_model) {
+    LMT_RETURN_IF_ERROR(w_.add_u32(key("attention.key_length"), u32(c_.head_dim)));
+    LMT_RETURN_IF_ERROR(w_.add_u32(key("attention.value_length"), u32(c_.head_dim)));
+  }
+  if (arch_ == "gpt2") {
+    LMT_RETURN_IF_ERROR(w_.add_f32(key("attention.layer_norm_epsilon"), c_.norm_eps));
+  } else {
+    LMT_RETURN_IF_ERROR(w_.add_f32(key("attention.layer_norm_rms_epsilon"), c_.norm_eps));
+    LMT_RETURN_IF_ERROR(w_.add_f32(key("rope.freq_base"), c_.rope_theta));
+    LMT_RETURN_IF_ERROR(w_.add_u32(key("rope.dimension_count"), u32(c_.rotary_dim())));
+  }
+  LMT_RETURN_IF_ERROR(w_.add_string("tokenizer.ggml.model", v.model));
+  if (!v.pre.empty()) LMT_RETURN_IF_ERROR(w_.add_string("tokenizer.ggml.pre", v.pre));
+  LMT_RETURN_IF_ERROR(w_.add_string_array("tokenizer.ggml.tokens", v.tokens));
+  if (!v.scores.empty()) LMT_RETURN_IF_ERROR(w_.add_f32_array("tokenizer.ggml.scores", v.scores));
+  LMT_RETURN_IF_ERROR(w_.add_i32_array("tokenizer.ggml.token_type", v.types));
+  if (!v.merges.empty()) LMT_RETURN_IF_ERROR(w_.add_string_array("tokenizer.ggml.merges", v.merges));
+  if (v.bos >= 0) LMT_RETURN_IF_ERROR(w_.add_u32("tokenizer.ggml.bos_token_id", u32(v.bos)));
+  if (v.eos >= 0) LMT_RETURN_IF_ERROR(w_.add_u32("tokenizer.ggml.eos_token_id", u32(v.eos)));
+  if (v.unk >= 0) LMT_RETURN_IF_ERROR(w_.add_u32("tokenizer.ggml.unknown_token_id", u32(v.unk)));
+  if (v.pad >= 0) LMT_RETURN_IF_ERROR(w_.add_u32("tokenizer.ggml.padding_token_id", u32(v.pad)));
+  LMT_RETURN_IF_ERROR(w_.add_bool("tokenizer.ggml.add_bos_token", v.add_bos));
+  LMT_RETURN_IF_ERROR(w_.add_bool("tokenizer.ggml.add_eos_token", false));
+  return Status::Ok();
+}
+
+Status Exporter::add_tensors() {
+  const int64_t V = c_.vocab_size;
+  const bool gpt2 = arch_ == "gpt2";
+  const int64_t C = c_.d_model;
+  // Only the vocab_size real rows of the (padded) embedding and LM head.
+  LMT_RETURN_IF_ERROR(
+      add_param("token_embd.weight", gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight", true, {}, V));
+  if (gpt2) LMT_RETURN_IF_ERROR(add_param("position_embd.weight", "transformer.wpe.weight", true));
+  // A LayerNorm bias llama.cpp requires but the model lacks is written as zeros (same function).
+  auto norm = [&](const std::string& gguf_prefix, const std::string& prefix) -> Status {
+    LMT_RETURN_IF_ERROR(add_param(gguf_prefix + ".weight", prefix + ".weight", false));
+    if (!gpt2) return Status::Ok();
+    if (param(prefix + ".bias")) return add_param(gguf_prefix + ".bias", prefix + ".bias", false);
+    return add(gguf_prefix + ".bias", Source{nullptr, 1, C, {}}, false);
+  };
+  for (int64_t l = 0; l < c_.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    if (gpt2) {
+      const std::string p = "transformer.h." + std::to_string(l) + ".";
+      LMT_RETURN_IF_ERROR(norm(b + "attn_norm", p + "ln_1"));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_qkv.weight", p + "attn.c_attn.weight", true));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_qkv.bias", p + "attn.c_attn.bias", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_output.weight", p + "attn.c_proj.weight", true));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_output.bias", p + "attn.c_proj.bias", false));
+      LMT_RETURN_IF_ERROR(norm(b + "ffn_norm", p + "ln_2"));
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_up.weight", p + "mlp.c_fc.weight", true));
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_up.bias", p + "mlp.c_fc.bias", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_down.weight", p + "mlp.c_proj.weight", true));
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_down.bias", p + "mlp.c_proj.bias", false));
+      continue;
+    }
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    std::vector<int64_t> q_map, k_map;
+    if (permute_qk_) {
+      q_map = rope_pair_permutation(c_.n_heads, c_.head_dim, c_.rotary_dim());
+      k_map = rope_pair_permutation(c_.n_kv_heads, c_.head_dim, c_.rotary_dim());
+    }
+    LMT_RETURN_IF_ERROR(norm(b + "attn_norm", p + "input_layernorm"));
+    LMT_RETURN_IF_ERROR(add_param(b + "attn_q.weight", p + "self_attn.q_proj.weight", true, q_map));
+    LMT_RETURN_IF_ERROR(add_param(b + "attn_k.weight", p + "self_attn.k_proj.weight", true, k_map));
+    LMT_RETURN_IF_ERROR(add_param(b + "attn_v.weight", p + "self_attn.v_proj.weight", true));
+    if (c_.attn_bias) {  // qwen2 only (no permutation)
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_q.bias", p + "self_attn.q_proj.bias", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_k.bias", p + "self_attn.k_proj.bias", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_v.bias", p + "self_attn.v_proj.bias", false));
+    }
+    if (c_.qk_norm) {
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_q_norm.weight", p + "self_attn.q_norm.weight", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "attn_k_norm.weight", p + "self_attn.k_norm.weight", false));
+    }
+    LMT_RETURN_IF_ERROR(add_param(b + "attn_output.weight", p + "self_attn.o_proj.weight", true));
+    if (c_.attn_out_bias) LMT_RETURN_IF_ERROR(add_param(b + "attn_output.bias", p + "self_attn.o_proj.bias", false));
+    LMT_RETURN_IF_ERROR(norm(b + "ffn_norm", p + "post_attention_layernorm"));
+    LMT_RETURN_IF_ERROR(add_param(b + "ffn_gate.weight", p + "mlp.gate_proj.weight", true));
+    LMT_RETURN_IF_ERROR(add_param(b + "ffn_up.weight", p + "mlp.up_proj.weight", true));
+    LMT_RETURN_IF_ERROR(add_param(b + "ffn_down.weight", p + "mlp.down_proj.weight", true));
+    if (c_.mlp_bias) {
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_gate.bias", p + "mlp.gate_proj.bias", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_up.bias", p + "mlp.up_proj.bias", false));
+      LMT_RETURN_IF_ERROR(add_param(b + "ffn_down.bias", p + "mlp.down_proj.bias", false));
+    }
+  }
+  LMT_RETURN_IF_ERROR(norm("output_norm", gpt2 ? "transformer.ln_f" : "model.norm"));
+  // Tied: no output tensor; llama.cpp reuses token_embd.
+  if (!c_.tied_embeddings) LMT_RETURN_IF_ERROR(add_param("output.weight", "lm_head.weight", true, {}, V));
+  return Status::Ok();
+}
+
+Status Exporter::run(const std::string& out_path) {
+  if (m_.layout == nullptr || m_.params == nullptr) return Internal("export_gguf: the model has no parameters");
+  LMT_RETURN_IF_ERROR(choose_arch());
+  LMT_ASSIGN_OR_RETURN(gguf::GgufVocab vocab, gguf::load_gguf_vocab(m_.tokenizer_path, c_.vocab_size));
+  LMT_RETURN_IF_ERROR(add_metadata(vocab));
+  LMT_RETURN_IF_ERROR(add_tensors());
+  return w_.write(out_path);
+}
+
+}  // namespace
+
+Status export_gguf(const ExportModel& m, const std::string& out_path, ExportDType dtype) {
+  return Exporter(m, dtype).run(out_path).WithContext("export to GGUF " + out_path);
 }
 
 }  // namespace lmt::exporter
