@@ -344,6 +344,45 @@ def hf_families(tmp, demo):
         del llm
 
 
+def rope_scaled(tmp, demo):
+    """RoPE scaling in GGUF: small random Llama models with linear and llama3 scaling (original context
+    16, read to position 47, past it) go through `lmtrain export` and llama.cpp, whose logits must
+    equal transformers' within 1e-4; dynamic and yarn are refused with an error naming the feature."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+    common = dict(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.2, rms_norm_eps=1e-6,
+                  tie_word_embeddings=True)
+    ids = [(37 * i + 11) % 1024 for i in range(48)]
+    cases = {
+        "linear": dict(rope_type="linear", factor=4.0, rope_theta=10000.0),
+        "llama3": dict(rope_type="llama3", factor=4.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                       original_max_position_embeddings=16, rope_theta=10000.0),
+        "yarn": dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=16, rope_theta=10000.0),
+        "dynamic": dict(rope_type="dynamic", factor=4.0, rope_theta=10000.0),
+    }
+    for name, rope in cases.items():
+        torch.manual_seed(1)
+        model = AutoModelForCausalLM.from_config(LlamaConfig(**common, rope_parameters=rope), torch_dtype=torch.float32)
+        hf = os.path.join(tmp, f"rope_{name}")
+        model.save_pretrained(hf)
+        out = os.path.join(tmp, f"rope_{name}.gguf")
+        if name in ("yarn", "dynamic"):
+            r = lmtrain("export", "--checkpoint", hf, "--format", "gguf", "--out", out, "--tokenizer", tokenizer_of(demo),
+                        check=False)
+            check(r.returncode == 1 and "RoPE scaling" in r.stderr and not os.path.exists(out),
+                  f"RoPE {name}: GGUF export refused naming the feature ({r.stderr.strip()[:120]})")
+            continue
+        with torch.no_grad():
+            want = model(torch.tensor([ids])).logits[0].double().numpy()
+        path = export(hf, out, "f32", tokenizer_of(demo))
+        llm = load(path)
+        diff = float(np.abs(llama_logits(llm, ids) - want).max())
+        check(diff < 1e-4, f"RoPE {name} (48 positions, original context 16): max |llama.cpp - transformers| = "
+              f"{diff:.3g} < 1e-4")
+        del llm
+
+
 def tokenizer_goldens(tmp):
     """The tokenizer mapping for the shared Qwen3 tokenizer.json and GPT-2's encoder.json + vocab.bpe:
     a tiny random HF model with that vocabulary size is exported with the tokenizer, llama.cpp loads
@@ -392,6 +431,7 @@ def main():
     demo(tmp)
     gpt2(tmp, demo_run(300))
     hf_families(tmp, demo_run(300))
+    rope_scaled(tmp, demo_run(300))
     tokenizer_goldens(tmp)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")

@@ -5,6 +5,8 @@
 //   ... with q/k/v biases (no QK-norm)          -> "qwen2"  (NEOX RoPE)
 //   family gpt2 (LayerNorm, GELU MLP, learned)  -> "gpt2"   (fused attn_qkv, position_embd)
 //
+// RoPE scaling: linear as rope.scaling.* metadata; llama3 as the rope_freqs tensor (per-frequency
+// divisors, llama architecture only); dynamic and yarn are refused.
 // Anything else (NoPE layers, learned or no positions in the llama family, LayerNorm or a plain
 // MLP in the llama family, GELU-gated FFNs, ...) is refused with an error naming the feature.
 #include "lmt/export/gguf_export.h"
@@ -17,6 +19,7 @@
 #include "lmt/export/gguf_quant.h"
 #include "lmt/export/gguf_vocab.h"
 #include "lmt/export/gguf_writer.h"
+#include "lmt/model/rope.h"
 
 namespace lmt::exporter {
 namespace {
@@ -64,6 +67,7 @@ class Exporter {
   ExportDType dtype_;
   std::string arch_;
   bool permute_qk_ = false;
+  std::vector<float> rope_factors_;  // llama3 RoPE scaling: llama.cpp's rope_freqs tensor
   gguf::GgufWriter w_;
 };
 
@@ -141,6 +145,14 @@ Status Exporter::choose_arch() {
   if (c_.norm != model::NormKind::kRmsNorm) return refuse("LayerNorm in a llama-family model");
   if (c_.ffn != model::FfnKind::kGlu) return refuse("a two-matrix MLP in a llama-family model");
   if (c_.activation != kernels::Activation::kSilu) return refuse("a gated FFN whose activation is not SiLU");
+  // RoPE scaling: linear is llama.cpp metadata, llama3 its per-frequency rope_freqs tensor (llama
+  // architecture); llama.cpp's yarn and dynamic-NTK differ from transformers' in their details, so
+  // they are refused rather than written approximately.
+  const model::RopeScalingType scaling = c_.rope_scaling.type;
+  if (scaling == model::RopeScalingType::kDynamic) return refuse("dynamic (NTK) RoPE scaling");
+  if (scaling == model::RopeScalingType::kYarn) return refuse("yarn RoPE scaling as transformers computes it");
+  if (scaling == model::RopeScalingType::kLlama3 && (c_.qk_norm || c_.attn_bias))
+    return refuse("llama3 RoPE scaling outside the llama architecture");
   if (c_.qk_norm) {
     if (c_.attn_bias || c_.attn_out_bias || c_.mlp_bias) return refuse("QK-norm together with biases");
     arch_ = "qwen3";
@@ -185,6 +197,10 @@ Status Exporter::add_metadata(const gguf::GgufVocab& v) {
     LMT_RETURN_IF_ERROR(w_.add_f32(key("attention.layer_norm_rms_epsilon"), c_.norm_eps));
     LMT_RETURN_IF_ERROR(w_.add_f32(key("rope.freq_base"), c_.rope_theta));
     LMT_RETURN_IF_ERROR(w_.add_u32(key("rope.dimension_count"), u32(c_.rotary_dim())));
+    if (c_.rope_scaling.type == model::RopeScalingType::kLinear) {
+      LMT_RETURN_IF_ERROR(w_.add_string(key("rope.scaling.type"), "linear"));
+      LMT_RETURN_IF_ERROR(w_.add_f32(key("rope.scaling.factor"), static_cast<float>(c_.rope_scaling.factor)));
+    }
   }
   LMT_RETURN_IF_ERROR(w_.add_string("tokenizer.ggml.model", v.model));
   if (!v.pre.empty()) LMT_RETURN_IF_ERROR(w_.add_string("tokenizer.ggml.pre", v.pre));
@@ -264,6 +280,16 @@ Status Exporter::add_tensors() {
     }
   }
   LMT_RETURN_IF_ERROR(norm("output_norm", gpt2 ? "transformer.ln_f" : "model.norm"));
+  if (c_.rope_scaling.type == model::RopeScalingType::kLlama3) {
+    // llama.cpp divides each frequency by rope_freqs[i] (convert_hf_to_gguf.py writes the llama3
+    // factors): the unscaled inv_freq over the scaled one, which for llama3 does not depend on length.
+    const kernels::RopeFreqs base = kernels::RopeFreqs::from_theta(c_.rope_theta, c_.rotary_dim());
+    const kernels::RopeFreqs scaled = model::rope_frequencies(c_, 1);
+    rope_factors_.resize(base.inv_freq.size());
+    for (size_t i = 0; i < rope_factors_.size(); ++i)
+      rope_factors_[i] = static_cast<float>(base.inv_freq[i] / scaled.inv_freq[i]);
+    LMT_RETURN_IF_ERROR(add("rope_freqs.weight", Source{rope_factors_.data(), 1, static_cast<int64_t>(rope_factors_.size()), {}}, false));
+  }
   // Tied: no output tensor; llama.cpp reuses token_embd.
   if (!c_.tied_embeddings) LMT_RETURN_IF_ERROR(add_param("output.weight", "lm_head.weight", true, {}, V));
   return Status::Ok();
