@@ -81,6 +81,7 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
       doc->line = 0;
       doc->input_bytes = skipped + f.bytes;
       doc->text.clear();
+      doc->record.clear();
       if (f.bytes == 0) return true;
       LMT_ASSIGN_OR_RETURN(io::MappedFile m, io::MappedFile::open_read_only(f.path));
       doc->text.assign(reinterpret_cast<const char*>(m.data()), m.size());
@@ -119,6 +120,8 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
         return InvalidArgument(at + ": no string field '" + text_field_ + "'",
                                "--text-field NAME chooses the field that holds the document text");
       doc->text = std::move(field->get_ref<std::string&>());
+      if (keep_records_) doc->record.assign(line);
+      else doc->record.clear();
       doc->line = line_;
       doc->input_bytes = skipped + len + (nl ? 1 : 0);
       return true;
