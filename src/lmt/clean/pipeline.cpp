@@ -518,7 +518,24 @@ std::string strip_slash(std::string p) {
 
 }  // namespace
 
-StatusOr<CleanResult> run_clean(const CleanRequest& req_in) {
+StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created);
+
+StatusOr<CleanResult> run_clean(const CleanRequest& req) {
+  // A run that fails with an error (not a kill) leaves DIR.tmp only when a stage finished there,
+  // so that running it again resumes; otherwise nothing is left behind.
+  bool tmp_created = false;
+  StatusOr<CleanResult> r = run_clean_in(req, &tmp_created);
+  if (!r.ok() && tmp_created) {
+    const std::string tmp = strip_slash(req.out) + ".tmp";
+    bool any_done = false;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(tmp, ec)) any_done = any_done || stage_done(e.path().string());
+    if (!any_done) fs::remove_all(tmp, ec);
+  }
+  return r;
+}
+
+StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created) {
   CleanRequest req = req_in;
   req.out = strip_slash(req.out);
   if (req.out.empty()) return InvalidArgument("--out is empty", "name the output directory to create");
@@ -548,6 +565,7 @@ StatusOr<CleanResult> run_clean(const CleanRequest& req_in) {
   } else {
     fs::remove_all(tmp, ec);
     if (!fs::create_directories(tmp, ec) && ec) return IoError("cannot create " + tmp + ": " + ec.message());
+    *tmp_created = true;
     LMT_RETURN_IF_ERROR(io::write_file_atomically(tmp + "/run.txt", fingerprint));
     LMT_RETURN_IF_ERROR(io::fsync_directory(tmp));
   }

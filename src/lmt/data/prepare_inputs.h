@@ -3,7 +3,8 @@
 //
 // Rules (the same as the tokenizer trainer's CorpusReader, so both see the same text): a path is a
 // file or a directory, walked recursively with files in byte order of their paths and names
-// starting with '.' skipped. A *.jsonl / *.ndjson file holds one JSON object per line whose string
+// starting with '.' skipped. In a directory holding clean_report.json (an output of `lmtrain data
+// clean`) only its shard_*.jsonl files are read, not the report or the removed-document samples. A *.jsonl / *.ndjson file holds one JSON object per line whose string
 // field `text_field` is one document (blank lines skipped); any other file is one document of raw
 // bytes. Compressed files (.gz .zst .bz2 .xz .zip) are refused. Empty documents are returned too
 // (the caller decides to skip them).
