@@ -174,13 +174,13 @@ StatusOr<DedupResult> MinHashDeduper::finish(const std::function<std::string(int
   close_group();
   result.spilled_runs = store_->runs();
 
-  std::vector<int64_t> cluster_size(docs_.size(), 0);
+  std::vector<bool> counted(docs_.size(), false);  // roots whose cluster is counted
   for (uint64_t i = 0; i < docs_.size(); ++i) {
     const uint64_t root = uf.find(i);
     if (root != i) {
       result.removed.push_back(docs_[i]);
       result.kept_for.push_back(docs_[root]);
-      if (cluster_size[root]++ == 0) ++result.clusters;
+      if (!counted[root]) ++result.clusters, counted[root] = true;
     }
   }
   return result;
