@@ -45,8 +45,9 @@ class CleanCli : public lmt::test::ScratchDirTest {
     const std::string prose = kData + "/corpora/medium_prose.jsonl";
     if (!fs::exists(prose)) GTEST_SKIP() << "the shared corpus is not under " << kData;
     // 30 real documents (State of the Union addresses and prose), then planted cases.
-    std::vector<std::string> real = lines_of(prose);
-    real.resize(30);
+    const std::vector<std::string> all = lines_of(prose);
+    ASSERT_GT(all.size(), 31u);
+    const std::vector<std::string> real(all.begin(), all.begin() + 30);
     std::string docs;
     for (const auto& l : real) docs += l + "\n";
     docs += real[2] + "\n";  // an exact duplicate of document 2 (same id, same text)
@@ -58,11 +59,19 @@ class CleanCli : public lmt::test::ScratchDirTest {
     lorem["id"] = "planted/lorem";
     lorem["text"] = lorem["text"].get<std::string>() + "\nLorem ipsum dolor sit amet, consectetur adipiscing elit.";
     docs += lorem.dump() + "\n";
-    json bench = json::parse(real[5]);
+    json bench = json::parse(all[30]);  // not otherwise in the input (else it is a near duplicate)
     bench["id"] = "planted/arc";
     bench["text"] = bench["text"].get<std::string>() +
                     "\nWhich statement best explains why photosynthesis is the foundation of most food webs? Sunlight.";
     docs += bench.dump() + "\n";
+    // A near duplicate of document 6: two words changed in its first sentence.
+    json near = json::parse(real[6]);
+    near["id"] = "planted/near-duplicate";
+    std::string t = near["text"];
+    const size_t sp = t.find(' ', 40);
+    t.replace(sp, 1, " indeed truly ");
+    near["text"] = t;
+    docs += near.dump() + "\n";
     docs += "\n{\"id\": \"planted/short\", \"text\": \"Too short to keep.\", \"extra\": [1, 2.50, {\"k\": null}]}\n";
     write_bytes(path("docs.jsonl"), docs);
     arc_ = kData + "/eval/arc/arc_easy.llmfoundry.jsonl";
@@ -80,10 +89,11 @@ TEST_F(CleanCli, CleansKeepsFieldsAndFeedsPrepare) {
   ASSERT_EQ(r.code, 0) << r.out;
   json s = last_json_line(r.out);
   ASSERT_FALSE(s.is_discarded()) << r.out;
-  EXPECT_EQ(s["documents_in"], 35);
+  EXPECT_EQ(s["documents_in"], 36);
   json removed = s["removed"];
   EXPECT_EQ(removed["exact_dedup:duplicate"]["documents"], 2) << removed.dump();
   EXPECT_EQ(removed["c4:lorem_ipsum"]["documents"], 1) << removed.dump();
+  EXPECT_EQ(removed["minhash:near_duplicate"]["documents"], 1) << removed.dump();
   EXPECT_EQ(removed["decontaminate:arc_easy"]["documents"], 1) << removed.dump();
   // 4 words: its top 2-gram ("Too short", 9 of 18 characters) fails the repetition filter, which
   // runs first as in FineWeb's pipeline.
@@ -116,6 +126,8 @@ TEST_F(CleanCli, CleansKeepsFieldsAndFeedsPrepare) {
   EXPECT_FALSE(ids.count("planted/lorem"));
   EXPECT_FALSE(ids.count("planted/arc"));
   EXPECT_FALSE(ids.count("planted/whitespace-variant"));
+  EXPECT_FALSE(ids.count("planted/near-duplicate"));
+  EXPECT_TRUE(ids.count(json::parse(lines_of(path("docs.jsonl"))[6])["id"].get<std::string>()));
 
   // The report names the benchmark item found; removed samples carry their reason.
   json rep = json::parse(read_bytes(path("out/clean_report.json")));
@@ -195,6 +207,17 @@ TEST_F(CleanCli, ResumesAfterKill) {
   EXPECT_EQ(read_bytes(out2 + "/shard_00000.jsonl"), read_bytes(path("ref/shard_00000.jsonl")));
   EXPECT_EQ(read_bytes(out2 + "/removed_sample.jsonl"), read_bytes(path("ref/removed_sample.jsonl")));
 
+  // Killed inside, then after the MinHash stage: the rerun skips filter, exact_dedup and minhash.
+  const std::string out4 = path("out4");
+  std::system(("LMT_CLEAN_FAULT=during:minhash:7 " + bin + clean(out4, "--workers 2") + " >/dev/null 2>&1").c_str());
+  EXPECT_FALSE(fs::exists(out4 + ".tmp/minhash/DONE"));
+  std::system(("LMT_CLEAN_FAULT=after:minhash " + bin + clean(out4, "--workers 3") + " >/dev/null 2>&1").c_str());
+  ASSERT_TRUE(fs::exists(out4 + ".tmp/minhash/DONE"));
+  auto r4 = run(clean(out4, "--json"), false);
+  ASSERT_EQ(r4.code, 0) << r4.out;
+  EXPECT_EQ(last_json_line(r4.out)["resumed_stages"], json::array({"filter", "exact_dedup", "minhash"}));
+  EXPECT_EQ(read_bytes(out4 + "/shard_00000.jsonl"), read_bytes(path("ref/shard_00000.jsonl")));
+
   // A leftover run with other settings is refused, not mixed in.
   std::system(("LMT_CLEAN_FAULT=after:filter " + bin + clean(path("out3"), "") + " >/dev/null 2>&1").c_str());
   write_bytes(path("other.toml"), "[c4]\nenabled = false\n");
@@ -226,10 +249,10 @@ TEST_F(CleanCli, ExitCodes) {
   EXPECT_EQ(e.code, 1);
   EXPECT_NE(e.out.find("already exists"), std::string::npos) << e.out;
   EXPECT_EQ(read_bytes(path("exists/keep.txt")), "mine");
-  write_bytes(path("minhash.toml"), "[minhash]\nenabled = true\n");
+  write_bytes(path("minhash.toml"), "[minhash]\nunit = \"byte\"\n");
   auto m = run(clean(path("m"), "--config " + path("minhash.toml")));
   EXPECT_EQ(m.code, 1);
-  EXPECT_NE(m.out.find("MinHash"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("minhash.unit"), std::string::npos) << m.out;
   write_bytes(path("typo.toml"), "[gopher_quality]\nmin_doc_word = 3\n");
   auto t = run(clean(path("t"), "--config " + path("typo.toml")));
   EXPECT_EQ(t.code, 1);

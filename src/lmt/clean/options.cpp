@@ -70,14 +70,16 @@ std::vector<Binding> bind(CleanOptions& o) {
       {"exact_dedup.enabled", &o.exact_dedup, "drop documents whose normalised text was seen before"},
       {"exact_dedup.lines", &o.exact_dedup_lines, "C4-style: drop lines seen in an earlier kept document"},
       {"exact_dedup.min_line_chars", &o.exact_dedup_min_line_chars, "lines shorter than this are never dropped as duplicates"},
-      {"minhash.enabled", &o.minhash.enabled, "MinHash-LSH near-duplicate removal (needs the lmt_dedup engine)"},
+      {"minhash.enabled", &o.minhash.enabled, "MinHash-LSH near-duplicate removal (lmt_dedup)"},
       {"minhash.ngram", &o.minhash.ngram, "shingle length"},
       {"minhash.unit", &o.minhash.unit, "shingle unit: \"word\" or \"char\""},
-      {"minhash.bands", &o.minhash.bands, "LSH bands"},
+      {"minhash.bands", &o.minhash.bands, "LSH bands (bands = rows = 0: chosen from threshold and num_hashes)"},
       {"minhash.rows", &o.minhash.rows, "hashes per band"},
-      {"minhash.threshold", &o.minhash.threshold, "Jaccard threshold of the verification"},
+      {"minhash.num_hashes", &o.minhash.num_hashes, "hashes when bands and rows are chosen from the threshold"},
+      {"minhash.threshold", &o.minhash.threshold, "Jaccard threshold: of the verification, and for choosing bands x rows"},
       {"minhash.verify", &o.minhash.verify, "keep a candidate pair only if its true Jaccard >= threshold"},
       {"minhash.seed", &o.minhash.seed, "hash seed"},
+      {"minhash.memory_budget_mb", &o.minhash.memory_budget_mb, "band buffers held in memory before they spill to DIR.tmp"},
       {"decontaminate.ngram", &o.decontaminate_ngram, "word n-gram length shared with an eval item that flags a document"},
       {"decontaminate.action", &o.decontaminate_action, "\"remove\" the flagged documents or only \"report\" them"},
       {"output.shard_bytes", &o.shard_bytes, "bytes per output shard before a new one starts"},
@@ -208,8 +210,12 @@ Status validate(const CleanOptions& o, const std::string& where) {
     return InvalidArgument(where + ": decontaminate.action = \"" + o.decontaminate_action + "\"", "expected \"remove\" or \"report\"");
   if (o.decontaminate_ngram < 1 || o.decontaminate_ngram > 64)
     return InvalidArgument(where + ": decontaminate.ngram = " + std::to_string(o.decontaminate_ngram), "expected 1..64");
-  if (o.minhash.ngram < 1 || o.minhash.bands < 1 || o.minhash.rows < 1)
-    return InvalidArgument(where + ": minhash.ngram, minhash.bands and minhash.rows must be >= 1");
+  if (o.minhash.ngram < 1 || o.minhash.bands < 0 || o.minhash.rows < 0 || o.minhash.num_hashes < 1 ||
+      o.minhash.memory_budget_mb < 1 || (o.minhash.bands == 0) != (o.minhash.rows == 0))
+    return InvalidArgument(where + ": minhash.ngram, num_hashes and memory_budget_mb must be >= 1; bands and rows >= 1, or both 0",
+                           "bands = 0 and rows = 0 choose them from minhash.threshold and minhash.num_hashes");
+  if (o.minhash.threshold < 0 || o.minhash.threshold > 1)
+    return InvalidArgument(where + ": minhash.threshold must be in [0, 1]");
   if (o.shard_bytes < 1) return InvalidArgument(where + ": output.shard_bytes must be >= 1");
   if (o.batch_docs < 1) return InvalidArgument(where + ": run.batch_docs must be >= 1");
   if (o.removed_samples_per_reason < 0) return InvalidArgument(where + ": output.removed_samples_per_reason must be >= 0");

@@ -15,13 +15,15 @@
 namespace lmt::clean {
 
 struct MinHashStageOptions {
-  bool enabled = false;  // on once the lmt_dedup engine is wired in (see docs/DATA_CLEAN.md)
+  bool enabled = true;
   int64_t ngram = 5;
   std::string unit = "word";  // "word" | "char"
-  int64_t bands = 14, rows = 8;
+  int64_t bands = 14, rows = 8;  // 0 and 0: chosen from threshold and num_hashes (choose_bands_rows)
+  int64_t num_hashes = 112;      // used only when bands and rows are 0
   double threshold = 0.8;
   bool verify = false;
   int64_t seed = 1;
+  int64_t memory_budget_mb = 256;
 };
 
 struct CleanOptions {

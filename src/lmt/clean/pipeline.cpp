@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
@@ -16,6 +17,7 @@
 #include "lmt/base/xxh64.h"
 #include "lmt/clean/decontaminate.h"
 #include "lmt/clean/stage_io.h"
+#include "lmt/dedup/minhash.h"
 #include "lmt/data/prepare_inputs.h"
 #include "lmt/io/atomic_file.h"
 #include "lmt/io/files.h"
@@ -441,6 +443,84 @@ Status run_decontaminate_stage(const CleanRequest& req, const ContaminationIndex
   });
 }
 
+dedup::MinHashOptions minhash_options(const CleanOptions& co, int64_t workers, const std::string& work_dir) {
+  dedup::MinHashOptions o;
+  o.ngram = co.minhash.ngram;
+  o.unit = co.minhash.unit == "char" ? dedup::ShingleUnit::kChar : dedup::ShingleUnit::kWord;
+  o.bands = co.minhash.bands;
+  o.rows = co.minhash.rows;
+  if (o.bands == 0) std::tie(o.bands, o.rows) = dedup::choose_bands_rows(co.minhash.threshold, co.minhash.num_hashes);
+  o.seed = static_cast<uint64_t>(co.minhash.seed);
+  o.verify = co.minhash.verify;
+  o.threshold = co.minhash.threshold;
+  o.work_dir = work_dir;
+  o.memory_budget_bytes = co.minhash.memory_budget_mb << 20;
+  o.workers = workers;
+  return o;
+}
+
+// Near duplicates: signatures of every kept document (parallel), LSH clusters (lmt_dedup), then a
+// pass that drops every cluster member but the first.
+Status run_minhash_stage(const CleanRequest& req, const std::string& in_dir, const std::string& dir) {
+  const CleanOptions& co = req.options;
+  const std::string work = dir + ".work";
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  if (!fs::create_directories(work, ec) && ec) return IoError("cannot create " + work + ": " + ec.message());
+  const dedup::MinHashOptions mo = minhash_options(co, req.workers, work);
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<dedup::MinHashDeduper> deduper, dedup::MinHashDeduper::create(mo));
+  // Pass 1: signatures; with verify, where each document's text is (for text_of).
+  std::unordered_map<int64_t, size_t> position;  // doc -> record index (verify only)
+  std::vector<StageRecord> batch;
+  std::vector<std::string> texts, all_texts;
+  {
+    LMT_ASSIGN_OR_RETURN(StageReader reader, StageReader::open(in_dir + "/records.tsv"));
+    bool more = true;
+    while (more) {
+      batch.clear();
+      texts.clear();
+      while (static_cast<int64_t>(batch.size()) < co.batch_docs) {
+        StageRecord r;
+        LMT_ASSIGN_OR_RETURN(more, reader.next(&r));
+        if (!more) break;
+        LMT_ASSIGN_OR_RETURN(std::string t, record_text(r, co.text_field, in_dir + "/records.tsv"));
+        texts.push_back(std::move(t));
+        batch.push_back(std::move(r));
+      }
+      std::vector<std::vector<uint64_t>> sigs(batch.size());
+      parallel_for(static_cast<int64_t>(batch.size()), req.workers,
+                   [&](int64_t i) { sigs[static_cast<size_t>(i)] = dedup::minhash_signature(texts[static_cast<size_t>(i)], mo); });
+      for (size_t i = 0; i < batch.size(); ++i) {
+        LMT_RETURN_IF_ERROR(deduper->add(batch[i].doc, sigs[i]));
+        if (mo.verify) {
+          position[batch[i].doc] = all_texts.size();
+          all_texts.push_back(std::move(texts[i]));
+        }
+      }
+    }
+  }
+  LMT_ASSIGN_OR_RETURN(dedup::DedupResult result, deduper->finish([&](int64_t doc) { return all_texts[position.at(doc)]; }));
+  all_texts.clear();
+  deduper.reset();
+  fs::remove_all(work, ec);
+  std::unordered_map<int64_t, int64_t> kept_for;
+  for (size_t i = 0; i < result.removed.size(); ++i) kept_for[result.removed[i]] = result.kept_for[i];
+  // Pass 2: drop the removed documents.
+  Decide decide = [&](const std::vector<StageRecord>& b, const std::vector<std::string>&, std::vector<RecordOutcome>* out) {
+    for (size_t i = 0; i < b.size(); ++i) {
+      auto it = kept_for.find(b[i].doc);
+      if (it != kept_for.end()) (*out)[i] = {false, "near_duplicate", std::nullopt, {{"duplicate_of", it->second}}};
+    }
+    return Status::Ok();
+  };
+  return run_record_stage(req, in_dir, dir, "minhash", decide, [&]() -> json {
+    return {{"ngram", mo.ngram}, {"unit", co.minhash.unit}, {"bands", mo.bands}, {"rows", mo.rows},
+            {"threshold", mo.threshold}, {"verify", mo.verify}, {"candidate_pairs", result.candidate_pairs},
+            {"verified_pairs", result.verified_pairs}, {"rejected_pairs", result.rejected_pairs},
+            {"clusters", result.clusters}};
+  });
+}
+
 // ---- the final directory ----
 
 Status write_final(const CleanRequest& req, const std::string& last_dir, const std::vector<std::string>& stage_dirs,
@@ -541,9 +621,6 @@ StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created
   if (req.out.empty()) return InvalidArgument("--out is empty", "name the output directory to create");
   if (fs::exists(req.out))
     return FailedPrecondition("the output " + req.out + " already exists", "choose a new --out directory (data clean never overwrites)");
-  if (req.options.minhash.enabled)
-    return Unimplemented("minhash.enabled: the MinHash near-duplicate stage is not wired in yet",
-                         "set `enabled = false` under [minhash] (issue #17: the lmt_dedup engine is built separately)");
   LMT_ASSIGN_OR_RETURN(std::vector<data::InputFile> files, data::list_input_files(req.inputs));
   std::optional<ContaminationIndex> index;
   if (!req.decontaminate.empty()) {
@@ -586,6 +663,8 @@ StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created
   LMT_RETURN_IF_ERROR(stage("filter", [&](const std::string&, const std::string& dir) { return run_filter_stage(req, files, dir); }));
   if (req.options.exact_dedup || req.options.exact_dedup_lines)
     LMT_RETURN_IF_ERROR(stage("exact_dedup", [&](const std::string& in, const std::string& dir) { return run_exact_dedup_stage(req, in, dir); }));
+  if (req.options.minhash.enabled)
+    LMT_RETURN_IF_ERROR(stage("minhash", [&](const std::string& in, const std::string& dir) { return run_minhash_stage(req, in, dir); }));
   if (index)
     LMT_RETURN_IF_ERROR(stage("decontaminate", [&](const std::string& in, const std::string& dir) { return run_decontaminate_stage(req, *index, in, dir); }));
 

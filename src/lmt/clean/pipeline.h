@@ -4,7 +4,8 @@
 //                   Gopher repetition, Gopher quality, C4 and FineWeb filters (filters.h) — parallel
 //   exact_dedup     drop documents whose normalised text was seen earlier (and, if asked, C4-style
 //                   lines seen in earlier documents) — sequential, first occurrence kept
-//   minhash         near-duplicate removal (the lmt_dedup engine; Unimplemented until it is wired in)
+//   minhash         MinHash-LSH near-duplicate removal (lmt/dedup/minhash.h): signatures in parallel,
+//                   clusters, every member but the first (smallest doc index) dropped
 //   decontaminate   drop (or report) documents sharing an n-gram with an eval item — parallel
 //   write           DIR/shard_NNNNN.jsonl, DIR/clean_report.json, DIR/removed_sample.jsonl
 // Stages work in DIR.tmp/<stage>/ and finish with a DONE marker; a killed run started again with
@@ -42,9 +43,9 @@ struct CleanResult {
   std::vector<std::string> shards;         // the shard file names in DIR
 };
 
-// Errors: kAlreadyExists (DIR exists), kFailedPrecondition (DIR.tmp holds a run with other inputs or
+// Errors: kFailedPrecondition (DIR exists, or DIR.tmp holds a run with other inputs or
 // settings), kInvalidArgument (a malformed input line, named by file and line), kNotFound, kIoError,
-// kUnimplemented (minhash.enabled before the engine is wired in).
+// kDataLoss (a damaged DIR.tmp).
 StatusOr<CleanResult> run_clean(const CleanRequest& request);
 
 }  // namespace lmt::clean
