@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "lmt/clean/decontaminate.h"
@@ -98,6 +99,24 @@ TEST(Decontaminate, TaskFromContentAndErrors) {
   EXPECT_EQ(explicit_task->files()[0].task, "piqa");
   EXPECT_EQ(ContaminationIndex::build({kEval + "/nope.jsonl"}, 13).status().code(), StatusCode::kNotFound);
   (void)first_line;
+}
+
+}  // namespace
+}  // namespace lmt::clean
+
+namespace lmt::clean {
+namespace {
+
+// docs/DATA_CLEAN.md lists every key of clean.toml with its default, as a table row
+// "| `section.key` | default | doc |"; a key added without its row fails here (the message is the row).
+TEST(Options, DocumentedInDataCleanMd) {
+  std::ifstream in(std::string(LMT_SOURCE_DIR) + "/docs/DATA_CLEAN.md");
+  ASSERT_TRUE(in.good());
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& k : clean_keys()) {
+    const std::string row = "| `" + k.key + "` | `" + k.default_value + "` | " + k.type + " | " + k.doc + " |";
+    EXPECT_NE(doc.find(row), std::string::npos) << row;
+  }
 }
 
 }  // namespace

@@ -79,7 +79,7 @@ struct C4Signals {
 // ("\n".join(kept lines).strip()). *out may alias nothing else.
 Verdict c4_quality(U32View text, const C4Options& o, U32* out, C4Signals* signals);
 
-// Sentences in one line: Punkt's boundaries approximated as a run of . ! ? (with closing quotes or
+// Sentences in one line (datatrove uses spaCy's sentencizer): approximated as a run of . ! ? (with closing quotes or
 // brackets after it) followed by whitespace and more text, plus one for the line's last sentence.
 int64_t count_sentences(U32View line);
 

@@ -169,16 +169,18 @@ U32 ascii_lower(U32View s) {
   return out;
 }
 
-// The word tokenizer. Per whitespace-separated token, the Treebank rules that matter for the
-// Gopher signals (how many words, which are punctuation):
+// The word tokenizer: an approximation of spaCy's blank English tokenizer (datatrove 0.10.1's
+// word tokenizer for "en"). Per whitespace-separated token, the rules that matter for the Gopher
+// signals (how many words, which are punctuation):
 //   - opening quotes and brackets ( " ` “ ‘ « ( [ { < ) at the start are words of their own;
 //   - closing marks at the end ( " ' ” ’ » ) ] } > , ; : ! ? and "..." ) are words of their own;
 //   - a final '.' is a word of its own unless the rest holds another '.' (U.S., e.g.);
 //   - the clitics 's 'm 'd 'll 're 've n't (any case) at the end are words of their own;
 //   - inside, ; @ # $ % & ? ! ( ) [ ] { } < > and "--" and "..." are words of their own, and so are
-//     ',' and ':' unless a digit follows (1,000 and 10:30 stay whole).
-// Not reproduced: Punkt's sentence splits inside a line ('.' between sentences that are not at the
-// end of a token) and the quote rewriting (" to `` and '').
+//     ',' and ':' unless a digit follows (1,000 and 10:30 stay whole), and '-' between letters
+//     (e-mail -> e - mail).
+// Not reproduced: spaCy's tokenizer exceptions (abbreviations such as "Mr." keep their '.'; here
+// a final '.' is split unless the token holds another '.'), emoticons, URLs, and its other infixes.
 namespace {
 
 bool is_opening(char32_t c) {
@@ -220,6 +222,7 @@ void split_middle(U32View t, std::vector<U32View>* out) {
     size_t len = 0;
     if (is_inner_split(t[i])) len = 1;
     else if (t[i] == '-' && i + 1 < t.size() && t[i + 1] == '-') len = 2;
+    else if (t[i] == '-' && i > 0 && i + 1 < t.size() && py_isalpha(t[i - 1]) && py_isalpha(t[i + 1])) len = 1;
     else if (t[i] == '.' && i + 2 < t.size() && t[i + 1] == '.' && t[i + 2] == '.') len = 3;
     else if ((t[i] == ',' || t[i] == ':') && !(i + 1 < t.size() && is_digit(t[i + 1]))) len = 1;
     if (len == 0) { ++i; continue; }

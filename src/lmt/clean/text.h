@@ -7,9 +7,8 @@
 // "surrogateescape"), and encode_utf8() writes such a surrogate back as the byte, so
 // encode_utf8(decode_utf8(s)) == s for every byte string s.
 //
-// split_words() approximates datatrove's English word tokenizer (NLTK's word_tokenize: Punkt
-// sentences, then the Treebank rules) without the Punkt model: see text.cpp for the rules kept and
-// docs/DATA_CLEAN.md for the known differences. Everything here is pure and thread-safe.
+// split_words() approximates datatrove's English word tokenizer (spaCy's blank "en" tokenizer):
+// see text.cpp for the rules kept and docs/DATA_CLEAN.md for the known differences. Everything here is pure and thread-safe.
 #pragma once
 
 #include <string>
