@@ -15,6 +15,12 @@ import shutil
 import subprocess
 import sys
 
+try:
+    import spacy  # noqa: F401  (datatrove's English word tokenizer)
+except ImportError:
+    print("skipped: spaCy is not in the venv; run scripts/venv.sh build clean (it pins spacy)")
+    sys.exit(77)
+
 from datatrove.data import Document
 from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
                                         GopherRepetitionFilter)
