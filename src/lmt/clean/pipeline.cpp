@@ -19,6 +19,7 @@
 #include "lmt/clean/stage_io.h"
 #include "lmt/dedup/minhash.h"
 #include "lmt/data/prepare_inputs.h"
+#include "lmt/io/atomic_dir.h"
 #include "lmt/io/atomic_file.h"
 #include "lmt/io/files.h"
 
@@ -525,9 +526,6 @@ Status run_minhash_stage(const CleanRequest& req, const std::string& in_dir, con
 
 Status write_final(const CleanRequest& req, const std::string& last_dir, const std::vector<std::string>& stage_dirs,
                    const std::string& final_dir, CleanResult* result) {
-  std::error_code ec;
-  fs::remove_all(final_dir, ec);
-  if (!fs::create_directories(final_dir, ec) && ec) return IoError("cannot create " + final_dir + ": " + ec.message());
   const CleanOptions& o = req.options;
   // Shards.
   LMT_ASSIGN_OR_RETURN(StageReader reader, StageReader::open(last_dir + "/records.tsv"));
@@ -668,14 +666,14 @@ StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created
   if (index)
     LMT_RETURN_IF_ERROR(stage("decontaminate", [&](const std::string& in, const std::string& dir) { return run_decontaminate_stage(req, *index, in, dir); }));
 
-  const std::string final_dir = tmp + "/final";
-  LMT_RETURN_IF_ERROR(write_final(req, last, stage_dirs, final_dir, &result));
+  // The final directory: staged as a hidden sibling of DIR, renamed to DIR in one step
+  // (io::AtomicDirectory; it never replaces a non-empty DIR).
+  LMT_ASSIGN_OR_RETURN(io::AtomicDirectory final_dir, io::AtomicDirectory::create(req.out, io::AtomicDirectory::Staging::kHidden));
+  LMT_RETURN_IF_ERROR(write_final(req, last, stage_dirs, final_dir.tmp_path(), &result));
   maybe_kill_after("write");
   if (fs::exists(req.out))
     return FailedPrecondition("the output " + req.out + " appeared while the run was writing", "choose a new --out directory");
-  fs::rename(final_dir, req.out, ec);
-  if (ec) return IoError("cannot rename " + final_dir + " to " + req.out + ": " + ec.message());
-  LMT_RETURN_IF_ERROR(io::fsync_directory(io::parent_directory(req.out)));
+  LMT_RETURN_IF_ERROR(final_dir.commit());
   fs::remove_all(tmp, ec);  // the stages' work; a leftover is harmless
   return result;
 }

@@ -7,10 +7,11 @@
 //   minhash         MinHash-LSH near-duplicate removal (lmt/dedup/minhash.h): signatures in parallel,
 //                   clusters, every member but the first (smallest doc index) dropped
 //   decontaminate   drop (or report) documents sharing an n-gram with an eval item — parallel
-//   write           DIR/shard_NNNNN.jsonl, DIR/clean_report.json, DIR/removed_sample.jsonl
+//   write           DIR/shard_NNNNN.jsonl, DIR/clean_report.json, DIR/removed_sample.jsonl, staged
+//                   and committed by io::AtomicDirectory (kHidden)
 // Stages work in DIR.tmp/<stage>/ and finish with a DONE marker; a killed run started again with
 // the same inputs and settings skips the finished stages and redoes the unfinished one from its start.
-// DIR appears only complete (DIR.tmp/final renamed to DIR); an existing DIR is never touched.
+// DIR appears only complete (one rename); an existing DIR is never touched.
 // Output is the same for any worker count: workers only compute per-document results, which are
 // written in document order.
 //
