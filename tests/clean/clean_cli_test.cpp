@@ -150,6 +150,21 @@ TEST_F(CleanCli, CleansKeepsFieldsAndFeedsPrepare) {
   EXPECT_EQ(last_json_line(p.out)["documents"], s["documents_out"]) << p.out;
 }
 
+TEST_F(CleanCli, DecontaminationCanOnlyReport) {
+  write_bytes(path("report.toml"), "[decontaminate]\naction = \"report\"\n[minhash]\nenabled = false\n");
+  auto r = run(clean(path("out"), "--json --config " + path("report.toml")), false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_FALSE(last_json_line(r.out)["removed"].contains("decontaminate:arc_easy")) << r.out;
+  json rep = json::parse(read_bytes(path("out/clean_report.json")));
+  const json& dec = rep["stages"].back();
+  ASSERT_EQ(dec["stage"], "decontaminate");
+  ASSERT_EQ(dec["extra"]["flagged"].size(), 1u) << dec.dump();
+  EXPECT_EQ(dec["extra"]["flagged"][0]["item"]["line"], 1);
+  EXPECT_NE(read_bytes(path("out/shard_00000.jsonl")).find("\"planted/arc\""), std::string::npos);
+  // MinHash off: the near duplicate stays.
+  EXPECT_NE(read_bytes(path("out/shard_00000.jsonl")).find("\"planted/near-duplicate\""), std::string::npos);
+}
+
 TEST_F(CleanCli, SameOutputForAnyWorkerCount) {
   write_bytes(path("small_batches.toml"), "[run]\nbatch_docs = 3\n[exact_dedup]\nlines = true\n");
   write_bytes(path("big_batches.toml"), "[run]\nbatch_docs = 1000\n[exact_dedup]\nlines = true\n");
