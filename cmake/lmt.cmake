@@ -40,9 +40,10 @@ endif()
 # The loader's prefetch thread: loader_test, trainer_test, fault_test; the asynchronous checkpointer:
 # fault_test (`lmtrain train` with checkpoint.async on, killed and signalled mid-save); the tokenizer
 # and data preparation pools: bpe_trainer_test, tokenizer_test, the CLI tests, prepare_test;
-# data-parallel overlap (non-blocking all-reduce during backward): dist_test, dist_fault_test.
+# data-parallel overlap (non-blocking all-reduce during backward): dist_test, dist_fault_test; the
+# `data clean` workers: clean_cli_test.
 set(LMT_THREADED_TESTS loader_test prepare_test data_cli_test bpe_trainer_test tokenizer_test
-    tokenizer_cli_test tokenizer_train_cli_test trainer_test fault_test dist_fault_test)
+    tokenizer_cli_test tokenizer_train_cli_test trainer_test fault_test dist_fault_test clean_cli_test)
 
 # lmt_library(NAME SOURCES ... DEPS ...)
 # One library per folder of src/lmt. Dependencies are named explicitly and are PUBLIC, so a module

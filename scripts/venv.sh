@@ -27,7 +27,7 @@ requirements() {
     interop)
       echo "torch==2.15.0 transformers==5.24.0 safetensors tokenizers numpy sentencepiece gguf==0.19.0"
       echo "lm-eval==0.4.13 llama-cpp-python==0.3.36" ;;
-    clean) echo "datatrove[processing]==0.10.1" ;;
+    clean) echo "datatrove[processing]==0.10.1 spacy==3.8.7" ;;  # spaCy: datatrove's English word tokenizer
     tokenizers) echo "tiktoken tokenizers" ;;
     *) echo "venv.sh: unknown group '$1' (known: interop clean tokenizers)" >&2; return 2 ;;
   esac

@@ -1,9 +1,14 @@
 // `lmtrain data clean --input PATH... --out DIR [--config clean.toml] [--workers N]
 //  [--decontaminate EVALFILE...] [--json]` (docs/DATA_CLEAN.md).
+#include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "lmt/clean/pipeline.h"
 
 namespace lmt::cli {
 namespace {
@@ -14,11 +19,49 @@ struct CleanArgs {
   std::string config;
   int64_t workers = 0;
   std::vector<std::string> decontaminate;
+  std::string text_field;
   bool json = false;
 };
 
-Status run_clean(const CleanArgs&) {
-  return Unimplemented("'lmtrain data clean' is not implemented yet", "issue #17");
+Status run_clean(const CleanArgs& a) {
+  LMT_RETURN_IF_ERROR(check_flag("--workers", a.workers, 0, 1024, "0 uses one worker per hardware thread"));
+  LMT_ASSIGN_OR_RETURN(clean::CleanOptions options, clean::load_clean_options(a.config));
+  if (!a.text_field.empty()) options.text_field = a.text_field;
+  clean::CleanRequest req;
+  req.inputs = a.inputs;
+  req.out = a.out;
+  req.options = options;
+  req.workers = a.workers > 0 ? a.workers : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  req.decontaminate = a.decontaminate;
+  LMT_ASSIGN_OR_RETURN(clean::CleanResult r, clean::run_clean(req));
+  const nlohmann::json& rep = r.report;
+  if (a.json) {
+    nlohmann::json j = {{"out", a.out},
+                        {"documents_in", rep["documents_in"]},
+                        {"documents_out", rep["documents_out"]},
+                        {"bytes_in", rep["bytes_in"]},
+                        {"bytes_out", rep["bytes_out"]},
+                        {"shards", r.shards},
+                        {"removed", rep["removed"]},
+                        {"resumed_stages", r.resumed_stages},
+                        {"report", a.out + "/clean_report.json"}};
+    std::printf("%s\n", j.dump().c_str());
+    return Status::Ok();
+  }
+  std::printf("cleaned %lld of %lld documents (%lld of %lld bytes) into %s (%zu shards)\n",
+              static_cast<long long>(rep["documents_out"].get<int64_t>()), static_cast<long long>(rep["documents_in"].get<int64_t>()),
+              static_cast<long long>(rep["bytes_out"].get<int64_t>()), static_cast<long long>(rep["bytes_in"].get<int64_t>()),
+              a.out.c_str(), r.shards.size());
+  for (const auto& [reason, c] : rep["removed"].items())
+    std::printf("  removed %-48s %8lld docs %12lld bytes\n", reason.c_str(), static_cast<long long>(c["documents"].get<int64_t>()),
+                static_cast<long long>(c["bytes"].get<int64_t>()));
+  if (!r.resumed_stages.empty()) {
+    std::printf("resumed: skipped the finished stages");
+    for (const auto& s : r.resumed_stages) std::printf(" %s", s.c_str());
+    std::printf("\n");
+  }
+  std::printf("report: %s/clean_report.json, removed samples: %s/removed_sample.jsonl\n", a.out.c_str(), a.out.c_str());
+  return Status::Ok();
 }
 
 }  // namespace
@@ -31,6 +74,7 @@ void add_data_clean_command(CLI::App* data, Runner& runner) {
   c->add_option("--config", a.config, "clean.toml: normalisation, filters, dedup settings");
   c->add_option("--workers", a.workers, "worker threads (0: one per hardware thread)")->capture_default_str();
   c->add_option("--decontaminate", a.decontaminate, "evaluation files whose items must not appear in the output");
+  c->add_option("--text-field", a.text_field, "JSONL field holding the document (default: input.text_field of the config, \"text\")");
   c->add_flag("--json", a.json, "print the summary as one JSON object");
   c->callback([&runner] { runner.set(run_clean(a)); });
 }

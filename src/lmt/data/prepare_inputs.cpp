@@ -34,6 +34,15 @@ Status add_file(const fs::path& p, std::vector<InputFile>* out) {
   return Status::Ok();
 }
 
+// In an output directory of `lmtrain data clean` (it holds clean_report.json) only the shards
+// shard_*.jsonl are documents; the report and the removed-document samples are not.
+bool is_clean_metadata(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p.parent_path() / "clean_report.json", ec)) return false;
+  const std::string name = p.filename().string();
+  return !(name.starts_with("shard_") && ends_with(name, ".jsonl"));
+}
+
 }  // namespace
 
 StatusOr<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths) {
@@ -57,7 +66,7 @@ StatusOr<std::vector<InputFile>> list_input_files(const std::vector<std::string>
         if (it->is_directory(ec)) it.disable_recursion_pending();
         continue;
       }
-      if (it->is_regular_file(ec)) found.push_back(it->path());
+      if (it->is_regular_file(ec) && !is_clean_metadata(it->path())) found.push_back(it->path());
     }
     if (found.empty()) return InvalidArgument("input directory " + path + " holds no files", "check the --input paths");
     std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) { return a.string() < b.string(); });
@@ -81,6 +90,7 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
       doc->line = 0;
       doc->input_bytes = skipped + f.bytes;
       doc->text.clear();
+      doc->record.clear();
       if (f.bytes == 0) return true;
       LMT_ASSIGN_OR_RETURN(io::MappedFile m, io::MappedFile::open_read_only(f.path));
       doc->text.assign(reinterpret_cast<const char*>(m.data()), m.size());
@@ -119,6 +129,8 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
         return InvalidArgument(at + ": no string field '" + text_field_ + "'",
                                "--text-field NAME chooses the field that holds the document text");
       doc->text = std::move(field->get_ref<std::string&>());
+      if (keep_records_) doc->record.assign(line);
+      else doc->record.clear();
       doc->line = line_;
       doc->input_bytes = skipped + len + (nl ? 1 : 0);
       return true;

@@ -3,7 +3,8 @@
 //
 // Rules (the same as the tokenizer trainer's CorpusReader, so both see the same text): a path is a
 // file or a directory, walked recursively with files in byte order of their paths and names
-// starting with '.' skipped. A *.jsonl / *.ndjson file holds one JSON object per line whose string
+// starting with '.' skipped. In a directory holding clean_report.json (an output of `lmtrain data
+// clean`) only its shard_*.jsonl files are read, not the report or the removed-document samples. A *.jsonl / *.ndjson file holds one JSON object per line whose string
 // field `text_field` is one document (blank lines skipped); any other file is one document of raw
 // bytes. Compressed files (.gz .zst .bz2 .xz .zip) are refused. Empty documents are returned too
 // (the caller decides to skip them).
@@ -36,6 +37,7 @@ struct Document {
   int file = 0;             // index into the input files
   int64_t line = 0;         // 1-based JSONL line; 0 for a plain-text file
   uint64_t input_bytes = 0; // bytes of the input file this document accounts for (progress)
+  std::string record;       // the JSONL line as read (no newline), when keep_records(); else empty
 };
 
 class DocumentReader {
@@ -48,6 +50,9 @@ class DocumentReader {
   StatusOr<bool> next(Document* doc);
 
   const std::vector<InputFile>& files() const { return files_; }
+  // Also return each JSONL document's whole line in Document::record (`data clean` copies the
+  // record's other fields as they are). Off by default.
+  void set_keep_records(bool keep) { keep_records_ = keep; }
   // "path:line" (or "path") of a document, for messages.
   std::string where(const Document& doc) const;
 
@@ -59,6 +64,7 @@ class DocumentReader {
   io::MappedFile map_;         // the current JSONL file
   uint64_t offset_ = 0;        // next byte of it
   int64_t line_ = 0;
+  bool keep_records_ = false;
 };
 
 }  // namespace lmt::data
