@@ -74,8 +74,40 @@ def demo():
     check(max_diff(a, b) < TOL, f"demo: lmtrain vs transformers max |diff| {max_diff(a, b):.2e} over {len(ids)} tokens")
 
 
+def relative_paths():
+    """`data prepare --tokenizer tok.json` (relative) in one directory, train there, then use the run
+    from another directory after the original tokenizer is gone: the checkpoint's copy serves."""
+    import subprocess
+    from lmt_fixtures import LMTRAIN, SOURCE
+
+    a = fresh_dir("hf_rel_a")
+    corpus = shared("corpora", "tinyshakespeare.txt")
+
+    def run(cwd, *args):
+        r = subprocess.run([LMTRAIN, *map(str, args)], cwd=cwd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stdout + r.stderr)
+        return r
+
+    check(run(a, "tokenizer", "train", "--input", corpus, "--vocab-size", 300, "--out", "tok.json").returncode == 0, "tokenizer trained")
+    check(run(a, "data", "prepare", "--tokenizer", "tok.json", "--input", corpus, "--out", "data").returncode == 0, "data prepared")
+    manifest = json.load(open(os.path.join(a, "data", "manifest.json")))
+    check(os.path.isabs(manifest["tokenizer"]["path"]), f"the manifest records an absolute tokenizer path ({manifest['tokenizer']['path']})")
+    check(run(a, "train", "--config", os.path.join(SOURCE, "configs", "demo.toml"), "--run-dir", "run", "--set", "data.path=data",
+              "--set", "train.max_steps=2", "--set", "train.micro_batch=2", "--set", "train.seq_len=32", "--set", "eval.every=0",
+              "--set", "schedule.warmup_steps=1").returncode == 0, "trained 2 steps")
+    os.rename(os.path.join(a, "tok.json"), os.path.join(a, "tok.json.moved"))
+    b = fresh_dir("hf_rel_b")
+    g = run(b, "generate", "--checkpoint", os.path.join(a, "run"), "--prompt", "To be", "--max-tokens", 4, "--temperature", 0)
+    check(g.returncode == 0, "generate --prompt from another directory, the original tokenizer gone: " + g.stderr[-200:])
+    out = os.path.join(b, "export")
+    e = run(b, "export", "--checkpoint", os.path.join(a, "run"), "--format", "hf", "--out", out)
+    check(e.returncode == 0 and os.path.exists(os.path.join(out, "tokenizer.json")), "export takes the checkpoint's tokenizer copy")
+
+
 if __name__ == "__main__":
     os.chdir(fresh_dir("hf_cwd"))  # nothing may depend on where the data was prepared
     stories()
     demo()
+    relative_paths()
     print("check 1 passed")
