@@ -106,7 +106,10 @@ StatusOr<SpecialTokens> special_tokens(const data::Tokenizer& tok, const model::
 Status write_tokenizer(const std::string& tmp, const std::string& path, const model::ModelConfig& c, SpecialTokens* s) {
   LMT_ASSIGN_OR_RETURN(std::string json_path, tokenizer_json_of(path));
   auto tok = data::load_tokenizer(json_path);
-  if (!tok.ok()) return tok.status().WithContext("tokenizer " + json_path);
+  if (!tok.ok())
+    return Status(tok.status().code(), "the tokenizer to export cannot be loaded: " + tok.status().message(),
+                  "pass --tokenizer PATH (the tokenizer the model was trained with), or --tokenizer none to export the model "
+                  "files only");
   LMT_ASSIGN_OR_RETURN(*s, special_tokens(**tok, c, json_path));
   LMT_RETURN_IF_ERROR(io::write_file_atomically(tmp + "/tokenizer.json", read_text(json_path)));
   auto tok_or_null = [](const std::optional<std::string>& t) { return t ? json(*t) : json(nullptr); };
