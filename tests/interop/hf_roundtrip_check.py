@@ -114,10 +114,50 @@ def dtypes(work):
     check(exists.returncode != 0 and "already exists" in exists.stderr, "an existing --out is refused")
 
 
+def families(work):
+    """Randomly initialised transformers models of each family (save_pretrained) -> lmtrain export:
+    every tensor bit-identical and the architecture kept, and lmtrain's logits on the source equal
+    transformers' within 1e-4. Covers the mappings no lmtrain recipe key reaches (Qwen2's q/k/v
+    biases, Llama's attention_bias and mlp_bias)."""
+    import torch
+    from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, Qwen2Config, Qwen3Config
+
+    from hf_common import lmt_logits
+
+    common = dict(vocab_size=96, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=64)
+    cases = [("Qwen2ForCausalLM", Qwen2Config(**common, tie_word_embeddings=False)),
+             ("Qwen3ForCausalLM", Qwen3Config(**common, head_dim=8, tie_word_embeddings=True)),
+             ("LlamaForCausalLM", LlamaConfig(**common, attention_bias=True, mlp_bias=True, tie_word_embeddings=False)),
+             ("GPT2LMHeadModel", GPT2Config(vocab_size=96, n_embd=32, n_layer=2, n_head=4, n_positions=64))]
+    ids = list(range(1, 90, 3))
+    for i, (arch, cfg) in enumerate(cases):
+        torch.manual_seed(i)
+        cfg.architectures = [arch]
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()  # GPT-2's dropout off
+        with torch.no_grad():  # biases and norms start at 0/1: make them non-trivial
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.05)
+        src = os.path.join(work, f"family_{i}")
+        model.save_pretrained(src)
+        out = os.path.join(work, f"family_{i}_export")
+        lmtrain("export", "--checkpoint", src, "--format", "hf", "--out", out, "--tokenizer", "none")
+        a, b = tensors(os.path.join(src, "model.safetensors")), tensors(os.path.join(out, "model.safetensors"))
+        a = {k: v for k, v in a.items() if not k.endswith((".attn.bias", ".attn.masked_bias"))}
+        differ = [k for k in a if k not in b or a[k].numpy().tobytes() != b[k].numpy().tobytes()] + [k for k in b if k not in a]
+        check(not differ, f"{arch}: save_pretrained -> lmtrain export, all {len(a)} tensors bit-identical (differ: {differ[:4]})")
+        check(json.load(open(os.path.join(out, "config.json")))["architectures"] == [arch], f"{arch}: architecture kept")
+        ours = lmt_logits(src, ids)
+        with torch.no_grad():
+            theirs = model(torch.tensor([ids])).logits[0].double().numpy()
+        check(max_diff(ours, theirs) < 1e-4, f"{arch}: lmtrain vs transformers max |diff| {max_diff(ours, theirs):.2e}")
+
+
 if __name__ == "__main__":
     HF = shared("models", "stories260K", "hf")
     work = fresh_dir("hf_roundtrip")
     os.chdir(work)
     roundtrip(work)
     dtypes(work)
+    families(work)
     print("check 3 passed")
