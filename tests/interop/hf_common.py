@@ -7,7 +7,7 @@ import numpy as np
 from lmt_fixtures import TMP, lmtrain
 
 
-def lmt_logits(checkpoint, ids, cwd=None):
+def lmt_logits(checkpoint, ids):
     """lmtrain's logits [T, V] after each id (`lmtrain logits`), as float64."""
     out = os.path.join(TMP, "logits.json")
     os.makedirs(TMP, exist_ok=True)

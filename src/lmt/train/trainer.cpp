@@ -1,5 +1,4 @@
 #include "lmt/train/trainer.h"
-#include "lmt/train/init_from.h"
 
 #include <cmath>
 #include <csignal>
@@ -21,6 +20,7 @@
 #include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
 #include "lmt/optim/schedule.h"
+#include "lmt/train/init_from.h"
 
 namespace lmt::train {
 namespace fs = std::filesystem;
