@@ -44,6 +44,9 @@ class Runner {
 // `lmtrain bench matmul|attention ...` (apps/lmtrain/bench_cmd.cpp)
 void add_bench_command(CLI::App& app, Runner& runner);
 
+// `lmtrain logits --checkpoint DIR --ids 1,2,3` (apps/lmtrain/logits_cmd.cpp)
+void add_logits_command(CLI::App& app, Runner& runner);
+
 // `lmtrain plan ...`: feasibility, memory and parallelism planning (apps/lmtrain/plan_cmd.cpp)
 void add_plan_command(CLI::App& app, Runner& runner);
 // `lmtrain train ...` (apps/lmtrain/train_cmd.cpp)

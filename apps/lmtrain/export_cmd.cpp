@@ -17,6 +17,7 @@ struct ExportArgs {
   std::string out;
   std::string dtype = "f32";
   std::string tokenizer;
+  std::string max_shard_size = "5GiB";
 };
 
 Status run_export(const ExportArgs& a) {
@@ -33,9 +34,12 @@ Status run_export(const ExportArgs& a) {
   em.config = m.config();
   em.layout = &m.layout();
   em.params = m.params().as<float>();
-  em.tokenizer_path = a.tokenizer.empty() ? loaded->tokenizer_path : a.tokenizer;
+  em.tokenizer_path = a.tokenizer == "none" ? "" : a.tokenizer.empty() ? loaded->tokenizer_path : a.tokenizer;
   em.source = loaded->source;
-  return a.format == "hf" ? exporter::export_hf(em, a.out, *dtype) : exporter::export_gguf(em, a.out, *dtype);
+  if (a.format == "gguf") return exporter::export_gguf(em, a.out, *dtype);
+  StatusOr<int64_t> shard = exporter::parse_byte_size(a.max_shard_size);
+  if (!shard.ok()) return shard.status().WithContext("--max-shard-size");
+  return exporter::export_hf(em, a.out, *dtype, *shard);
 }
 
 }  // namespace
@@ -48,7 +52,9 @@ void add_export_command(CLI::App& app, Runner& runner) {
   e->add_option("--format", a.format, "hf or gguf")->required();
   e->add_option("--out", a.out, "the directory (hf) or file (gguf) to create")->required();
   e->add_option("--dtype", a.dtype, "f32, bf16, f16, or q8_0 (gguf only)")->capture_default_str();
-  e->add_option("--tokenizer", a.tokenizer, "the tokenizer to include (default: the checkpoint's own)");
+  e->add_option("--tokenizer", a.tokenizer, "the tokenizer to include (default: the checkpoint's own; none: no tokenizer files)");
+  e->add_option("--max-shard-size", a.max_shard_size, "hf: split model.safetensors into shards of at most this size (5GB, 500MB, 64KiB)")
+      ->capture_default_str();
   e->callback([&runner] { runner.set(run_export(a)); });
 }
 

@@ -21,7 +21,7 @@ Result run(const std::string& args, bool with_stderr = false) { return lmt::test
 TEST(Cli, HelpListsEverySubcommand) {
   Result r = run("--help");
   EXPECT_EQ(r.code, 0);
-  for (const char* sub : {"plan", "tokenizer", "data", "train", "eval", "generate", "export", "bench"})
+  for (const char* sub : {"plan", "tokenizer", "data", "train", "eval", "generate", "export", "logits", "bench"})
     EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
 }
 

@@ -83,6 +83,10 @@ std::vector<KeyInfo> build() {
       optional_model("model.nope_every", Type::kInt, between(0, 1 << 14), "every N-th layer uses no positions (0: never)"),
       optional_model("model.qk_norm", Type::kBool, "RMSNorm on q and k per head"),
       optional_model("model.tied_embeddings", Type::kBool, "share the token embedding with the LM head"),
+      key("model.init_from", std::string(""),
+          "start from these weights instead of a random init: a Hugging Face directory (config.json + model.safetensors), an "
+          "lmtrain run or RUN/checkpoints/step_XXXXXXXX; the optimizer starts fresh; the model.* keys must give the same "
+          "shapes (docs/INTEROP.md)"),
       optional_model("model.init_std", Type::kFloat, above_to(0, 10), "standard deviation of weight initialisation"),
       // train
       key("train.max_steps", I{1000}, between(1, kMaxSteps), "optimizer steps to run"),

@@ -1,6 +1,7 @@
 #include "lmt/data/prepare.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -142,7 +143,10 @@ StatusOr<PrepareReport> prepare_dataset(const PrepareOptions& o, const Tokenizer
   for (const InputFile& f : files) total_bytes += f.bytes;
 
   DatasetSpec spec;
-  spec.tokenizer_path = o.tokenizer_path;
+  // Absolute: the manifest is read from other directories (training, eval) than the one it was made in.
+  std::error_code abs_ec;
+  spec.tokenizer_path = o.tokenizer_path.empty() ? "" : std::filesystem::absolute(o.tokenizer_path, abs_ec).lexically_normal().string();
+  if (abs_ec) spec.tokenizer_path = o.tokenizer_path;
   spec.tokenizer_fingerprint = tokenizer.fingerprint();
   spec.vocab_size = tokenizer.vocab_size();
   spec.eos_id = *eos;

@@ -42,7 +42,8 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded()) return DataLoss(dir + "/model.json is not JSON", "the checkpoint is damaged");
     LMT_ASSIGN_OR_RETURN(config, model::model_config_from_json(j, dir + "/model.json"));
-    out.tokenizer_path = tokenizer_of_checkpoint(dir);
+    out.tokenizer_path = io::checkpoint_tokenizer_path(dir);  // the copy the checkpoint carries
+    if (out.tokenizer_path.empty()) out.tokenizer_path = tokenizer_of_checkpoint(dir);  // older checkpoints
   } else if (fs::exists(dir + "/config.json")) {  // a Hugging Face directory
     LMT_ASSIGN_OR_RETURN(config, model::config_from_hf(dir + "/config.json"));
     if (fs::exists(dir + "/tokenizer.json")) out.tokenizer_path = dir + "/tokenizer.json";

@@ -2,8 +2,10 @@
 //   - an lmtrain checkpoint (RUN/checkpoints/step_XXXXXXXX): model.json + model.safetensors, verified
 //     against its manifest; or a run directory (RUN/), meaning its newest valid checkpoint;
 //   - a Hugging Face model directory: config.json + model.safetensors.
-// The tokenizer: an explicit path wins; otherwise, for a checkpoint, the tokenizer recorded in the
-// manifest of the dataset the run trained on (config.toml's data.path). A HF directory's own
+// The tokenizer: an explicit path wins; otherwise, for a checkpoint, the copy it carries
+// (step_XXXXXXXX/tokenizer/, io::checkpoint_tokenizer_path), or for checkpoints written before
+// that existed the tokenizer recorded in the manifest of the dataset the run trained on
+// (config.toml's data.path). A HF directory's own
 // tokenizer.json is used when present.
 #pragma once
 

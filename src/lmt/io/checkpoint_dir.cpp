@@ -55,6 +55,17 @@ StatusOr<std::string> newest_valid(const std::string& checkpoints_dir, OnDamaged
 
 }  // namespace
 
+std::string checkpoint_tokenizer_path(const std::string& step_dir) {
+  const fs::path dir = fs::path(step_dir) / kCheckpointTokenizerDir;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file()) files.push_back(e.path().string());
+  if (files.size() == 1) return files[0];
+  return files.empty() ? "" : dir.string();
+}
+
 std::string checkpoint_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
@@ -66,6 +77,18 @@ Status write_checkpoint_manifest(const std::string& step_dir, int64_t step) {
   for (const char* f : kCheckpointFiles) {
     LMT_ASSIGN_OR_RETURN(auto sc, size_and_checksum(step_dir + "/" + f));
     manifest["files"][f] = {{"bytes", sc.first}, {"xxh64", hex64(sc.second)}};
+  }
+  std::error_code ec;
+  const fs::path tok = fs::path(step_dir) / kCheckpointTokenizerDir;
+  if (fs::is_directory(tok, ec)) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(tok, ec))
+      if (e.is_regular_file()) names.push_back(std::string(kCheckpointTokenizerDir) + "/" + e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    for (const std::string& f : names) {
+      LMT_ASSIGN_OR_RETURN(auto sc, size_and_checksum(step_dir + "/" + f));
+      manifest["files"][f] = {{"bytes", sc.first}, {"xxh64", hex64(sc.second)}};
+    }
   }
   return write_file_atomically(step_dir + "/manifest.json", manifest.dump(2) + "\n");
 }
@@ -82,9 +105,16 @@ Status verify_checkpoint(const std::string& step_dir) {
   nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
   if (m.is_discarded() || !m.contains("files") || !m["files"].is_object())
     return DataLoss(mpath + " is not a valid manifest", "the checkpoint is damaged; use an older one");
-  for (const char* name : kCheckpointFiles) {
-    if (!m["files"].contains(name)) return DataLoss(mpath + " does not list " + name, "the checkpoint is damaged");
-    const auto& entry = m["files"][name];
+  for (const char* required : kCheckpointFiles)
+    if (!m["files"].contains(required)) return DataLoss(mpath + " does not list " + required, "the checkpoint is damaged");
+  const std::string tok_prefix = std::string(kCheckpointTokenizerDir) + "/";
+  for (const auto& [name, entry] : m["files"].items()) {
+    const bool known = std::find_if(std::begin(kCheckpointFiles), std::end(kCheckpointFiles),
+                                    [&](const char* k) { return name == k; }) != std::end(kCheckpointFiles);
+    const bool tokenizer_file = name.rfind(tok_prefix, 0) == 0 && name.find('/', tok_prefix.size()) == std::string::npos &&
+                                name.size() > tok_prefix.size() && name.find("..") == std::string::npos;
+    if (!known && !tokenizer_file)
+      return DataLoss(mpath + " lists '" + name + "', which is no checkpoint file", "the checkpoint is damaged");
     auto sc = size_and_checksum(step_dir + "/" + name);
     if (!sc.ok()) return DataLoss(step_dir + "/" + name + " cannot be read: " + sc.status().message(), "the checkpoint is damaged");
     if (!entry.contains("bytes") || !entry.contains("xxh64") || entry["bytes"] != sc->first ||

@@ -10,6 +10,9 @@
 //   trainer_state.json     step, tokens, schedule, RNG, data cursor: whatever the trainer needs to
 //                          continue bit for bit
 //   config.toml            the resolved training recipe
+//   tokenizer/             optional: a copy of the dataset's tokenizer (tokenizer.json, NAME.tiktoken,
+//                          or GPT-2's encoder.json + vocab.bpe), so the checkpoint works from anywhere;
+//                          checkpoints written before it existed have none
 //   manifest.json          every file above with its size and XXH64, written last
 // Commit protocol (io/atomic_dir.h, staging kSuffix): everything goes into step_XXXXXXXX.tmp/ (each
 // file fsynced), the directory is fsynced, renamed to step_XXXXXXXX and the parent fsynced. A crash
@@ -30,14 +33,23 @@ namespace lmt::io {
 inline constexpr const char* kCheckpointFiles[] = {"model.safetensors", "model.json", "optimizer.safetensors",
                                                    "trainer_state.json", "config.toml"};
 
+// The optional tokenizer copy inside a checkpoint (its files are listed in the manifest too).
+inline constexpr const char* kCheckpointTokenizerDir = "tokenizer";
+
+// The path load_tokenizer() takes for `step_dir`'s tokenizer copy: the single file in
+// step_dir/tokenizer/ (tokenizer.json, NAME.tiktoken), or the directory itself (GPT-2 files);
+// "" when the checkpoint carries none (older checkpoints).
+std::string checkpoint_tokenizer_path(const std::string& step_dir);
+
 // "step_00001234"
 std::string checkpoint_name(int64_t step);
 
 // Writes `step_dir`/manifest.json (atomically) with the size and XXH64 of every kCheckpointFiles
-// entry in `step_dir`: the last write of a save. Errors: a file missing or unreadable, kIoError.
+// entry in `step_dir` and every file under step_dir/tokenizer/: the last write of a save. Errors: a file missing or unreadable, kIoError.
 Status write_checkpoint_manifest(const std::string& step_dir, int64_t step);
 
-// Checks every file of `step_dir` against its manifest (size and checksum).
+// Checks every file of `step_dir` against its manifest (size and checksum): the kCheckpointFiles,
+// which must be listed, and any tokenizer/ files the manifest lists.
 Status verify_checkpoint(const std::string& step_dir);
 
 // The newest checkpoint under checkpoints_dir that verifies; each skipped (corrupt or incomplete)

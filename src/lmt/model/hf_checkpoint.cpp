@@ -222,6 +222,8 @@ StatusOr<ModelConfig> config_from_hf(const std::string& path) {
     LMT_RETURN_IF_ERROR(llama_like(j, path, &c));
     if (type == "qwen2") c.attn_bias = true;  // Qwen2 has q/k/v biases without saying so
     if (type == "qwen3") c.qk_norm = true;
+    // Llama's and Qwen3's attention_bias puts a bias on o_proj too; Qwen2's and Mistral's o_proj has none.
+    if (type == "llama" || type == "qwen3") c.attn_out_bias = c.attn_bias;
   } else if (type == "gpt2") {
     LMT_RETURN_IF_ERROR(gpt2_like(j, path, &c));
   } else {

@@ -7,6 +7,7 @@
 // extra tensor the config has no place for) are rejected with the tensor named.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -30,7 +31,7 @@ StatusOr<ModelConfig> config_from_hf(const std::string& path);
 // The RoPE scaling of c as transformers 5's rope_parameters dict (rope_type, rope_theta, factor and
 // the type's own keys: original_max_position_embeddings, low/high_freq_factor for llama3;
 // original_max_position_embeddings, beta_fast, beta_slow and the set ones of attention_factor,
-// mscale, mscale_all_dim, truncate for yarn), or null when c has none. The exporter writes it as
+// mscale, mscale_all_dim, truncate for yarn), or null when c has none. config_to_hf writes it as
 // config.json's "rope_parameters" (transformers < 5 read the same dict under "rope_scaling"), with
 // max_position_embeddings = hf_max_position_embeddings(c).
 nlohmann::json rope_scaling_to_hf(const ModelConfig& c);
@@ -38,6 +39,15 @@ nlohmann::json rope_scaling_to_hf(const ModelConfig& c);
 // config.json's max_position_embeddings for c: max_seq_len, except for dynamic scaling, where HF's
 // threshold is max_position_embeddings (= rope_scaling.original_max_position_embeddings).
 int64_t hf_max_position_embeddings(const ModelConfig& c);
+
+// The inverse of config_from_hf: the config.json that makes transformers build this model. The
+// family decides the architecture: gpt2 -> GPT2LMHeadModel; llama naming with q/k norms ->
+// Qwen3ForCausalLM; with q/k/v biases but none on the output projection -> Qwen2ForCausalLM;
+// otherwise LlamaForCausalLM (attention_bias covers q, k, v and o; mlp_bias the MLP). Layouts no
+// HF architecture computes (NoPE layers, partial rotary, LayerNorm or a plain MLP in the llama
+// family, ...) are refused with kUnimplemented naming the feature. `torch_dtype` ("float32",
+// "bfloat16", "float16") is written as both torch_dtype and dtype. bos/eos ids are the caller's.
+StatusOr<nlohmann::json> config_to_hf(const ModelConfig& c, const std::string& torch_dtype = "float32");
 
 // Fills params (layout.total_numel() f32 values) from a safetensors file laid out with HF names.
 // GPT-2 checkpoints whose keys lack the "transformer." prefix are accepted too.
@@ -47,5 +57,14 @@ Status load_hf_weights(const std::string& safetensors_path, const ParamLayout& l
 // padded vocabulary rows dropped, Conv1D weights transposed back, no lm_head when tied. Atomic.
 Status save_hf_weights(const std::string& safetensors_path, const ParamLayout& layout, const float* params,
                        const std::map<std::string, std::string>& metadata = {});
+
+// Writes the weights of a Hugging Face directory into `dir` (which must exist): model.safetensors,
+// or, when they exceed max_shard_bytes (> 0), model-0000i-of-0000N.safetensors shards (whole
+// tensors, each shard at most max_shard_bytes unless one tensor alone is larger) plus
+// model.safetensors.index.json. dtype: "F32", "BF16" (round to nearest even) or "F16" (round to
+// nearest even; out-of-range values become +-Inf). Same names/shapes as save_hf_weights.
+inline constexpr int64_t kDefaultMaxShardBytes = int64_t{5} << 30;  // 5 GiB, as transformers' save_pretrained
+Status save_hf_weights_dir(const std::string& dir, const ParamLayout& layout, const float* params, const std::string& dtype,
+                           int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace lmt::model

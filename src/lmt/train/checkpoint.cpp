@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "lmt/io/atomic_dir.h"
 #include "lmt/io/atomic_file.h"
@@ -11,6 +13,34 @@
 
 namespace lmt::train {
 namespace fs = std::filesystem;
+namespace {
+
+// Copies the tokenizer at `src` (a file, or a directory's GPT-2 / tokenizer.json files) into
+// `dst_dir`, each file written atomically.
+Status copy_tokenizer(const std::string& src, const std::string& dst_dir) {
+  std::error_code ec;
+  std::vector<fs::path> files;
+  if (fs::is_directory(src, ec)) {
+    for (const char* f : {"encoder.json", "vocab.bpe"})
+      if (fs::exists(fs::path(src) / f, ec)) files.push_back(fs::path(src) / f);
+    if (files.empty() && fs::exists(fs::path(src) / "tokenizer.json", ec)) files.push_back(fs::path(src) / "tokenizer.json");
+  } else if (fs::is_regular_file(src, ec)) {
+    files.push_back(src);
+  }
+  if (files.empty())
+    return NotFound("the dataset's tokenizer " + src + " is gone", "prepare the dataset again, or keep its tokenizer where it was");
+  fs::create_directories(dst_dir, ec);
+  if (ec) return IoError("cannot create " + dst_dir + ": " + ec.message(), "check the run directory is writable");
+  for (const fs::path& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) return IoError("cannot read " + f.string(), "check the tokenizer file");
+    LMT_RETURN_IF_ERROR(io::write_file_atomically(dst_dir + "/" + f.filename().string(), bytes));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status save_checkpoint(const std::string& checkpoints_dir, int64_t step, const CheckpointData& d) {
   LMT_CHECK(d.layout != nullptr && d.params != nullptr) << "save_checkpoint without a layout or params";
@@ -37,6 +67,8 @@ Status save_checkpoint(const std::string& checkpoints_dir, int64_t step, const C
   LMT_RETURN_IF_ERROR(io::write_safetensors(tmp_dir + "/optimizer.safetensors", state));
   LMT_RETURN_IF_ERROR(io::write_file_atomically(tmp_dir + "/trainer_state.json", d.trainer_state.dump(2) + "\n"));
   LMT_RETURN_IF_ERROR(io::write_file_atomically(tmp_dir + "/config.toml", d.config_toml));
+  if (!d.tokenizer_path.empty())
+    LMT_RETURN_IF_ERROR(copy_tokenizer(d.tokenizer_path, tmp_dir + "/" + io::kCheckpointTokenizerDir));
   LMT_RETURN_IF_ERROR(io::write_checkpoint_manifest(tmp_dir, step));
   return out.commit();
 }

@@ -23,6 +23,9 @@ struct CheckpointData {
   std::vector<std::pair<std::string, TensorView>> optimizer_state;  // f32 tensors
   nlohmann::json trainer_state;
   std::string config_toml;
+  // The dataset's tokenizer (a tokenizer.json, *.tiktoken file or GPT-2 directory), copied into
+  // step_XXXXXXXX/tokenizer/ (io::kCheckpointTokenizerDir); "" copies nothing.
+  std::string tokenizer_path;
 };
 
 // Writes `checkpoints_dir`/step_XXXXXXXX atomically (creating checkpoints_dir if needed). Refuses

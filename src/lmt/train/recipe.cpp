@@ -41,7 +41,7 @@ StatusOr<model::ModelConfig> build_model(const config::Config& c, int64_t data_v
   LMT_ASSIGN_OR_RETURN(model::ModelConfig preset, model::preset(c.get_string("model.preset")));
   nlohmann::json j = model::model_config_to_json(preset);
   for (const auto& [key, value] : c.values()) {
-    if (key.rfind("model.", 0) != 0 || key == "model.preset") continue;
+    if (key.rfind("model.", 0) != 0 || key == "model.preset" || key == "model.init_from") continue;
     std::visit([&](const auto& v) { j[key.substr(6)] = v; }, value);
   }
   if (!c.has("model.vocab_size")) j["vocab_size"] = data_vocab;
@@ -100,6 +100,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   if (!manifest.ok())
     return manifest.status().WithContext(c.where("data.path") + ": data.path");
   LMT_ASSIGN_OR_RETURN(r.model, build_model(c, manifest->vocab_size));
+  r.init_from = c.get_string("model.init_from");
   if (r.model.vocab_size < manifest->vocab_size)
     return bad(c, "model.vocab_size", "= " + std::to_string(r.model.vocab_size) + " is smaller than the dataset's " +
                                           std::to_string(manifest->vocab_size),

@@ -19,6 +19,7 @@ enum class SpikeAction : uint8_t { kLog, kSkip, kRollback };
 
 struct Recipe {
   model::ModelConfig model;
+  std::string init_from;  // model.init_from: weights to start from ("" = random init; train/init_from.h)
   model::RunOptions run;
   std::string backend = "cpu";  // runtime.backend: the kernel backend's registry name (kernels/registry.h)
   int64_t max_steps = 0, micro_batch = 0, seq_len = 0, grad_accum = 1, batch_warmup_tokens = 0, log_every = 1;

@@ -20,6 +20,7 @@
 #include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
 #include "lmt/optim/schedule.h"
+#include "lmt/train/init_from.h"
 
 namespace lmt::train {
 namespace fs = std::filesystem;
@@ -104,6 +105,8 @@ Status Trainer::setup(bool resume) {
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
   model_ = std::make_unique<model::Transformer>(recipe_.model, *backend);
   model_->init(recipe_.seed);
+  if (!recipe_.init_from.empty())  // a resume replaces these with its checkpoint's below
+    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), model_->params().as<float>()));
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
@@ -124,6 +127,14 @@ Status Trainer::setup(bool resume) {
     return InvalidArgument("the dataset's vocabulary (" + std::to_string(train_loader_->vocab_size()) +
                                ") is larger than the model's (" + std::to_string(recipe_.model.vocab_size) + ")",
                            "remove model.vocab_size from the recipe to take the dataset's");
+  if (root_) {  // checkpoints carry a copy of the dataset's tokenizer (io::kCheckpointTokenizerDir)
+    auto manifest = data::read_manifest(recipe_.train_data.stages[0].sources[0].path);
+    if (manifest.ok() && !manifest->tokenizer_path.empty() && fs::exists(manifest->tokenizer_path, ec))
+      tokenizer_path_ = fs::absolute(manifest->tokenizer_path, ec).string();
+    else if (manifest.ok())
+      LMT_LOG(WARNING) << "the dataset's tokenizer '" << manifest->tokenizer_path << "' is not found from here: "
+                       << "checkpoints will not carry a copy (pass --tokenizer to eval/generate/export)";
+  }
   if (!recipe_.eval_tasks.empty()) {  // tokenised with the tokenizer the data was prepared with
     LMT_ASSIGN_OR_RETURN(data::Manifest manifest, data::read_manifest(recipe_.train_data.stages[0].sources[0].path));
     auto tok = data::load_tokenizer(manifest.tokenizer_path);
@@ -285,6 +296,7 @@ Status Trainer::save_checkpoint() {
   }
   d.trainer_state = trainer_state().to_json();
   d.config_toml = resolved_toml_;
+  d.tokenizer_path = tokenizer_path_;
   last_checkpoint_step_ = step_;
   Status s = root_ ? checkpointer_->start(step_, d) : Status::Ok();  // start() snapshots `full`
   Status b = comm_->barrier();

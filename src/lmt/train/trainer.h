@@ -100,6 +100,7 @@ class Trainer {
 
   Recipe recipe_;
   std::string run_dir_, resolved_toml_;
+  std::string tokenizer_path_;  // the dataset's tokenizer, copied into each checkpoint ("" if not found)
   std::unique_ptr<dist::Communicator> own_comm_;  // solo, when create() got none
   dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
