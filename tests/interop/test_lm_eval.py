@@ -1,6 +1,7 @@
 """Issue #16, check 4: `lmtrain eval` and lm-evaluation-harness (its hf backend, the same model
-directory) give the same per-item, per-choice log-likelihoods (|diff| <= 1e-4) and the same
-accuracies on ARC-Easy, PIQA and HellaSwag.
+directory) give the same per-item, per-choice log-likelihoods (|diff| <= 1e-4, or two float32
+ulps of lm-eval's float32 sum where that is larger: |logL| >= 1024) and the same accuracies on
+ARC-Easy, PIQA and HellaSwag (docs/INTEROP_LMEVAL.md).
 
     scripts/venv_run.sh BUILD interop tests/interop/test_lm_eval.py [--model HF_DIR] [--items N]
 
@@ -28,6 +29,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lmt_fixtures import TMP, fresh_dir, lmtrain, shared, skip  # noqa: E402
 
 TOL = 1e-4
+
+
+def tolerance(ll):
+    """1e-4, or two float32 ulps of the value where that is larger: lm-eval's hf backend sums the
+    token log-probs in float32 and returns that float32, whose own spacing at |ll| >= 1024 is 1.2e-4
+    (only reached by very long or very unlikely continuations, e.g. of a random model)."""
+    import numpy as np
+    return max(TOL, 2 * float(np.spacing(np.float32(abs(ll)))))
 
 # task -> (shared file, lm-eval YAML to include, process_docs in lmt_utils.py)
 TASKS = {
@@ -197,7 +206,7 @@ def compare(task, samples, summary, items, res, hf, n):
     """Per-item and per-task comparison; returns the largest |diff| of a log-likelihood."""
     samples = sorted(samples, key=lambda s: s["doc_id"])
     assert len(samples) == len(items) == n, (task, len(samples), len(items), n)
-    worst, near_ties, errors = 0.0, 0, []
+    worst, near_ties, over_abs, errors = 0.0, 0, 0, []
     for s, it in zip(samples, items):
         i = s["doc_id"]
         assert it["index"] == i, (task, it["index"], i)
@@ -211,7 +220,8 @@ def compare(task, samples, summary, items, res, hf, n):
         lls = [float(r[0]) for r in s["filtered_resps"]]
         for c, (a, b) in enumerate(zip(lls, it["logprob"])):
             worst = max(worst, abs(a - b))
-            if abs(a - b) > TOL:
+            over_abs += abs(a - b) > TOL
+            if abs(a - b) > tolerance(a):
                 errors.append(f"item {i} choice {c}: log-likelihood {a!r} (lm-eval) vs {b!r} (lmtrain)")
         # lm-eval's continuation ids: encode(context + choice) minus encode(context) (no BOS).
         for c, (ctx, cont) in enumerate(ours):
@@ -226,7 +236,7 @@ def compare(task, samples, summary, items, res, hf, n):
         for metric, pred, div in (("acc", it["pred"], [1] * len(lls)), ("acc_norm", it["pred_norm_char"], chars)):
             if s[metric] != float(pred == it["gold"]):
                 v = sorted((ll / d for ll, d in zip(lls, div)), reverse=True)
-                if v[0] - v[1] <= 2 * TOL:
+                if v[0] - v[1] <= 2 * tolerance(v[0]):
                     near_ties += 1
                 else:
                     errors.append(f"item {i}: {metric} {s[metric]} (lm-eval) vs pred {pred}, gold {it['gold']} (lmtrain)")
@@ -236,7 +246,9 @@ def compare(task, samples, summary, items, res, hf, n):
     r = res["results"][f"lmt_{task}"]
     print(f"{task}: {n} items, max |dlogL| = {worst:.2e}; acc lm-eval {r['acc,none']:.4f} lmtrain {summary['acc']:.4f}; "
           f"acc_norm lm-eval {r['acc_norm,none']:.4f} lmtrain acc_norm_char {summary['acc_norm_char']:.4f}"
-          + (f" ({near_ties} near-ties)" if near_ties else ""))
+          + (f" ({near_ties} near-ties)" if near_ties else "")
+          + (f"; {over_abs} log-likelihoods differ by more than {TOL}, all within 2 float32 ulps of lm-eval's value"
+             if over_abs else ""))
     if not near_ties:
         assert abs(r["acc,none"] - summary["acc"]) < 1e-12, (task, r["acc,none"], summary["acc"])
         assert abs(r["acc_norm,none"] - summary["acc_norm_char"]) < 1e-12, (task, r["acc_norm,none"], summary["acc_norm_char"])
@@ -268,8 +280,7 @@ def main():
                     for t in [it["context"]] + [it["context"] + c for c in it["choices"]]})
     hf = check_tokenizer(model, texts, work)
     worst = max(compare(t, res["samples"][f"lmt_{t}"], *outs[t], res, hf, args.items) for t in TASKS)
-    print(f"OK: lmtrain eval == lm-eval {res.get('lm_eval_version', '')} on {len(TASKS)} tasks x {args.items} items "
-          f"(max |dlogL| {worst:.2e} <= {TOL})")
+    print(f"OK: lmtrain eval == lm-eval on {len(TASKS)} tasks x {args.items} items (max |dlogL| {worst:.2e})")
 
 
 if __name__ == "__main__":
