@@ -93,10 +93,60 @@ def lm_eval_dir():
     return os.path.dirname(lm_eval.__file__)
 
 
-def write_task_configs(root, limit):
+def labels_path(path):
+    """PIQA's line-aligned labels file beside its data file (valid.jsonl -> valid-labels.lst)."""
+    return path[:-len(".jsonl")] + "-labels.lst"
+
+
+# The choice texts of one raw line of each shared file (before the leading space and, for
+# HellaSwag, lm-eval's preprocess, which only removes characters).
+CHOICES = {"arc_easy": lambda d: d["choices"], "piqa": lambda d: [d["sol1"], d["sol2"]], "hellaswag": lambda d: d["endings"]}
+
+
+def data_files(model, n, work):
+    """task -> the data file both tools read: the shared file, or, where a choice of one of the first
+    n items does not fit the model's positions (neither tool can score a continuation longer than
+    max_position_embeddings: lmtrain refuses, lm-eval asserts), a copy of the first n items that fit,
+    written under `work` in the same format (PIQA with its labels file). Printed when it happens."""
+    from transformers import AutoConfig, AutoTokenizer
+    cfg = AutoConfig.from_pretrained(model)
+    max_len = getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions")
+    tok = AutoTokenizer.from_pretrained(model)
+    out = {}
+    for task, (parts, _, _) in TASKS.items():
+        path = shared(*parts)
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f.read().split("\n") if line.strip()]
+        labels = None
+        if task == "piqa":
+            with open(labels_path(path)) as f:
+                labels = f.read().split()
+        keep, dropped = [], []
+        for i, line in enumerate(lines):
+            if len(keep) == n:
+                break
+            # +4: the boundary with the context can add a token; the margin only drops more.
+            longest = max(len(tok(" " + c, add_special_tokens=False).input_ids) for c in CHOICES[task](json.loads(line)))
+            (keep if longest + 4 <= max_len else dropped).append(i)
+        if not dropped:
+            out[task] = path
+            continue
+        print(f"{task}: items {dropped} (0-based lines of {path}) are left out: a choice is longer than the model's "
+              f"{max_len} positions")
+        os.makedirs(os.path.join(work, task), exist_ok=True)
+        out[task] = os.path.join(work, task, os.path.basename(path))
+        with open(out[task], "w", encoding="utf-8") as f:
+            f.writelines(lines[i] + "\n" for i in keep)
+        if labels is not None:
+            with open(labels_path(out[task]), "w") as f:
+                f.writelines(labels[i] + "\n" for i in keep)
+    return out
+
+
+def write_task_configs(root, limit, files):
     """The local task directory: lmt_utils.py and one lmt_<task>.yaml per task (absolute paths)."""
     with open(os.path.join(root, "lmt_utils.py"), "w") as f:
-        f.write(UTILS.format(piqa_labels=shared("eval", "piqa", "valid-labels.lst"), limit=limit))
+        f.write(UTILS.format(piqa_labels=labels_path(files["piqa"]), limit=limit))
     for task, (parts, include, docs_fn) in TASKS.items():
         yaml = textwrap.dedent(f"""\
             include: {os.path.join(lm_eval_dir(), "tasks", include)}
@@ -106,7 +156,7 @@ def write_task_configs(root, limit):
             dataset_name: null
             dataset_kwargs:
               data_files:
-                test: {json.dumps(shared(*parts))}
+                test: {json.dumps(files[task])}
             training_split: null
             validation_split: null
             test_split: test
@@ -172,9 +222,8 @@ def run_lm_eval(model, n, task_dir):
     return res
 
 
-def run_lmtrain(model, task, n, out):
-    parts = TASKS[task][0]
-    r = lmtrain("eval", "--checkpoint", model, "--task", task, "--data", shared(*parts), "--limit", n, "--json",
+def run_lmtrain(model, task, data, n, out):
+    r = lmtrain("eval", "--checkpoint", model, "--task", task, "--data", data, "--limit", n, "--json",
                 "--items-out", out)
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     with open(out) as f:
@@ -273,9 +322,10 @@ def main():
     work = fresh_dir("lm_eval_work")
     task_dir = os.path.join(work, "tasks")
     os.makedirs(task_dir)
-    write_task_configs(task_dir, args.items)
+    files = data_files(model, args.items, work)
+    write_task_configs(task_dir, args.items, files)
     res = run_lm_eval(model, args.items, task_dir)
-    outs = {t: run_lmtrain(model, t, args.items, os.path.join(work, f"{t}.items.jsonl")) for t in TASKS}
+    outs = {t: run_lmtrain(model, t, files[t], args.items, os.path.join(work, f"{t}.items.jsonl")) for t in TASKS}
     texts = sorted({t for _, items in outs.values() for it in items
                     for t in [it["context"]] + [it["context"] + c for c in it["choices"]]})
     hf = check_tokenizer(model, texts, work)
