@@ -199,8 +199,14 @@ def model_dir():
     """
     out = os.path.join(fresh_dir("lm_eval_model"), "hf")
     from lmt_fixtures import demo_run
-    r = lmtrain("export", "--checkpoint", demo_run(), "--format", "hf", "--out", out, check=False)
+    run = demo_run()
+    # The fixture's tokenizer, where it keeps one beside the run (the run's manifest may name a
+    # temporary path of the fixture build).
+    tok = os.path.join(os.path.dirname(run), "tokenizer.json")
+    r = lmtrain("export", "--checkpoint", run, "--format", "hf", "--out", out,
+                *(["--tokenizer", tok] if os.path.exists(tok) else []), check=False)
     if r.returncode == 0:
+        assert os.path.exists(os.path.join(out, "tokenizer.json")), f"the export {out} has no tokenizer.json"
         print(f"model: lmtrain export --format hf of the demo run -> {out}")
         return out
     if "not implemented" not in (r.stdout + r.stderr):
