@@ -6,7 +6,8 @@
 #   scripts/venv.sh [build_dir] [group ...]     groups: interop clean tokenizers (default: all)
 #
 #   interop     transformers + torch (CPU use), safetensors, tokenizers, gguf, llama-cpp-python
-#               (llama.cpp compiled from source: minutes on 2 cores), lm-eval   (docs/INTEROP.md)
+#               (llama.cpp compiled from source: minutes on 2 cores), lm-eval +
+#               accelerate (its hf backend imports it)                         (docs/INTEROP.md)
 #   clean       datatrove, the data-cleaning peer                                (docs/DATA_CLEAN.md)
 #   tokenizers  tiktoken and HF tokenizers (native), the tokenizer peers         (docs/TOKENIZERS.md)
 #
@@ -26,7 +27,7 @@ requirements() {
   case $1 in
     interop)
       echo "torch==2.15.0 transformers==5.24.0 safetensors tokenizers numpy sentencepiece gguf==0.19.0"
-      echo "lm-eval==0.4.13 llama-cpp-python==0.3.36" ;;
+      echo "lm-eval==0.4.13 accelerate==1.15.0 llama-cpp-python==0.3.36" ;;
     clean) echo "datatrove[processing]==0.10.1 spacy==3.8.7" ;;  # spaCy: datatrove's English word tokenizer
     tokenizers) echo "tiktoken tokenizers" ;;
     *) echo "venv.sh: unknown group '$1' (known: interop clean tokenizers)" >&2; return 2 ;;

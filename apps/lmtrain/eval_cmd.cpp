@@ -1,11 +1,13 @@
 // `lmtrain eval`: multiple-choice benchmarks (log-probability of each choice, cloze formulation) and
 // validation loss of a checkpoint. docs/EVAL.md describes the tasks, templates and normalisations.
 //
-//   lmtrain eval --checkpoint RUN_OR_STEP_DIR --task piqa --data piqa/valid.jsonl [--limit N] [--json]
+//   lmtrain eval --checkpoint RUN_OR_STEP_DIR --task piqa --data piqa/valid.jsonl [--limit N] [--json] [--items-out F.jsonl]
 //   lmtrain eval --checkpoint RUN_DIR --task val --data DATASET_DIR
 //   lmtrain eval --preset gpt2-124m --tokenizer gpt2/ --task piqa --data ...   (random weights: throughput only)
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,10 +15,12 @@
 #include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/format.h"
+#include "lmt/eval/item_log.h"
 #include "lmt/eval/model_dir.h"
 #include "lmt/eval/scoring.h"
 #include "lmt/eval/tasks.h"
 #include "lmt/eval/validation.h"
+#include "lmt/io/atomic_file.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/tensor/compute_dtype.h"
 
@@ -24,7 +28,7 @@ namespace lmt::cli {
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, preset, task, data, tokenizer, dtype = "fp32", backend = "cpu";
+  std::string checkpoint, preset, task, data, tokenizer, items_out, dtype = "fp32", backend = "cpu";
   int64_t limit = 0, batch = 8, max_seq = 0, seq = 0;
   uint64_t seed = 1;
   bool json = false, no_doc_masking = false;
@@ -94,7 +98,20 @@ Status run_eval(const EvalArgs& a) {
   LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 0, model::ModelLimits::kMaxSeqLen, "val: tokens per row; 0: min(1024, model max)"));
   LMT_RETURN_IF_ERROR(check_flag("--max-seq", a.max_seq, 0, model::ModelLimits::kMaxSeqLen, "longest scored row; 0: model max"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
-  if (a.task == "val") return run_val(a, compute);
+  if (a.task == "val") {
+    if (!a.items_out.empty()) return InvalidArgument("--items-out is for multiple-choice tasks, not val", "drop --items-out");
+    return run_val(a, compute);
+  }
+  // --items-out: refuse an existing file, and create the temporary file now (proves the directory is
+  // writable) so that a long run does not fail at the end; committed only after scoring succeeded.
+  std::optional<io::AtomicFileWriter> items_writer;
+  if (!a.items_out.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(a.items_out, ec))
+      return FailedPrecondition("--items-out " + a.items_out + ": already exists; not overwritten", "remove it or choose another path");
+    LMT_ASSIGN_OR_RETURN(io::AtomicFileWriter w, io::AtomicFileWriter::create(a.items_out));
+    items_writer.emplace(std::move(w));
+  }
   // Parse the file before loading a (possibly large) model, so a bad file fails fast.
   LMT_ASSIGN_OR_RETURN(std::vector<eval::McItem> items, eval::parse_task(a.task, a.data));
   LMT_ASSIGN_OR_RETURN(Loaded l, load(a, /*need_tokenizer=*/true));
@@ -103,6 +120,11 @@ Status run_eval(const EvalArgs& a) {
   so.max_seq = a.max_seq;
   so.compute = compute;
   LMT_ASSIGN_OR_RETURN(eval::TaskResult r, eval::evaluate_multiple_choice(*l.model, *l.tokenizer, items, a.limit, so, a.task));
+  if (items_writer) {
+    LMT_ASSIGN_OR_RETURN(std::string lines, eval::items_jsonl(a.task, items, r));
+    LMT_RETURN_IF_ERROR(items_writer->append(lines.data(), lines.size()));
+    LMT_RETURN_IF_ERROR(items_writer->commit());
+  }
   if (a.json) {
     nlohmann::json j = {{"task", a.task}, {"data", a.data}, {"model", l.source}, {"items", r.items}, {"acc", r.acc},
                         {"acc_norm_token", r.acc_norm_token}, {"acc_norm_char", r.acc_norm_char}, {"rows", r.rows},
@@ -141,6 +163,8 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   add_backend_flag(e, a.backend);
   e->add_option("--tokenizer", a.tokenizer, "tokenizer path (default: the one the checkpoint's data was prepared with)");
   e->add_flag("--json", a.json, "print one JSON object");
+  e->add_option("--items-out", a.items_out,
+                "multiple-choice: write per-item JSONL (each choice's log-likelihood, tokens, chars, predictions, gold) to this new file");
   e->callback([&runner] { runner.set(run_eval(a)); });
 }
 

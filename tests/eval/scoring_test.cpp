@@ -125,7 +125,7 @@ TEST(Scoring, BatchSizeDoesNotChangeResults) {
   EXPECT_EQ(r1->acc_norm_char, r8->acc_norm_char);
   // Winogrande-style partial scoring: the shared continuation is scored under different contexts.
   EXPECT_NE(r8->scores[3].logprob[0], r8->scores[3].logprob[1]);
-  EXPECT_EQ(r8->scores[3].chars[0], 11);  // " had a dog."
+  EXPECT_EQ(r8->scores[3].chars[0], 10);  // "had a dog.": the separator is not counted, as the harness's len(choice)
   // --limit
   auto r3 = evaluate_multiple_choice(*m, **tok, items, 3, b8, "hand");
   ASSERT_TRUE(r3.ok());
@@ -145,7 +145,7 @@ TEST(Scoring, EncodingMovesTrailingSpaceAndKeepsBoundary) {
   EXPECT_EQ((*tok)->decode(e->requests[0].context), "The answer is");
   EXPECT_EQ((*tok)->decode(e->requests[0].continuation), " yes");
   EXPECT_EQ(e->requests[0].continuation.size(), 1u);
-  EXPECT_EQ(e->chars[0], 4);
+  EXPECT_EQ(e->chars[0], 3);  // len("yes"): the harness divides by the choice text's length
 }
 
 // A context longer than max_seq is left-truncated: the score equals that of the truncated request.

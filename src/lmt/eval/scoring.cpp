@@ -141,10 +141,21 @@ StatusOr<EncodedItem> encode_item(const data::Tokenizer& tokenizer, const McItem
     if (r.continuation.empty())
       return InvalidArgument("line " + std::to_string(item.line) + ": choice " + std::to_string(i) + " encodes to no tokens",
                              "every choice needs some text");
-    e.chars.push_back(utf8_chars(continuation));
+    // The harness divides by len(choice) without its target delimiter (one leading space here).
+    const std::string& choice = item.choices[i];
+    e.chars.push_back(utf8_chars(choice) - (choice.starts_with(' ') ? 1 : 0));
     e.requests.push_back(std::move(r));
   }
   return e;
+}
+
+ItemPredictions predictions_of(const ItemScores& s) {
+  const size_t k = s.logprob.size();
+  ItemPredictions p;
+  p.acc = static_cast<int>(argmax(k, [&](size_t i) { return s.logprob[i]; }));
+  p.norm_token = static_cast<int>(argmax(k, [&](size_t i) { return s.logprob[i] / static_cast<double>(std::max<int64_t>(s.tokens[i], 1)); }));
+  p.norm_char = static_cast<int>(argmax(k, [&](size_t i) { return s.logprob[i] / static_cast<double>(std::max<int64_t>(s.chars[i], 1)); }));
+  return p;
 }
 
 TaskResult accuracy_of(const std::string& task, std::vector<ItemScores> scores) {
@@ -153,11 +164,10 @@ TaskResult accuracy_of(const std::string& task, std::vector<ItemScores> scores) 
   res.items = static_cast<int64_t>(scores.size());
   int64_t hit = 0, hit_tok = 0, hit_char = 0;
   for (const ItemScores& s : scores) {
-    const size_t k = s.logprob.size();
-    const auto g = static_cast<size_t>(s.gold);
-    hit += argmax(k, [&](size_t i) { return s.logprob[i]; }) == g;
-    hit_tok += argmax(k, [&](size_t i) { return s.logprob[i] / static_cast<double>(std::max<int64_t>(s.tokens[i], 1)); }) == g;
-    hit_char += argmax(k, [&](size_t i) { return s.logprob[i] / static_cast<double>(std::max<int64_t>(s.chars[i], 1)); }) == g;
+    const ItemPredictions p = predictions_of(s);
+    hit += p.acc == s.gold;
+    hit_tok += p.norm_token == s.gold;
+    hit_char += p.norm_char == s.gold;
   }
   const double d = static_cast<double>(std::max<int64_t>(res.items, 1));
   res.acc = static_cast<double>(hit) / d;

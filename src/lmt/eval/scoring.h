@@ -58,8 +58,9 @@ StatusOr<std::vector<ContinuationScore>> score_continuations(model::Transformer&
                                                              const std::vector<std::vector<int32_t>>& continuations,
                                                              const ScoreOptions& options = {});
 
-// One item tokenised: one request per choice, plus the choice's length in characters (Unicode code
-// points of the continuation text, as the harness's len(str) counts them).
+// One item tokenised: one request per choice, plus the choice's length in characters: Unicode code
+// points (Python's len(str)) of the choice text without its leading separator, which is what the
+// harness's acc_norm divides by (len(doc_to_choice(doc)[i]); its target_delimiter " " is not counted).
 struct EncodedItem {
   std::vector<ScoreRequest> requests;
   std::vector<int64_t> chars;
@@ -76,12 +77,18 @@ StatusOr<EncodedItem> encode_item(const data::Tokenizer& tokenizer, const McItem
 // Per-item scores and the three accuracies (argmax; ties go to the lowest index, as numpy's argmax):
 //   acc             sum log-prob
 //   acc_norm_token  log-prob / continuation tokens
-//   acc_norm_char   log-prob / continuation characters (the harness's acc_norm)
+//   acc_norm_char   log-prob / choice characters (the harness's acc_norm; EncodedItem::chars)
 struct ItemScores {
   std::vector<double> logprob;
   std::vector<int64_t> tokens, chars;
   int gold = 0;
 };
+
+// The chosen index under each normalisation (what accuracy_of compares with gold).
+struct ItemPredictions {
+  int acc = 0, norm_token = 0, norm_char = 0;
+};
+ItemPredictions predictions_of(const ItemScores& scores);
 
 struct TaskResult {
   std::string task;
