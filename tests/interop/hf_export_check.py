@@ -10,6 +10,7 @@
 Every lmtrain command runs from a scratch directory, not the one the data was prepared in.
 """
 import json
+import filecmp
 import os
 import sys
 
@@ -97,9 +98,9 @@ def families(run):
             args += ["--set", f"{k}={v}"]
         lmtrain(*args)
         out = os.path.join(work, "export")
-        # demo_run() builds its data in a directory it then renames: the manifest's tokenizer path is
-        # stale there, so the checkpoint carries no copy; name the tokenizer explicitly.
-        lmtrain("export", "--checkpoint", os.path.join(work, "run"), "--format", "hf", "--out", out, "--tokenizer", tok)
+        lmtrain("export", "--checkpoint", os.path.join(work, "run"), "--format", "hf", "--out", out)
+        check(filecmp.cmp(os.path.join(out, "tokenizer.json"), tok, shallow=False),
+              f"{preset} {extra}: the export carries the demo data's tokenizer (from the checkpoint's copy)")
         a = lmt_logits(os.path.join(work, "run"), ids)
         b, model = hf_logits(out, ids)
         check(type(model).__name__ == arch, f"{preset} {extra}: loads as {type(model).__name__}")

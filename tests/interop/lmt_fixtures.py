@@ -3,9 +3,8 @@
 demo_run() trains a model the way `make demo` does (scripts/demo.sh: a byte-level BPE tokenizer
 trained by lmtrain, shards made by `lmtrain data prepare`, configs/demo.toml's model and recipe),
 only on tinyshakespeare from ../shared and for a few steps, so that a test can export a real lmtrain
-checkpoint. It is built once per build tree (cached under $LMT_TEST_TMP/../interop_demo) and
-reused by every check; a half-built fixture is never reused (it is built in a temporary directory
-and renamed).
+checkpoint. It is built once per build tree (cached under $LMT_TEST_TMP/../interop_demo_STEPS)
+and reused by every check; a half-built fixture (no COMPLETE marker) is never reused.
 """
 import os
 import shutil
@@ -50,22 +49,26 @@ def fresh_dir(name):
 
 
 def demo_run(steps=40):
-    """The run directory of a demo-style model trained for `steps` steps (built once, then cached)."""
+    """The run directory of a demo-style model trained for `steps` steps (built once, then cached).
+
+    It is built in place (the dataset manifest records the tokenizer's absolute path, which must stay
+    valid) and marked complete last; an incomplete build (a killed test) is removed and redone."""
     root = os.path.join(os.path.dirname(os.path.abspath(TMP)), f"interop_demo_{steps}")
     run = os.path.join(root, "run")
-    if os.path.isdir(os.path.join(run, "checkpoints")):
+    done = os.path.join(root, "COMPLETE")
+    if os.path.exists(done):
         return run
     corpus = shared("corpora", "tinyshakespeare.txt")
-    os.makedirs(os.path.dirname(root), exist_ok=True)
-    work = tempfile.mkdtemp(prefix="interop_demo.", dir=os.path.dirname(root))
-    tok = os.path.join(work, "tokenizer.json")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    tok = os.path.join(root, "tokenizer.json")
     lmtrain("tokenizer", "train", "--input", corpus, "--vocab-size", 1024, "--out", tok)
-    lmtrain("data", "prepare", "--tokenizer", tok, "--input", corpus, "--out", os.path.join(work, "data"),
+    lmtrain("data", "prepare", "--tokenizer", tok, "--input", corpus, "--out", os.path.join(root, "data"),
             "--val-fraction", 0.05)
-    lmtrain("train", "--config", os.path.join(SOURCE, "configs", "demo.toml"), "--run-dir", os.path.join(work, "run"),
-            "--set", f"data.path={os.path.join(work, 'data')}", "--set", f"train.max_steps={steps}",
+    lmtrain("train", "--config", os.path.join(SOURCE, "configs", "demo.toml"), "--run-dir", run,
+            "--set", f"data.path={os.path.join(root, 'data')}", "--set", f"train.max_steps={steps}",
             "--set", "train.micro_batch=4", "--set", "train.seq_len=128", "--set", "eval.every=0",
             "--set", f"checkpoint.every={steps}", "--set", "schedule.warmup_steps=5")
-    shutil.rmtree(root, ignore_errors=True)
-    os.rename(work, root)
+    with open(done, "w") as f:
+        f.write("ok\n")
     return run

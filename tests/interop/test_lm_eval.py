@@ -166,55 +166,16 @@ def write_task_configs(root, limit, files):
             f.write(yaml)
 
 
-def random_hf_model(out):
-    """A seeded random LlamaForCausalLM with GPT-2's tokenizer (from the shared encoder.json/vocab.bpe)."""
-    import torch
-    from transformers import GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM
-    with open(shared("tokenizers", "gpt2", "encoder.json"), encoding="utf-8") as f:
-        vocab = json.load(f)
-    with open(shared("tokenizers", "gpt2", "vocab.bpe"), encoding="utf-8") as f:  # first line: "#version"
-        merges = [tuple(line.split(" ")) for line in f.read().split("\n")[1:] if line]
-    tok = GPT2TokenizerFast(vocab=vocab, merges=merges)  # transformers 5: vocab/merges, not file names
-    assert len(tok) == 50257 and tok.encode("Hello world") == [15496, 995], "GPT-2 tokenizer not built"
-    torch.manual_seed(1234)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-                         initializer_range=0.1,  # less flat than the default 0.02: scores that differ between choices
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
-    model = LlamaForCausalLM(config).float().eval()
-    model.save_pretrained(out, safe_serialization=True)
-    tok.save_pretrained(out)
-    return out
-
-
 def model_dir():
-    """The Hugging Face model directory both tools evaluate (the one function to change).
-
-    The issue asks for a model exported by `lmtrain export --format hf` from a demo-trained run
-    (lmt_fixtures.demo_run()). That is tried first; while the HF exporter (src/lmt/export/hf_export.cpp,
-    another helper's part of issue #16) still answers Unimplemented, a seeded random Llama made by
-    transformers with GPT-2's tokenizer is used instead, and the output says so.
-    TODO(issue #16): once `lmtrain export --format hf` lands, drop the fallback so an export failure fails.
-    """
+    """The Hugging Face model directory both tools evaluate: `lmtrain export --format hf` of a
+    demo-style run trained by lmtrain (lmt_fixtures.demo_run(300), shared with the GGUF check), with
+    the tokenizer its checkpoint carries."""
     out = os.path.join(fresh_dir("lm_eval_model"), "hf")
     from lmt_fixtures import demo_run
-    run = demo_run()
-    # The fixture's tokenizer, where it keeps one beside the run (the run's manifest may name a
-    # temporary path of the fixture build).
-    tok = os.path.join(os.path.dirname(run), "tokenizer.json")
-    r = lmtrain("export", "--checkpoint", run, "--format", "hf", "--out", out,
-                *(["--tokenizer", tok] if os.path.exists(tok) else []), check=False)
-    if r.returncode == 0:
-        assert os.path.exists(os.path.join(out, "tokenizer.json")), f"the export {out} has no tokenizer.json"
-        print(f"model: lmtrain export --format hf of the demo run -> {out}")
-        return out
-    if "not implemented" not in (r.stdout + r.stderr):
-        sys.stderr.write(r.stdout + r.stderr)
-        raise RuntimeError("lmtrain export --format hf failed")
-    print("model: NOTE `lmtrain export --format hf` is not implemented yet; using a seeded random Llama "
-          "from transformers with GPT-2's tokenizer")
-    return random_hf_model(os.path.join(fresh_dir("lm_eval_random_llama"), "hf"))
+    lmtrain("export", "--checkpoint", demo_run(300), "--format", "hf", "--out", out)
+    assert os.path.exists(os.path.join(out, "tokenizer.json")), f"the export {out} has no tokenizer.json"
+    print(f"model: lmtrain export --format hf of the demo run -> {out}")
+    return out
 
 
 def run_lm_eval(model, n, task_dir):
