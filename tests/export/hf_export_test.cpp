@@ -194,7 +194,7 @@ TEST_F(HfExportTest, WritesTheFilesAndRefusesQ8ExistingOutputAndNonJsonTokenizer
   EXPECT_EQ(json::parse(std::ifstream(out / "config.json"))["dtype"], "float32");
 
   // GPT-2 directories and tiktoken files are refused, nothing written.
-  for (const std::string t : {kShared + "/tokenizers/gpt2", kShared + "/tokenizers/tiktoken/cl100k_base.tiktoken"}) {
+  for (const std::string& t : {kShared + "/tokenizers/gpt2", kShared + "/tokenizers/tiktoken/cl100k_base.tiktoken"}) {
     ExportModel m2 = m;
     m2.tokenizer_path = t;
     Status s = export_hf(m2, (dir_ / "tok").string(), ExportDType::kF32);

@@ -9,8 +9,8 @@
   `lmtrain tokenizer encode` gives with the tokenizer copy inside the checkpoint.
 Every lmtrain command runs from a scratch directory, not the one the data was prepared in.
 """
-import json
 import filecmp
+import json
 import os
 import sys
 

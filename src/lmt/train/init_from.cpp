@@ -33,9 +33,10 @@ void warn_differences(const std::string& dir, const model::ModelConfig& want) {
   const nlohmann::json a = model::model_config_to_json(want), b = model::model_config_to_json(*theirs);
   for (const auto& [key, value] : a.items()) {
     if (key == "name" || key == "init_std" || key == "scaled_residual_init" || key == "vocab_pad_to") continue;
-    if (b.contains(key) && b[key] != value)
+    if (b.contains(key) && b[key] != value) {
       LMT_LOG(WARNING) << "model.init_from: " << dir << " has " << key << " = " << b[key].dump() << ", this run uses "
                        << value.dump();
+    }
   }
 }
 

@@ -129,11 +129,12 @@ Status Trainer::setup(bool resume) {
                            "remove model.vocab_size from the recipe to take the dataset's");
   if (root_) {  // checkpoints carry a copy of the dataset's tokenizer (io::kCheckpointTokenizerDir)
     auto manifest = data::read_manifest(recipe_.train_data.stages[0].sources[0].path);
-    if (manifest.ok() && !manifest->tokenizer_path.empty() && fs::exists(manifest->tokenizer_path, ec))
+    if (manifest.ok() && !manifest->tokenizer_path.empty() && fs::exists(manifest->tokenizer_path, ec)) {
       tokenizer_path_ = fs::absolute(manifest->tokenizer_path, ec).string();
-    else if (manifest.ok())
+    } else if (manifest.ok()) {
       LMT_LOG(WARNING) << "the dataset's tokenizer '" << manifest->tokenizer_path << "' is not found from here: "
                        << "checkpoints will not carry a copy (pass --tokenizer to eval/generate/export)";
+    }
   }
   if (!recipe_.eval_tasks.empty()) {  // tokenised with the tokenizer the data was prepared with
     LMT_ASSIGN_OR_RETURN(data::Manifest manifest, data::read_manifest(recipe_.train_data.stages[0].sources[0].path));
