@@ -4,7 +4,7 @@ For stories260K (its llama2.c tokenizer tok512.bin passed with --tokenizer) and 
 model trained by lmtrain (lmt_fixtures.demo_run(), its own byte-level BPE tokenizer.json):
 
 * gguf-py's GGUFReader reads the file: architecture metadata, tokenizer metadata and tensor
-  shapes/types are what the model and docs/INTEROP_GGUF.md say.
+  shapes/types are what the model and docs/INTEROP.md (GGUF export) say.
 * f32: llama.cpp's greedy decoding (token by token, argmax of the logits, no sampling) equals
   `lmtrain generate --temperature 0 --json` for N_GREEDY tokens. stories260K starts from BOS (1) and
   must also equal reference.json's greedy_from_bos; the demo tokenizer has no BOS, so its decoding

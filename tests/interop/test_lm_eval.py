@@ -1,12 +1,12 @@
 """Issue #16, check 4: `lmtrain eval` and lm-evaluation-harness (its hf backend, the same model
 directory) give the same per-item, per-choice log-likelihoods (|diff| <= 1e-4, or two float32
 ulps of lm-eval's float32 sum where that is larger: |logL| >= 1024) and the same accuracies on
-ARC-Easy, PIQA and HellaSwag (docs/INTEROP_LMEVAL.md).
+ARC-Easy, PIQA and HellaSwag (docs/INTEROP.md (lm-eval-harness parity)).
 
     scripts/venv_run.sh BUILD interop tests/interop/test_lm_eval.py [--model HF_DIR] [--items N]
 
 lm-eval reads the shared eval files through local task configs written at test time
-(docs/INTEROP_LMEVAL.md): each `include:`s lm-eval's own task YAML (arc/arc_easy.yaml,
+(docs/INTEROP.md (lm-eval-harness parity)): each `include:`s lm-eval's own task YAML (arc/arc_easy.yaml,
 piqa/piqa.yaml, hellaswag/hellaswag.yaml), so the prompt templates, target delimiter and metrics are
 lm-eval's; only the data source changes (`dataset_path: json`, the shared file) plus a
 `process_docs` that maps the file's fields onto the fields lm-eval's template reads. lmtrain reads

@@ -69,7 +69,7 @@ std::vector<KeyInfo> build() {
       optional_model("model.positions", Type::kString, "\"rope\", \"learned\" or \"none\""),
       optional_model("model.rope_theta", Type::kFloat, above_to(0, 1e12), "RoPE base"),
       optional_model("model.rotary_fraction", Type::kFloat, above_to(0, 1), "fraction of each head that is rotated (partial RoPE)"),
-      optional_model("model.rope_scaling.type", Type::kString, "RoPE scaling (Hugging Face rope_type): \"none\", \"linear\", \"dynamic\", \"yarn\" or \"llama3\" (docs/INTEROP_ROPE.md)"),
+      optional_model("model.rope_scaling.type", Type::kString, "RoPE scaling (Hugging Face rope_type): \"none\", \"linear\", \"dynamic\", \"yarn\" or \"llama3\" (docs/INTEROP.md (RoPE scaling))"),
       optional_model("model.rope_scaling.factor", Type::kFloat, between(1, 1e6), "RoPE scaling factor (linear, dynamic, yarn, llama3)"),
       optional_model("model.rope_scaling.original_max_position_embeddings", Type::kInt, between(1, 1 << 24), "pre-training context of the scaled RoPE (yarn, llama3; dynamic: HF's max_position_embeddings, where scaling starts)"),
       optional_model("model.rope_scaling.low_freq_factor", Type::kFloat, above_to(0, 1e6), "llama3: wavelengths above original/low_freq_factor are divided by factor"),

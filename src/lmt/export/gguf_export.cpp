@@ -1,4 +1,4 @@
-// Maps an lmtrain model onto one of llama.cpp's architectures (docs/INTEROP_GGUF.md):
+// Maps an lmtrain model onto one of llama.cpp's architectures (docs/INTEROP.md (GGUF export)):
 //
 //   family llama, RMSNorm, SwiGLU, RoPE         -> "llama"  (q/k rows permuted: rotate-half -> pairs)
 //   ... with QK-norm                            -> "qwen3"  (NEOX RoPE: rotate-half, no permutation)
@@ -131,7 +131,7 @@ Status Exporter::choose_arch() {
   auto refuse = [&](const std::string& feature) {
     return Unimplemented("GGUF export: llama.cpp has no architecture for " + feature + " (model '" + c_.name + "')",
                          "export to Hugging Face (--format hf) instead, or train a layout llama.cpp supports "
-                         "(docs/INTEROP_GGUF.md)");
+                         "(docs/INTEROP.md (GGUF export))");
   };
   if (c_.family == model::NamingFamily::kGpt2) {
     if (c_.activation != kernels::Activation::kGeluTanh)
