@@ -44,6 +44,7 @@ Status run_clean(const CleanArgs& a) {
                         {"shards", r.shards},
                         {"removed", rep["removed"]},
                         {"resumed_stages", r.resumed_stages},
+                        {"timing", rep["timing"]},
                         {"report", a.out + "/clean_report.json"}};
     std::printf("%s\n", j.dump().c_str());
     return Status::Ok();
@@ -55,6 +56,12 @@ Status run_clean(const CleanArgs& a) {
   for (const auto& [reason, c] : rep["removed"].items())
     std::printf("  removed %-48s %8lld docs %12lld bytes\n", reason.c_str(), static_cast<long long>(c["documents"].get<int64_t>()),
                 static_cast<long long>(c["bytes"].get<int64_t>()));
+  const nlohmann::json& timing = rep["timing"];
+  std::printf("time: %.2f s, peak RSS %.0f MB;", timing["total_seconds"].get<double>(), timing["peak_rss_bytes"].get<double>() / 1e6);
+  for (const auto& t : timing["stages"])
+    if (t.contains("seconds"))
+      std::printf(" %s %.2f s (%.1f MB/s)", t["stage"].get<std::string>().c_str(), t["seconds"].get<double>(), t["mb_per_s"].get<double>());
+  std::printf("\n");
   if (!r.resumed_stages.empty()) {
     std::printf("resumed: skipped the finished stages");
     for (const auto& s : r.resumed_stages) std::printf(" %s", s.c_str());

@@ -180,6 +180,40 @@ TEST_F(CleanCli, SameOutputForAnyWorkerCount) {
   EXPECT_GT(read_bytes(path("w1/shard_00000.jsonl")).size(), 100000u);
 }
 
+// clean_report.json's "timing" (pipeline.h): every stage run, then `write`, with its wall seconds,
+// the bytes it read (the stage's own count) and their rate; the run's total and peak RSS.
+TEST_F(CleanCli, ReportsStageTimesAndPeakMemory) {
+  auto r = run(clean(path("out"), "--workers 1 --json"), false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  json rep = json::parse(read_bytes(path("out/clean_report.json")));
+  ASSERT_TRUE(rep.contains("timing")) << rep.dump();
+  const json& t = rep["timing"];
+  EXPECT_EQ(t["workers"], 1);
+  std::vector<std::string> names;
+  double sum = 0;
+  for (const auto& s : t["stages"]) {
+    const std::string name = s["stage"];
+    names.push_back(name);
+    ASSERT_TRUE(s.contains("seconds")) << s.dump();
+    const double sec = s["seconds"], mbs = s["mb_per_s"];
+    const int64_t bytes = s["bytes_in"];
+    EXPECT_GT(sec, 0) << name;
+    EXPECT_LT(sec, 600) << name;
+    EXPECT_GT(bytes, 100000) << name;  // the fixture's ~36 real documents
+    EXPECT_NEAR(mbs, bytes / 1e6 / sec, 1e-6 * mbs) << name;
+    sum += sec;
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"filter", "exact_dedup", "minhash", "decontaminate", "write"}));
+  for (size_t i = 0; i + 1 < names.size(); ++i) EXPECT_EQ(t["stages"][i]["bytes_in"], rep["stages"][i]["bytes_in"]) << names[i];
+  EXPECT_EQ(t["stages"][4]["bytes_in"], rep["bytes_out"]);
+  EXPECT_GE(t["total_seconds"].get<double>(), sum);
+  // The whole process, lmtrain's binary and the documents included: more than 1 MB, far less than 4 GB.
+  EXPECT_GT(t["peak_rss_bytes"].get<int64_t>(), int64_t{1} << 20);
+  EXPECT_LT(t["peak_rss_bytes"].get<int64_t>(), int64_t{4} << 30);
+  // The --json summary carries the same object.
+  EXPECT_EQ(last_json_line(r.out)["timing"], t);
+}
+
 struct FileId {
   ino_t ino;
   int64_t mtime_ns;
@@ -219,6 +253,10 @@ TEST_F(CleanCli, ResumesAfterKill) {
   auto r2 = run(clean(out2, "--workers 1 --json"), false);
   ASSERT_EQ(r2.code, 0) << r2.out;
   EXPECT_EQ(last_json_line(r2.out)["resumed_stages"], json::array({"filter"}));
+  const json resumed_timing = last_json_line(r2.out)["timing"]["stages"][0];  // skipped: no time of its own
+  EXPECT_EQ(resumed_timing["stage"], "filter");
+  EXPECT_EQ(resumed_timing["resumed"], true);
+  EXPECT_FALSE(resumed_timing.contains("seconds"));
   EXPECT_EQ(read_bytes(out2 + "/shard_00000.jsonl"), read_bytes(path("ref/shard_00000.jsonl")));
   EXPECT_EQ(read_bytes(out2 + "/removed_sample.jsonl"), read_bytes(path("ref/removed_sample.jsonl")));
 

@@ -230,6 +230,15 @@ TEST(Text, WordsLinesAndRoundTrip) {
   std::vector<std::string> got;
   for (U32View w : split_words(t)) got.push_back(encode_utf8(w));
   EXPECT_EQ(got, (std::vector<std::string>{"Do", "n't", "stop", ",", "(", "please", ")", "the", "U.S.", "end", "."}));
+  // spaCy (datatrove's "en" tokenizer) keeps an inner '@' in its token: e-mail addresses and
+  // WikiText's number/hyphen markers are one word each.
+  // Inner ',' splits only between letters, ':' only before a letter (spaCy's infixes; the outputs
+  // are what spaCy 3's blank English tokenizer gives).
+  got.clear();
+  const U32 wiki = decode_utf8("New @-@ York 1 @,@ 000 3 @.@ 5 mail a@b.com a,b 1,000 a,1 1,a a:b 1:30 a:1");
+  for (U32View w : split_words(wiki)) got.push_back(encode_utf8(w));
+  EXPECT_EQ(got, (std::vector<std::string>{"New", "@-@", "York", "1", "@,@", "000", "3", "@.@", "5", "mail", "a@b.com", "a", ",", "b",
+                                           "1,000", "a,1", "1,a", "a", ":", "b", "1:30", "a:1"}));
   EXPECT_EQ(py_splitlines(U"a\r\nb\rc\n\nd\n").size(), 5u);  // a b c "" d
   const std::string bad = "ok \xff\xfe caf\xc3\xa9";
   EXPECT_EQ(encode_utf8(decode_utf8(bad)), bad);

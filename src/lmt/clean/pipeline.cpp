@@ -1,9 +1,12 @@
 #include "lmt/clean/pipeline.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+
+#include <sys/resource.h>
 
 #include "lmt/clean/stages.h"
 #include "lmt/io/atomic_dir.h"
@@ -12,11 +15,37 @@ namespace lmt::clean {
 namespace fs = std::filesystem;
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The process's peak resident set size so far (getrusage; Linux reports ru_maxrss in KiB).
+int64_t peak_rss_bytes() {
+  struct rusage ru {};
+  if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;
+}
+
+// One entry of the report's "timing" (pipeline.h): wall seconds of a stage run in this process,
+// the bytes it read and their rate. A stage skipped on resume has "resumed": true and no rate.
+json stage_timing(const std::string& name, std::optional<double> seconds, int64_t bytes_in) {
+  json t = {{"stage", name}, {"bytes_in", bytes_in}};
+  if (!seconds) {
+    t["resumed"] = true;
+    return t;
+  }
+  t["seconds"] = *seconds;
+  t["mb_per_s"] = *seconds > 0 ? static_cast<double>(bytes_in) / 1e6 / *seconds : 0.0;
+  return t;
+}
+
 // ---- the final directory ----
 
 Status write_final(const CleanRequest& req, const std::string& last_dir, const std::vector<std::string>& stage_dirs,
+                   const std::map<std::string, double>& stage_seconds, Clock::time_point run_start,
                    const std::string& final_dir, CleanResult* result) {
   const CleanOptions& o = req.options;
+  const Clock::time_point write_start = Clock::now();
   // Shards.
   LMT_ASSIGN_OR_RETURN(StageReader reader, StageReader::open(last_dir + "/records.tsv"));
   std::optional<LineWriter> shard;
@@ -56,7 +85,18 @@ Status write_final(const CleanRequest& req, const std::string& last_dir, const s
     }
   }
   LMT_RETURN_IF_ERROR(samples.close());
-  json files = json::array();
+  json timing = {{"stages", json::array()}};
+  for (const json& st : stages) {
+    const std::string name = st.value("stage", "");
+    auto it = stage_seconds.find(name);
+    timing["stages"].push_back(stage_timing(name, it == stage_seconds.end() ? std::nullopt : std::optional<double>(it->second),
+                                            st.value("bytes_in", int64_t{0})));
+  }
+  // `write`: the shards and removed samples (the report itself is left out).
+  timing["stages"].push_back(stage_timing("write", seconds_since(write_start), stages.empty() ? 0 : stages.back().value("bytes_out", int64_t{0})));
+  timing["total_seconds"] = seconds_since(run_start);
+  timing["peak_rss_bytes"] = peak_rss_bytes();
+  timing["workers"] = req.workers;
   const json& first = stages.empty() ? json::object() : stages.front();
   json report = {{"inputs", req.inputs},
                  {"documents_in", first.value("documents_in", 0)},
@@ -66,7 +106,8 @@ Status write_final(const CleanRequest& req, const std::string& last_dir, const s
                  {"shards", result->shards},
                  {"removed", removed_total},
                  {"stages", stages},
-                 {"settings", options_fingerprint(o)}};
+                 {"settings", options_fingerprint(o)},
+                 {"timing", timing}};
   result->report = report;
   LMT_RETURN_IF_ERROR(io::write_file_atomically(final_dir + "/clean_report.json", report.dump(1) + "\n"));
   return io::fsync_directory(final_dir);
@@ -104,6 +145,7 @@ StatusOr<CleanResult> run_clean(const CleanRequest& req) {
 }
 
 StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created) {
+  const Clock::time_point run_start = Clock::now();
   CleanRequest req = req_in;
   req.out = strip_slash(req.out);
   if (req.out.empty()) return InvalidArgument("--out is empty", "name the output directory to create");
@@ -136,12 +178,15 @@ StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created
   }
 
   std::vector<std::string> stage_dirs;
+  std::map<std::string, double> stage_seconds;  // the stages run (not resumed) in this process
   std::string last;
   auto stage = [&](const std::string& name, const std::function<Status(const std::string& in, const std::string& dir)>& run) -> Status {
     const std::string dir = tmp + "/" + name;
     if (stage_done(dir)) result.resumed_stages.push_back(name);
     else {
+      const Clock::time_point t0 = Clock::now();
       LMT_RETURN_IF_ERROR(run(last, dir));
+      stage_seconds[name] = seconds_since(t0);
       maybe_kill_after(name);
     }
     stage_dirs.push_back(dir);
@@ -159,7 +204,7 @@ StatusOr<CleanResult> run_clean_in(const CleanRequest& req_in, bool* tmp_created
   // The final directory: staged as a hidden sibling of DIR, renamed to DIR in one step
   // (io::AtomicDirectory; it never replaces a non-empty DIR).
   LMT_ASSIGN_OR_RETURN(io::AtomicDirectory final_dir, io::AtomicDirectory::create(req.out, io::AtomicDirectory::Staging::kHidden));
-  LMT_RETURN_IF_ERROR(write_final(req, last, stage_dirs, final_dir.tmp_path(), &result));
+  LMT_RETURN_IF_ERROR(write_final(req, last, stage_dirs, stage_seconds, run_start, final_dir.tmp_path(), &result));
   maybe_kill_after("write");
   if (fs::exists(req.out))
     return FailedPrecondition("the output " + req.out + " appeared while the run was writing", "choose a new --out directory");

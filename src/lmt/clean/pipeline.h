@@ -15,6 +15,12 @@
 // Output is the same for any worker count: workers only compute per-document results, which are
 // written in document order.
 //
+// clean_report.json's "timing" (the one part that differs between runs): {"stages": [{"stage",
+// "bytes_in", "seconds", "mb_per_s"} per stage run by this process, then "write" (shards and
+// removed samples); a stage skipped on resume has "resumed": true instead of seconds],
+// "total_seconds" (run_clean's wall time), "peak_rss_bytes" (getrusage ru_maxrss of the process so
+// far), "workers"}. MB/s is bytes_in / 1e6 / seconds. The "stages" counts carry no times.
+//
 // Fault injection for the resume tests: LMT_CLEAN_FAULT="after:<stage>" kills the process (SIGKILL)
 // right after <stage> finished; "during:<stage>:<N>" after N documents of <stage> went to disk.
 #pragma once

@@ -176,9 +176,9 @@ U32 ascii_lower(U32View s) {
 //   - closing marks at the end ( " ' ” ’ » ) ] } > , ; : ! ? and "..." ) are words of their own;
 //   - a final '.' is a word of its own unless the rest holds another '.' (U.S., e.g.);
 //   - the clitics 's 'm 'd 'll 're 've n't (any case) at the end are words of their own;
-//   - inside, ; @ # $ % & ? ! ( ) [ ] { } < > and "--" and "..." are words of their own, and so are
-//     ',' and ':' unless a digit follows (1,000 and 10:30 stay whole), and '-' between letters
-//     (e-mail -> e - mail).
+//   - inside, ; # $ % & ? ! ( ) [ ] { } < > and "--" and "..." are words of their own, and so are
+//     ',' between letters and ':' between a letter or digit and a letter (spaCy's infixes: 1,000,
+//     10:30, a:1 and @,@ stay whole), and '-' between letters (e-mail -> e - mail). '@' is not split: spaCy keeps a@b.com and WikiText's @-@ @,@ @.@ whole.
 // Not reproduced: spaCy's tokenizer exceptions (abbreviations such as "Mr." keep their '.'; here
 // a final '.' is split unless the token holds another '.'), emoticons, URLs, and its other infixes.
 namespace {
@@ -192,7 +192,7 @@ bool is_closing(char32_t c) {
 }
 bool is_inner_split(char32_t c) {
   switch (c) {
-    case ';': case '@': case '#': case '$': case '%': case '&': case '?': case '!':
+    case ';': case '#': case '$': case '%': case '&': case '?': case '!':
     case '(': case ')': case '[': case ']': case '{': case '}': case '<': case '>':
       return true;
     default:
@@ -224,7 +224,9 @@ void split_middle(U32View t, std::vector<U32View>* out) {
     else if (t[i] == '-' && i + 1 < t.size() && t[i + 1] == '-') len = 2;
     else if (t[i] == '-' && i > 0 && i + 1 < t.size() && py_isalpha(t[i - 1]) && py_isalpha(t[i + 1])) len = 1;
     else if (t[i] == '.' && i + 2 < t.size() && t[i + 1] == '.' && t[i + 2] == '.') len = 3;
-    else if ((t[i] == ',' || t[i] == ':') && !(i + 1 < t.size() && is_digit(t[i + 1]))) len = 1;
+    else if (t[i] == ',' && i > 0 && i + 1 < t.size() && py_isalpha(t[i - 1]) && py_isalpha(t[i + 1])) len = 1;
+    else if (t[i] == ':' && i > 0 && i + 1 < t.size() && (py_isalpha(t[i - 1]) || is_digit(t[i - 1])) && py_isalpha(t[i + 1]))
+      len = 1;
     if (len == 0) { ++i; continue; }
     flush(i);
     out->push_back(t.substr(i, len));
