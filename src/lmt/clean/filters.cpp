@@ -1,6 +1,7 @@
 #include "lmt/clean/filters.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,43 +25,96 @@ std::pair<int64_t, int64_t> find_duplicates(const std::vector<U32View>& xs) {
   return {elements, chars};
 }
 
-U32 join(const std::vector<U32View>& words, size_t begin, size_t n, U32View sep) {
-  U32 s;
-  for (size_t k = 0; k < n; ++k) {
-    if (k > 0) s += sep;
-    s += words[begin + k];
+// The n-gram statistics below never build n-gram strings: words are interned to ids once, n-grams
+// are compared as id ranges (top n-gram: datatrove joins with " ", and words hold no whitespace, so
+// two joined n-grams are equal exactly when their word sequences are) or as ranges of the
+// concatenated characters (duplicate n-grams: datatrove joins with ""), found through 64-bit
+// polynomial prefix hashes and confirmed by comparing the ranges.
+constexpr uint64_t kHashBase = 0x9E3779B97F4A7C15ull;
+
+// prefix[i] = hash of xs[0..i); the hash of xs[a..b) is prefix[b] - prefix[a] * pow[b - a].
+template <typename T>
+void prefix_hashes(const std::vector<T>& xs, std::vector<uint64_t>* prefix, std::vector<uint64_t>* pow) {
+  prefix->assign(xs.size() + 1, 0);
+  pow->assign(xs.size() + 1, 1);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    (*prefix)[i + 1] = (*prefix)[i] * kHashBase + static_cast<uint64_t>(xs[i]) + 1;
+    (*pow)[i + 1] = (*pow)[i] * kHashBase;
   }
-  return s;
 }
 
-// datatrove find_top_duplicate(): len(g) * count(g) of the most common n-gram (ties: the first seen).
+uint64_t range_hash(const std::vector<uint64_t>& prefix, const std::vector<uint64_t>& pow, size_t a, size_t b) {
+  return prefix[b] - prefix[a] * pow[b - a];
+}
+
+std::vector<int32_t> word_ids(const std::vector<U32View>& words) {
+  std::unordered_map<U32View, int32_t> ids;
+  ids.reserve(words.size() * 2);
+  std::vector<int32_t> out;
+  out.reserve(words.size());
+  for (U32View w : words) out.push_back(ids.try_emplace(w, static_cast<int32_t>(ids.size())).first->second);
+  return out;
+}
+
+// datatrove find_top_duplicate(): len(g) * count(g) of the most common n-gram g = " ".join(words)
+// (ties: the first seen).
 int64_t top_ngram_chars(const std::vector<U32View>& words, size_t n) {
-  struct Entry { int64_t count = 0; size_t first = 0; };
-  std::unordered_map<U32, Entry> counts;
-  for (size_t i = 0; i + n <= words.size(); ++i) {
-    auto [it, fresh] = counts.try_emplace(join(words, i, n, U" "));
-    if (fresh) it->second.first = i;
-    ++it->second.count;
+  const std::vector<int32_t> ids = word_ids(words);
+  std::vector<uint64_t> prefix, pow;
+  prefix_hashes(ids, &prefix, &pow);
+  struct Entry { size_t first; int64_t count; };
+  // hash -> the distinct n-grams with that hash (almost always one).
+  std::unordered_map<uint64_t, std::vector<Entry>> counts;
+  counts.reserve((words.size() - n + 1) * 2);
+  for (size_t i = 0; i + n <= ids.size(); ++i) {
+    std::vector<Entry>& bucket = counts[range_hash(prefix, pow, i, i + n)];
+    auto same = [&](const Entry& e) { return std::equal(ids.begin() + i, ids.begin() + i + n, ids.begin() + e.first); };
+    auto it = std::find_if(bucket.begin(), bucket.end(), same);
+    if (it == bucket.end()) bucket.push_back({i, 1});
+    else ++it->count;
   }
-  const U32* best = nullptr;
-  Entry be;
-  for (const auto& [g, e] : counts)
-    if (best == nullptr || e.count > be.count || (e.count == be.count && e.first < be.first)) { best = &g; be = e; }
-  return best ? static_cast<int64_t>(best->size()) * be.count : 0;
+  const Entry* best = nullptr;
+  for (const auto& [h, bucket] : counts)
+    for (const Entry& e : bucket)
+      if (best == nullptr || e.count > best->count || (e.count == best->count && e.first < best->first)) best = &e;
+  if (best == nullptr) return 0;
+  int64_t len = static_cast<int64_t>(n) - 1;  // the separating spaces
+  for (size_t k = 0; k < n; ++k) len += static_cast<int64_t>(words[best->first + k].size());
+  return len * best->count;
 }
 
-// datatrove find_all_duplicate(): characters of n-grams ("".join) repeated, skipping past each.
+// datatrove find_all_duplicate(): characters of n-grams g = "".join(words) seen before, skipping
+// past each repeated one.
 int64_t all_duplicate_chars(const std::vector<U32View>& words, size_t n) {
-  std::unordered_set<U32> seen;
-  int64_t chars = 0;
+  std::vector<char32_t> chars;  // every word's characters, concatenated
+  std::vector<size_t> offset(words.size() + 1, 0);
+  for (size_t i = 0; i < words.size(); ++i) {
+    chars.insert(chars.end(), words[i].begin(), words[i].end());
+    offset[i + 1] = chars.size();
+  }
+  std::vector<uint64_t> prefix, pow;
+  prefix_hashes(chars, &prefix, &pow);
+  // hash -> word indices of the distinct n-grams seen with that hash.
+  std::unordered_map<uint64_t, std::vector<size_t>> seen;
+  seen.reserve(words.size() * 2);
+  int64_t dup = 0;
   size_t i = 0;
   while (i + n <= words.size()) {
-    U32 g = join(words, i, n, U"");
-    const auto len = static_cast<int64_t>(g.size());
-    if (seen.count(g)) { chars += len; i += n; }
-    else { seen.insert(std::move(g)); ++i; }
+    const size_t a = offset[i], b = offset[i + n];
+    std::vector<size_t>& bucket = seen[range_hash(prefix, pow, a, b)];
+    auto same = [&](size_t j) {
+      const size_t c = offset[j], d = offset[j + n];
+      return d - c == b - a && std::equal(chars.begin() + a, chars.begin() + b, chars.begin() + c);
+    };
+    if (std::any_of(bucket.begin(), bucket.end(), same)) {
+      dup += static_cast<int64_t>(b - a);
+      i += n;
+    } else {
+      bucket.push_back(i);
+      ++i;
+    }
   }
-  return chars;
+  return dup;
 }
 
 }  // namespace
