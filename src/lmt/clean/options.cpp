@@ -8,6 +8,8 @@
 
 #include <toml++/toml.h>
 
+#include "lmt/base/edit_distance.h"
+
 namespace lmt::clean {
 namespace {
 
@@ -130,18 +132,6 @@ std::string type_of(const Target& t) {
   }
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 Status set_value(const Binding& b, const toml::node& n, const std::string& where) {
   auto wrong = [&] {
     return InvalidArgument(where + ": key '" + b.key + "' must be a " + type_of(b.target),
@@ -195,7 +185,7 @@ Status apply_table(const std::vector<Binding>& bs, const toml::table& t, const s
     size_t best = SIZE_MAX;
     for (const auto& b : bs) {
       if (b.key == key) { found = &b; break; }
-      if (size_t d = edit_distance(b.key, key); d < best) { best = d; closest = b.key; }
+      if (size_t d = edit_distance(b.key, std::string_view(key).substr(0, kEditDistancePrefix)); d < best) { best = d; closest = b.key; }
     }
     if (!found) return InvalidArgument(where + ": unknown key '" + key + "'", "did you mean '" + closest + "'? (docs/DATA_CLEAN.md lists every key)");
     LMT_RETURN_IF_ERROR(set_value(*found, node, where));

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "lmt/base/edit_distance.h"
 #include "lmt/config/config.h"
 
 namespace lmt::config {
@@ -207,24 +208,13 @@ std::string type_name(Type t) {
 }
 
 std::string closest_key(const std::string& k) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      cur[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j)
-        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      std::swap(prev, cur);
-    }
-    return prev[b.size()];
-  };
   // A typo of a schema key lies in its first 64 bytes; a longer argument (a 1 MB `--set` key) would
   // make the quadratic distance take seconds for nothing.
-  const std::string head = k.substr(0, 64);
+  const std::string head = k.substr(0, kEditDistancePrefix);
   std::string best;
   size_t best_d = SIZE_MAX;
   for (const auto& i : schema()) {
-    size_t d = distance(head, i.key);
+    size_t d = edit_distance(head, i.key);
     if (d < best_d) best_d = d, best = i.key;
   }
   return best;

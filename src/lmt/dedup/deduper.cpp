@@ -58,21 +58,6 @@ class ShingleCache {
   std::unordered_map<uint64_t, std::vector<uint64_t>> sets_;
 };
 
-double sorted_jaccard(const std::vector<uint64_t>& x, const std::vector<uint64_t>& y) {
-  size_t common = 0;
-  for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
-    if (x[i] < y[j]) {
-      ++i;
-    } else if (y[j] < x[i]) {
-      ++j;
-    } else {
-      ++common, ++i, ++j;
-    }
-  }
-  const size_t uni = x.size() + y.size() - common;
-  return uni == 0 ? 1.0 : static_cast<double>(common) / static_cast<double>(uni);
-}
-
 }  // namespace
 
 MinHashDeduper::MinHashDeduper(const MinHashOptions& o, std::unique_ptr<BandStore> store)
@@ -143,7 +128,7 @@ StatusOr<DedupResult> MinHashDeduper::finish(const std::function<std::string(int
         const std::pair<uint64_t, uint64_t> key{group[i], group[j]};
         if (rejected.count(key) != 0) continue;
         const std::vector<uint64_t> x = cache.get(group[i]);  // copy: get() may evict
-        const double jac = sorted_jaccard(x, cache.get(group[j]));
+        const double jac = sorted_set_jaccard(x, cache.get(group[j]));
         if (jac >= opts_.threshold) {
           uf.unite(group[i], group[j]);
           ++result.verified_pairs;

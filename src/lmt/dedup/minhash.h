@@ -75,6 +75,8 @@ std::vector<uint64_t> minhash_signature(std::string_view text, const MinHashOpti
 double shingle_jaccard(std::string_view a, std::string_view b, const MinHashOptions& o);
 // Extension: the sorted, distinct 64-bit shingle hashes of `text` (what the two functions above use).
 std::vector<uint64_t> shingle_hashes(std::string_view text, const MinHashOptions& o);
+// Extension: |x ∩ y| / |x ∪ y| of two sorted, distinct hash sets (1 when both are empty).
+double sorted_set_jaccard(const std::vector<uint64_t>& x, const std::vector<uint64_t>& y);
 
 struct DedupResult {
   std::vector<int64_t> removed;      // sorted doc indices: every cluster member except its smallest

@@ -151,8 +151,10 @@ std::vector<uint64_t> minhash_signature(std::string_view text, const MinHashOpti
 }
 
 double shingle_jaccard(std::string_view a, std::string_view b, const MinHashOptions& o) {
-  const std::vector<uint64_t> x = shingle_hashes(a, o);
-  const std::vector<uint64_t> y = shingle_hashes(b, o);
+  return sorted_set_jaccard(shingle_hashes(a, o), shingle_hashes(b, o));
+}
+
+double sorted_set_jaccard(const std::vector<uint64_t>& x, const std::vector<uint64_t>& y) {
   size_t common = 0;
   for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
     if (x[i] < y[j]) {
