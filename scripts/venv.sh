@@ -26,10 +26,10 @@ venv=${LMT_VENV:-$build/venv}
 requirements() {
   case $1 in
     interop)
-      echo "torch==2.15.0 transformers==5.24.0 safetensors tokenizers numpy sentencepiece gguf==0.19.0"
+      echo "torch==2.15.0 transformers==5.24.0 safetensors==0.8.0 tokenizers==0.23.3 numpy==2.4.6 sentencepiece==0.2.3 gguf==0.19.0"
       echo "lm-eval==0.4.13 accelerate==1.15.0 llama-cpp-python==0.3.36" ;;
     clean) echo "datatrove[processing]==0.10.1 spacy==3.8.7" ;;  # spaCy: datatrove's English word tokenizer
-    tokenizers) echo "tiktoken tokenizers" ;;
+    tokenizers) echo "tiktoken==0.14.0 tokenizers==0.23.3" ;;
     *) echo "venv.sh: unknown group '$1' (known: interop clean tokenizers)" >&2; return 2 ;;
   esac
 }
