@@ -77,12 +77,26 @@ class FaultTest : public test::ScratchDirTest {
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line, nullptr, false);
       EXPECT_FALSE(j.is_discarded()) << "unparsable metrics line in " << run << ": " << line;
-      if (j.is_discarded() || !j.contains("loss")) continue;
+      if (j.is_discarded()) continue;
+      EXPECT_TRUE(j.contains("type") && j["type"].is_string()) << "a record without a type: " << line;
+      EXPECT_TRUE(j.contains("time") && j["time"].is_number()) << "a record without a time: " << line;
+      if (j.value("type", "") != "step") continue;
       const int64_t step = j["step"].get<int64_t>();
       d += out.count(step) ? 1 : 0;
       out[step] = j["loss"].get<double>();
     }
     if (dups) *dups = d;
+    return out;
+  }
+  // The header records of RUN/metrics.jsonl, in order.
+  static std::vector<nlohmann::json> headers(const std::string& run) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(run + "/metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("type", "") == "header") out.push_back(std::move(j));
+    }
     return out;
   }
   // The newest step in metrics.jsonl (0 if none yet).
@@ -212,6 +226,15 @@ TEST_F(FaultTest, SigtermFinishesTheStepSavesACheckpointAndTheResumeContinuesThe
   EXPECT_EQ(dups, 0);
   EXPECT_EQ(got.size(), 40u);
   expect_same_losses(got, want);
+  // One header per start: the first a fresh run's, the second naming the step it resumed from.
+  const auto h = headers(run);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_FALSE(h[0].contains("resumed_from_step")) << h[0].dump();
+  EXPECT_EQ(h[1]["resumed_from_step"], step) << h[1].dump();
+  for (const auto& j : h) {
+    EXPECT_NE(j["config_toml"].get<std::string>().find("max_steps"), std::string::npos) << j.dump();
+    EXPECT_EQ(j["world"]["world_size"], 1);
+  }
 }
 
 TEST_F(FaultTest, ASecondSigintEndsTheProcessAtOnce) {
