@@ -285,6 +285,12 @@ nlohmann::json Trainer::run_header(int64_t resumed_from_step) const {
   return h;
 }
 
+Status Trainer::record_event(nlohmann::json event) {
+  event["type"] = "event";
+  if (!event.contains("step")) event["step"] = step_;
+  return write_record(event);
+}
+
 Status Trainer::write_record(const nlohmann::json& rec) { return root_ ? metrics_->write(rec) : Status::Ok(); }
 
 TrainerState Trainer::trainer_state() const {

@@ -75,6 +75,10 @@ class Trainer {
   Status run(int64_t stop_after = -1);
 
   int64_t step() const { return step_; }
+  // Appends an event record ({"type": "event", "step": step(), ...event}) to metrics.jsonl; rank 0
+  // writes, the others do nothing. For what the caller knows and the trainer does not (the recipe
+  // changes that `lmtrain train --resume --allow-changes` applied).
+  Status record_event(nlohmann::json event);
   model::Transformer& model() { return *model_; }
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
