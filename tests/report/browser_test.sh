@@ -62,7 +62,7 @@ url="file://$PWD/report.html"
 flags=(--headless --no-sandbox --disable-gpu --no-first-run --disable-extensions --user-data-dir="$PWD/profile")
 "$browser" "${flags[@]}" --enable-logging=stderr --v=0 --dump-dom "$url" > dom.html 2> chromium.log || {
   echo "FAIL: chromium --dump-dom failed"; cat chromium.log; exit 1; }
-title=$(sed -n 's:.*<title>\(.*\)</title>.*:\1:p' dom.html | head -1)
+title=$(python3 -c 'import re, sys; print(re.search(r"<title>(.*?)</title>", open(sys.argv[1]).read(), re.S).group(1))' dom.html)
 [[ "$title" == "ok" ]] || { echo "FAIL: the page's self-check says: $title"; exit 1; }
 
 # Every plot has points, counted here in the rendered DOM too; the expected plots are there.

@@ -3,6 +3,7 @@
 // report` as a user runs it (errors name the file and line, nothing half-written).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -153,6 +154,16 @@ TEST_F(ReportTest, SvgVerticesAreTheDataScaledToThePlotArea) {
   EXPECT_DOUBLE_EQ(r.x0, 3.8);
   EXPECT_DOUBLE_EQ(r.x1, 4.2);
   EXPECT_NE(render_svg(q).find("<circle class=\"pt\" data-series=\"d\" cx=\"348.00\" cy=\"142.00\""), std::string::npos);
+}
+
+TEST_F(ReportTest, ShortNumbers) {
+  EXPECT_EQ(short_number(0.0003), "0.0003");
+  EXPECT_EQ(short_number(9999), "9999");
+  EXPECT_EQ(short_number(12345), "12.3k");
+  EXPECT_EQ(short_number(3.95e6), "3.95M");
+  EXPECT_EQ(short_number(999999.9), "1M");
+  EXPECT_EQ(short_number(-2.5e9), "-2.5G");
+  EXPECT_EQ(short_number(INFINITY), "inf");
 }
 
 TEST_F(ReportTest, RunTextIsEscapedInTheHtml) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 
 #include "lmt/report/escape.h"
@@ -52,11 +53,19 @@ int Plot::points() const {
 
 std::string short_number(double v) {
   char buf[32];
-  const double a = std::abs(v);
-  if (a >= 1e10) std::snprintf(buf, sizeof buf, "%.3gG", v / 1e9);
-  else if (a >= 1e7) std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
-  else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  if (!(std::abs(v) >= 1e4) || !std::isfinite(v)) {  // small, NaN or inf: as is
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+  }
+  static const char* kUnits[] = {"k", "M", "G", "T", "P"};
+  double scaled = v / 1e3;
+  size_t u = 0;
+  // Next unit when the scaled value would print as 1000 or more ("%.3g" of 999.96 is "1e+03").
+  while (u + 1 < std::size(kUnits) && std::abs(scaled) >= 999.5) {
+    scaled /= 1e3;
+    ++u;
+  }
+  std::snprintf(buf, sizeof buf, "%.3g%s", scaled, kUnits[u]);
   return buf;
 }
 

@@ -40,7 +40,8 @@ double plot_y(const Range& r, const PlotLayout& l, double y);
 // The plot as an <svg> element.
 std::string render_svg(const Plot& plot, const PlotLayout& layout = {});
 
-// Numbers for axis ticks and tables: "%.4g", with thousands as k/M/G for values >= 1e4 ("12.5k").
+// Numbers for axis ticks and tables: "%.4g" below 1e4; above, 3 digits and k/M/G/T/P ("12.5k",
+// "3.95M", "1M" for 999999.9).
 std::string short_number(double v);
 
 }  // namespace lmt::report
