@@ -54,6 +54,11 @@ std::string num(const nlohmann::json& j, const char* key, const char* fmt = "%.4
   return buf;
 }
 
+std::string short_of(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "–";
+  return short_number(j[key].get<double>());
+}
+
 std::string text_of(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key)) return "–";
   const auto& v = j[key];
@@ -107,12 +112,12 @@ std::string summary_table(const std::vector<RunData>& runs) {
     if (hd.is_object() && hd.contains("max_steps")) steps += " / " + num(hd, "max_steps", "%.0f");
     std::string model = "–";
     if (hd.is_object() && hd.contains("model") && hd["model"].is_object())
-      model = text_of(hd["model"], "name") + " (" + short_number(hd["model"].value("parameters", 0.0)) + " params)";
+      model = text_of(hd["model"], "name") + " (" + short_of(hd["model"], "parameters") + " params)";
     std::string version = text_of(hd, "lmtrain_version");
     if (hd.is_object() && hd.contains("git_commit") && hd["git_commit"].is_string() && !hd["git_commit"].get<std::string>().empty())
       version += " <code>" + html_escape(hd["git_commit"].get<std::string>().substr(0, 12)) + "</code>";
     h += "<tr><td><span class=\"swatch\" style=\"background:" + run_color(i) + "\"></span>" + html_escape(r.label) +
-         "</td><td>" + steps + "</td><td>" + (last.contains("tokens") ? short_number(last["tokens"].get<double>()) : "–") +
+         "</td><td>" + steps + "</td><td>" + short_of(last, "tokens") +
          "</td><td>" + num(last, "loss") + "</td><td>" + smooth + "</td><td>" + best + "</td><td>" + tps + "</td><td>" + mfu +
          "</td><td>" + html_escape(duration_text(wall_seconds(r))) + "</td><td>" + model + "</td><td>" +
          std::to_string(r.headers.empty() ? 0 : r.headers.size() - 1) + "</td><td>" + version + "</td></tr>\n";
