@@ -7,6 +7,7 @@
 #   3. data       token shards with a 5% validation split (lmtrain data prepare)
 #   4. train      configs/demo.toml: 1000 steps; loss every 50 steps, validation loss every 250
 #   5. generate   a sample from the trained model
+#   6. report     RUN/report.html: plots, summary, config (lmtrain report); its path is printed last
 # Steps 1-3 are skipped when their output exists; every run gets a fresh run directory.
 set -euo pipefail
 build=${1:-build}
@@ -57,4 +58,7 @@ echo "== train: configs/demo.toml -> $run"
 echo "== sample from the trained model (lmtrain generate, temperature 0.8, top-k 40):"
 "$bin" generate --checkpoint "$run" --prompt "And it came to pass, when the king" \
   --max-tokens 80 --temperature 0.8 --top-k 40 --seed 1
-echo "== done: loss curve in $run/metrics.jsonl; checkpoints in $run/checkpoints/"
+echo "== report: the run's curves, summary and config in one HTML file (lmtrain report)"
+"$bin" report "$run" --out "$run/report.html" >/dev/null
+echo "== done: metrics in $run/metrics.jsonl; checkpoints in $run/checkpoints/"
+echo "report: $(realpath "$run/report.html")   (open it in a browser)"

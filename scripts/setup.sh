@@ -19,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and microbenchmarks
   clang libclang-rt-14-dev # libFuzzer targets (tests/fuzz, `make fuzz`; part of `make test`)
   bible-kjv bible-kjv-text # the demo's corpus: the King James Bible (public domain)
+  chromium                 # headless browser: the report test renders RUN/report.html (tests/report)
 )
 if [[ "${1:-}" == "--golden" ]]; then
   packages+=(python3-torch python3-numpy)

@@ -83,4 +83,7 @@ void add_generate_command(CLI::App& app, Runner& runner);
 // `lmtrain export ...`: Hugging Face directories and GGUF files (apps/lmtrain/export_cmd.cpp)
 void add_export_command(CLI::App& app, Runner& runner);
 
+// `lmtrain report RUN [RUN...]`: an HTML report of runs (apps/lmtrain/report_cmd.cpp)
+void add_report_command(CLI::App& app, Runner& runner);
+
 }  // namespace lmt::cli

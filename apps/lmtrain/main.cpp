@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   lmt::cli::add_generate_command(app, runner);
   lmt::cli::add_export_command(app, runner);
   lmt::cli::add_logits_command(app, runner);
+  lmt::cli::add_report_command(app, runner);
 
   // An absurd OMP_NUM_THREADS (70000) crashes the first parallel region: refuse it before any work.
   if (const lmt::Status omp = lmt::check_omp_num_threads(); !omp.ok()) return report(omp);

@@ -1,6 +1,15 @@
-// `lmtrain train --config FILE --run-dir DIR [--set section.key=value ...] [--resume]
+// `lmtrain train --config FILE --run-dir DIR [--set section.key=value ...] [--resume [--allow-changes]]
 //                [--backend NAME] [--profile-steps A:B] [--peak-flops GFLOPS] [--print-keys]`
+//
+// Resume safety: `--resume` on a run that has RUN/config.toml continues with that saved recipe
+// (--config may then be left out). A --config, --set or flag that resolves to a different value of
+// any key is refused, listing each key with its saved and given values, unless --allow-changes is
+// given; then the run continues with the changes and records them in metrics.jsonl (an event
+// "config_changed" with the list). So `--resume` without the original `--set train.max_steps=30`
+// can never silently switch to the recipe file's max_steps.
 #include <cstdio>
+#include <filesystem>
+#include <map>
 
 #include "backend_flag.h"
 #include "commands.h"
@@ -11,16 +20,38 @@
 #include "lmt/train/recipe.h"
 #include "lmt/train/trainer.h"
 
+
 namespace lmt::cli {
 namespace {
 
 struct TrainArgs {
   std::string config, run_dir, profile_steps, backend;
   std::vector<std::string> overrides;
-  bool resume = false, print_keys = false;
+  bool resume = false, print_keys = false, allow_changes = false;
   double peak_gflops = 0;  // --peak-flops: runtime.peak_gflops
   CLI::Option* peak_flag = nullptr;
 };
+
+// The keys whose values differ between the run's saved recipe and the given one, as
+// {"key", "saved", "given", "from"} (values in TOML syntax; "" where a key is absent).
+nlohmann::json recipe_changes(const config::Config& saved, const config::Config& given) {
+  nlohmann::json out = nlohmann::json::array();
+  std::map<std::string, std::pair<std::string, std::string>> both;
+  for (const auto& [k, v] : saved.values()) both[k].first = config::value_to_string(v);
+  for (const auto& [k, v] : given.values()) both[k].second = config::value_to_string(v);
+  for (const auto& [k, sv] : both)
+    if (sv.first != sv.second)
+      out.push_back({{"key", k}, {"saved", sv.first}, {"given", sv.second}, {"from", given.has(k) ? given.where(k) : ""}});
+  return out;
+}
+
+std::string changes_text(const nlohmann::json& changes) {
+  std::string s;
+  for (const auto& c : changes)
+    s += "\n  " + c["key"].get<std::string>() + ": saved " + c["saved"].get<std::string>() + ", given " +
+         c["given"].get<std::string>() + " (" + c["from"].get<std::string>() + ")";
+  return s;
+}
 
 Status run_train(const TrainArgs& a) {
   if (a.print_keys) {
@@ -29,14 +60,32 @@ Status run_train(const TrainArgs& a) {
   }
   const bool peak_given = a.peak_flag->count() > 0;
   if (peak_given) LMT_RETURN_IF_ERROR(metrics::check_peak_gflops(a.peak_gflops, "--peak-flops"));
-  if (a.config.empty() || a.run_dir.empty())
-    return InvalidArgument("--config and --run-dir are required", "e.g. lmtrain train --config configs/demo.toml --run-dir runs/demo");
-  LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(a.config));
+  const std::string saved_path = a.run_dir + "/config.toml";
+  const bool has_saved = a.resume && !a.run_dir.empty() && std::filesystem::exists(saved_path);
+  if (a.run_dir.empty() || (a.config.empty() && !has_saved))
+    return InvalidArgument("--config and --run-dir are required (--config may be left out to --resume a run that has "
+                           "RUN/config.toml)",
+                           "e.g. lmtrain train --config configs/demo.toml --run-dir runs/demo");
+  if (a.allow_changes && !a.resume)
+    return InvalidArgument("--allow-changes is for --resume", "remove it, or add --resume to continue a run");
+  const std::string recipe_file = a.config.empty() ? saved_path : a.config;
+  LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(recipe_file));
   for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
   if (!a.profile_steps.empty()) LMT_RETURN_IF_ERROR(c.set("profile.steps", a.profile_steps, "--profile-steps"));
   if (!a.backend.empty()) LMT_RETURN_IF_ERROR(c.set("runtime.backend", a.backend, "--backend"));
   if (peak_given) LMT_RETURN_IF_ERROR(c.set("runtime.peak_gflops", a.peak_gflops, "--peak-flops"));
-  LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, a.config));
+  nlohmann::json changes = nlohmann::json::array();
+  if (has_saved) {  // resume safety: the saved recipe wins unless changes are allowed
+    LMT_ASSIGN_OR_RETURN(config::Config saved, config::Config::from_toml_file(saved_path));
+    changes = recipe_changes(saved, c);
+    if (!changes.empty() && !a.allow_changes)
+      return FailedPrecondition("--resume: the given recipe differs from the run's saved recipe " + saved_path + " in " +
+                                    std::to_string(changes.size()) + " key(s):" + changes_text(changes),
+                                "resume with the saved recipe (lmtrain train --run-dir " + a.run_dir +
+                                    " --resume, without --config and --set), or pass --allow-changes to continue with "
+                                    "these changes (recorded in metrics.jsonl); nothing was changed");
+  }
+  LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, recipe_file));
   // Under mpirun (or srun) every process is one data-parallel rank; alone, a world of 1 (docs/DIST.md).
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
   if (comm->rank() == 0 && comm->world() > 1)
@@ -51,6 +100,11 @@ Status run_train(const TrainArgs& a) {
   // SIGTERM/SIGINT: finish the step, checkpoint, exit with status 3 (docs/RELIABILITY.md).
   if (recipe.save_on_signal) install_stop_handlers();
   auto trainer = train::Trainer::create(recipe, c.to_toml(), a.run_dir, a.resume, comm.get());
+  if (trainer.ok() && !changes.empty()) {
+    if (comm->rank() == 0) std::fprintf(stderr, "warning: --allow-changes: resuming with a changed recipe:%s\n", changes_text(changes).c_str());
+    const Status e = (*trainer)->record_event({{"event", "config_changed"}, {"changes", changes}});
+    if (!e.ok()) return e;
+  }
   Status s = trainer.ok() ? (*trainer)->run() : trainer.status();
   // Every rank stops on the same step after a signal; any other error may leave ranks waiting.
   if (!s.ok() && s.code() != StatusCode::kCancelled && comm->world() > 1) {  // the other ranks may be waiting in a collective: end the job
@@ -69,7 +123,10 @@ void add_train_command(CLI::App& app, Runner& runner) {
   t->add_option("--config", args.config, "recipe (configs/*.toml; keys: --print-keys or docs/CONFIG.md)");
   t->add_option("--run-dir", args.run_dir, "run directory: config.toml, metrics.jsonl, checkpoints/, trace.json");
   t->add_option("--set", args.overrides, "override a recipe key, e.g. --set optim.lr=3e-4 (repeatable)");
-  t->add_flag("--resume", args.resume, "continue from the newest valid checkpoint in --run-dir");
+  t->add_flag("--resume", args.resume,
+              "continue from the newest valid checkpoint in --run-dir, with the run's saved recipe (RUN/config.toml)");
+  t->add_flag("--allow-changes", args.allow_changes,
+              "with --resume: continue even though --config/--set change the saved recipe (recorded in metrics.jsonl)");
   add_backend_flag(t, args.backend, "the recipe's runtime.backend, cpu");
   t->add_option("--profile-steps", args.profile_steps, "write RUN/trace.json for steps A..B-1, e.g. 10:20");
   t->add_flag("--print-keys", args.print_keys, "print every recipe key with its type, default and meaning");

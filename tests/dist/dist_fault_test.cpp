@@ -113,7 +113,7 @@ class DistFaultTest : public test::ScratchDirTest {
     const nlohmann::json st = nlohmann::json::parse(in);
     const int64_t step = st.at("step").get<int64_t>();
     const auto r = test::run_lmtrain("train --config " + path("recipe.toml") + " --run-dir " + run_dir +
-                                         " --resume --set train.micro_batch=4 --set train.max_steps=" +
+                                         " --resume --allow-changes --set train.micro_batch=4 --set train.max_steps=" +
                                          std::to_string(step + 2),
                                      /*with_stderr=*/true);
     EXPECT_EQ(r.code, 0) << r.out;
@@ -147,7 +147,7 @@ TEST_F(DistFaultTest, ARankThatDiesStopsEveryRankAndKeepsTheLastCheckpoint) {
   expect_resumable(run);
   // ... and on two ranks again.
   const int64_t step = latest_step(run);
-  ASSERT_EQ(wait_exit(launch(run, "--resume --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
+  ASSERT_EQ(wait_exit(launch(run, "--resume --allow-changes --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
       << test::read_bytes(log());
   EXPECT_EQ(latest_step(run), step + 2);
 }
@@ -173,7 +173,7 @@ TEST_F(DistFaultTest, SigtermOnOneRankStopsEveryRankAtTheSameStepWithACheckpoint
   const int64_t step = latest_step(run);
   EXPECT_GE(step, 3);
   EXPECT_NE(test::read_bytes(run + "/metrics.jsonl").find("\"event\":\"stopped\""), std::string::npos);
-  ASSERT_EQ(wait_exit(launch(run, "--resume --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
+  ASSERT_EQ(wait_exit(launch(run, "--resume --allow-changes --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
       << test::read_bytes(log());
   EXPECT_EQ(latest_step(run), step + 2);
 }
@@ -185,7 +185,7 @@ TEST_F(DistFaultTest, AnErrorOnOneRankStopsEveryRankNamingIt) {
   // A file (not a directory, which resume would take for a damaged checkpoint and rename aside).
   const std::string blocker = run + "/checkpoints/" + io::checkpoint_name(6);
   std::ofstream(blocker) << "not lmtrain's\n";
-  const pid_t mpirun = launch(run, "--resume");
+  const pid_t mpirun = launch(run, "--resume --allow-changes");
   ASSERT_GT(mpirun, 0);
   const int code = wait_exit(mpirun, 60);
   const std::string out = test::read_bytes(log());

@@ -196,6 +196,7 @@ TEST(Scoring, SuiteRestoresTheTrainingPlan) {
   ASSERT_EQ(results->size(), 1u);
   EXPECT_EQ((*results)[0].items, 5);
   const nlohmann::json rec = TaskSuite::metrics_record(*results, 100, 12345);
+  EXPECT_EQ(rec["type"], "eval");  // a metrics.jsonl record (docs/FORMATS.md)
   EXPECT_EQ(rec["step"], 100);
   EXPECT_TRUE(rec.contains("eval_piqa_acc_norm_char"));
   EXPECT_EQ(rec["eval_piqa_items"], 5);

@@ -77,12 +77,26 @@ class FaultTest : public test::ScratchDirTest {
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line, nullptr, false);
       EXPECT_FALSE(j.is_discarded()) << "unparsable metrics line in " << run << ": " << line;
-      if (j.is_discarded() || !j.contains("loss")) continue;
+      if (j.is_discarded()) continue;
+      EXPECT_TRUE(j.contains("type") && j["type"].is_string()) << "a record without a type: " << line;
+      EXPECT_TRUE(j.contains("time") && j["time"].is_number()) << "a record without a time: " << line;
+      if (j.value("type", "") != "step") continue;
       const int64_t step = j["step"].get<int64_t>();
       d += out.count(step) ? 1 : 0;
       out[step] = j["loss"].get<double>();
     }
     if (dups) *dups = d;
+    return out;
+  }
+  // The header records of RUN/metrics.jsonl, in order.
+  static std::vector<nlohmann::json> headers(const std::string& run) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(run + "/metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.value("type", "") == "header") out.push_back(std::move(j));
+    }
     return out;
   }
   // The newest step in metrics.jsonl (0 if none yet).
@@ -205,13 +219,22 @@ TEST_F(FaultTest, SigtermFinishesTheStepSavesACheckpointAndTheResumeContinuesThe
   ASSERT_LE(step, 35);
   EXPECT_TRUE(io::verify_checkpoint(run + "/checkpoints/" + io::checkpoint_name(step)).ok())
       << "no checkpoint at the step reached, " << step;
-  const auto r = train(run, "--resume --set train.max_steps=40");
+  const auto r = train(run, "--resume --allow-changes --set train.max_steps=40");
   ASSERT_EQ(r.code, 0) << r.out;
   int dups = -1;
   const auto got = losses(run, &dups);
   EXPECT_EQ(dups, 0);
   EXPECT_EQ(got.size(), 40u);
   expect_same_losses(got, want);
+  // One header per start: the first a fresh run's, the second naming the step it resumed from.
+  const auto h = headers(run);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_FALSE(h[0].contains("resumed_from_step")) << h[0].dump();
+  EXPECT_EQ(h[1]["resumed_from_step"], step) << h[1].dump();
+  for (const auto& j : h) {
+    EXPECT_NE(j["config_toml"].get<std::string>().find("max_steps"), std::string::npos) << j.dump();
+    EXPECT_EQ(j["world"]["world_size"], 1);
+  }
 }
 
 TEST_F(FaultTest, ASecondSigintEndsTheProcessAtOnce) {
@@ -284,7 +307,7 @@ TEST_F(FaultTest, AReadOnlyRunDirectoryIsAnErrorNamingThePath) {
       "mount -t tmpfs -o size=16m tmpfs " + mnt + " || exit 1\n" +
           train_cmd(mnt + "/run", "--set train.max_steps=2") + " > /dev/null 2>&1 || exit 1\n"
           "mount -o remount,ro " + mnt + " || exit 1\n" +
-          train_cmd(mnt + "/run", "--set train.max_steps=4 --resume") + " > " + path("resume.log") + " 2>&1\n"
+          train_cmd(mnt + "/run", "--set train.max_steps=4 --resume --allow-changes") + " > " + path("resume.log") + " 2>&1\n"
           "echo \"resume=$?\"\n" +
           train_cmd(mnt + "/new", "--set train.max_steps=2") + " > " + path("new.log") + " 2>&1\n"
           "echo \"new=$?\"\n"
@@ -316,7 +339,7 @@ TEST_F(FaultTest, ADamagedFileInTheNewestCheckpointIsRenamedAsideAndTheRunResume
       if (truncate) bytes.resize(bytes.size() / 2);
       else bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x20);
       test::write_bytes(victim, bytes);
-      const auto r = train(run, "--resume --set train.max_steps=6 --set checkpoint.every=2 --set checkpoint.keep=0");
+      const auto r = train(run, "--resume --allow-changes --set train.max_steps=6 --set checkpoint.every=2 --set checkpoint.keep=0");
       ASSERT_EQ(r.code, 0) << file << (truncate ? " truncated" : " flipped") << ":\n" << r.out;
       EXPECT_NE(r.out.find(newest + " is damaged"), std::string::npos) << r.out;
       EXPECT_NE(r.out.find("resumed from " + run + "/checkpoints/" + io::checkpoint_name(2)), std::string::npos) << r.out;
@@ -359,7 +382,7 @@ TEST_F(FaultTest, OnlyIncompleteCheckpointsStartOverWithAWarning) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("only checkpoints are incomplete"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pass --resume to start it over"), std::string::npos) << r.out;
-  r = train(run, "--resume --set train.max_steps=4");
+  r = train(run, "--resume --allow-changes --set train.max_steps=4");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("removing incomplete checkpoint"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("starting from step 0"), std::string::npos) << r.out;
@@ -375,7 +398,7 @@ TEST_F(FaultTest, ATornMetricsLineIsRepairedOnResume) {
   const std::string run = path("torn");
   ASSERT_EQ(train(run, "--set train.max_steps=3").code, 0);
   std::ofstream(run + "/metrics.jsonl", std::ios::app) << "{\"step\": 4, \"loss\": 3.1";  // a crash mid-line
-  const auto r = train(run, "--resume --set train.max_steps=5");
+  const auto r = train(run, "--resume --allow-changes --set train.max_steps=5");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("dropped a torn last line"), std::string::npos) << r.out;
   int dups = -1;
@@ -402,7 +425,7 @@ TEST_F(FaultTest, ASecondRunOnTheSameDirectoryIsRefusedNamingTheHolder) {
   const std::string run = path("locked"), log = path("locked.log");
   const pid_t pid = launch(run, "--set train.max_steps=100000 --set checkpoint.every=0", log);
   wait_for_step(pid, run, 1);
-  const auto r = train(run, "--resume");
+  const auto r = train(run, "--resume --allow-changes");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("is in use by pid " + std::to_string(pid)), std::string::npos) << r.out;
   kill(pid, SIGTERM);

@@ -10,7 +10,10 @@
 #include <fstream>
 #include <limits>
 
+#include "lmt/base/build_info.h"
 #include "lmt/base/rng.h"
+#include "lmt/metrics/hardware.h"
+#include "lmt/metrics/peaks.h"
 #include "lmt/base/xxh64.h"
 #include "common/files.h"
 #include "common/synthetic_dataset.h"
@@ -52,14 +55,23 @@ class TrainerTest : public ::testing::Test {
     return t.ok() ? std::move(*t) : nullptr;
   }
 
-  // step -> the metrics record of that training step (eval and event records excluded).
+  // Every record of RUN/metrics.jsonl, in order.
+  std::vector<nlohmann::json> records_of(const std::string& run) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(root_ / run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+    return out;
+  }
+
+  // step -> the metrics record of that training step (header, val, eval and event records excluded).
   std::map<int64_t, nlohmann::json> steps_of(const std::string& run) {
     std::map<int64_t, nlohmann::json> out;
     std::ifstream in(root_ / run / "metrics.jsonl");
     std::string line;
     while (std::getline(in, line)) {
       auto j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out[j["step"].get<int64_t>()] = j;
+      if (j.value("type", "") == "step") out[j["step"].get<int64_t>()] = j;
     }
     return out;
   }
@@ -74,10 +86,10 @@ TEST_F(TrainerTest, LossFallsAndMetricsHaveEveryField) {
   auto s = steps_of("falls");
   ASSERT_EQ(s.size(), 30u);
   EXPECT_LT(s[30]["loss"].get<double>(), s[1]["loss"].get<double>() - 1.0);
-  for (const char* k : {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "tflops", "tflops_6n", "mfu", "time",
+  for (const char* k : {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "tflops", "tflops_6n", "mfu", "time", "step_time",
                         "arena_peak_bytes", "rss_bytes"})
     EXPECT_TRUE(s[5].contains(k)) << k;
-  for (const char* k : {"data", "forward", "backward", "optimizer", "checkpoint_wait"}) EXPECT_TRUE(s[5]["time"].contains(k)) << k;
+  for (const char* k : {"data", "forward", "backward", "optimizer", "checkpoint_wait"}) EXPECT_TRUE(s[5]["step_time"].contains(k)) << k;
   EXPECT_TRUE(fs::exists(root_ / "falls" / "checkpoints" / "step_00000030" / "manifest.json"));
   EXPECT_TRUE(fs::exists(root_ / "falls" / "config.toml"));
 }
@@ -95,6 +107,58 @@ TEST_F(TrainerTest, StoppedAndResumedRunReproducesTheUninterruptedLosses) {
   auto a = steps_of("full"), b = steps_of("resumed");
   for (int64_t step = 1; step <= 8; ++step)
     EXPECT_EQ(a[step]["loss"].get<double>(), b[step]["loss"].get<double>()) << "step " << step;
+}
+
+// metrics.jsonl: a header first (per start, the resumed one naming its step), then typed records,
+// every one with a wall-clock time that never goes backwards; each step appears once.
+TEST_F(TrainerTest, MetricsRecordsAreTypedTimedAndStartWithAHeader) {
+  const double before = metrics::unix_seconds_now();
+  config::Config c = recipe_config(6);
+  ASSERT_TRUE(c.apply_override("eval.every=3").ok());
+  auto t = make(c, "typed");
+  ASSERT_TRUE(t && t->run(/*stop_after=*/4).ok());
+  t.reset();
+  auto rest = make(c, "typed", /*resume=*/true);
+  ASSERT_TRUE(rest && rest->run().ok());
+  const double after = metrics::unix_seconds_now();
+  const auto recs = records_of("typed");
+  ASSERT_FALSE(recs.empty());
+  std::map<std::string, int> types;
+  std::vector<int64_t> steps, vals, header_at;
+  double last_time = before;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const auto& j = recs[i];
+    ASSERT_TRUE(j.contains("type") && j["type"].is_string()) << j.dump();
+    ASSERT_TRUE(j.contains("time") && j["time"].is_number()) << j.dump();
+    const double time = j["time"].get<double>();
+    EXPECT_GE(time, last_time) << j.dump();
+    EXPECT_LE(time, after) << j.dump();
+    last_time = time;
+    const std::string type = j["type"];
+    ++types[type];
+    if (type == "step") steps.push_back(j["step"]);
+    if (type == "val") vals.push_back(j["step"]);
+    if (type == "header") header_at.push_back(static_cast<int64_t>(i));
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  // Val at 3 and 6 (eval.every), and the final one at the stop (4, after the checkpoint at 4).
+  EXPECT_EQ(vals, (std::vector<int64_t>{3, 4, 6}));
+  ASSERT_EQ(header_at.size(), 2u);
+  EXPECT_EQ(header_at[0], 0);
+  const auto& h0 = recs[0];
+  const auto& h1 = recs[static_cast<size_t>(header_at[1])];
+  EXPECT_FALSE(h0.contains("resumed_from_step"));
+  EXPECT_EQ(h1["resumed_from_step"], 4);
+  EXPECT_EQ(h0["lmtrain_version"], build_version());
+  EXPECT_EQ(h0["git_commit"], build_git_commit());
+  EXPECT_EQ(h0["config_toml"], c.to_toml());
+  EXPECT_EQ(h0["max_steps"], 6);
+  EXPECT_EQ(h0["world"], (nlohmann::json{{"world_size", 1}, {"dp", 1}, {"tp", 1}, {"pp", 1}}));
+  EXPECT_EQ(h0["machine"]["cpu_brand"], metrics::cpu_info().brand);
+  EXPECT_EQ(h0["machine"]["threads"], metrics::cpu_info().threads);
+  EXPECT_GT(h0["peaks"]["mfu_peak_gflops"].get<double>(), 0);
+  EXPECT_EQ(h0["peaks"]["fp32_gflops"].get<double>(), metrics::machine_peaks().peaks.fp32_gflops);
+  EXPECT_EQ(h0["model"]["parameters"], recipe_from_config(c, "test.toml")->model.param_count());
 }
 
 TEST_F(TrainerTest, ExistingRunIsNeverOverwrittenWithoutResume) {
@@ -217,6 +281,7 @@ TEST_F(TrainerTest, MultipleChoiceTasksAreScoredIntoMetrics) {
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
     if (j.contains("eval_piqa_acc")) {
+      EXPECT_EQ(j["type"], "eval");
       scored_at.push_back(j["step"].get<int64_t>());
       EXPECT_EQ(j["eval_piqa_items"], 4);
     }

@@ -39,7 +39,7 @@ StatusOr<std::vector<TaskResult>> TaskSuite::run(model::Transformer& model, cons
 }
 
 nlohmann::json TaskSuite::metrics_record(const std::vector<TaskResult>& results, int64_t step, int64_t tokens) {
-  nlohmann::json j = {{"step", step}, {"tokens", tokens}};
+  nlohmann::json j = {{"type", "eval"}, {"step", step}, {"tokens", tokens}};
   double seconds = 0;
   for (const TaskResult& r : results) {
     const std::string p = "eval_" + r.task + "_";

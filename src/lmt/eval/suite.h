@@ -36,7 +36,7 @@ class TaskSuite {
   // One result per task, in spec order.
   StatusOr<std::vector<TaskResult>> run(model::Transformer& model, const ScoreOptions& options = {}) const;
 
-  // {"step", "tokens", "eval_<task>_acc", "eval_<task>_acc_norm_token", "eval_<task>_acc_norm_char",
+  // {"type": "eval", "step", "tokens", "eval_<task>_acc", "eval_<task>_acc_norm_token", "eval_<task>_acc_norm_char",
   //  "eval_<task>_items", "eval_seconds"}.
   static nlohmann::json metrics_record(const std::vector<TaskResult>& results, int64_t step, int64_t tokens);
 

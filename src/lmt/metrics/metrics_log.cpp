@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <string_view>
 
 #include "lmt/io/atomic_file.h"
@@ -84,10 +85,25 @@ MetricsLog::~MetricsLog() {
 }
 
 Status MetricsLog::write(const nlohmann::json& record) {
-  const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (!record.is_object() || !record.contains("type") || !record["type"].is_string())
+    return InvalidArgument("a metrics record for " + path_ + " has no string \"type\": " + record.dump(),
+                           "this is a bug in lmtrain: every record names its type (docs/FORMATS.md)");
+  nlohmann::json stamped;
+  const nlohmann::json* out = &record;
+  if (!record.contains("time")) {
+    stamped = record;
+    stamped["time"] = unix_seconds_now();
+    out = &stamped;
+  }
+  const std::string line = out->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
     return IoError("failed writing " + path_, "is the disk full?");
   return Status::Ok();
+}
+
+double unix_seconds_now() {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) * 1e-6;
 }
 
 int64_t rss_bytes() {

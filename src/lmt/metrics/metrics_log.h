@@ -1,5 +1,11 @@
 // MetricsLog: RUN/metrics.jsonl, one JSON object per line, flushed after every line so a crashed
 // run keeps everything it logged. Only one process (rank 0) writes it.
+//
+// Every record has a string "type" (docs/FORMATS.md, "metrics.jsonl"): "header" (one per start or
+// resume of a run: version, commit, config, machine, peaks, world layout), "step" (a training
+// step), "val" (validation loss), "eval" (task accuracies), "event" (stopped, rollback,
+// checkpoints_quarantined, ...; the kind under "event"). write() stamps every record with "time":
+// wall-clock Unix seconds (UTC, fractional, e.g. 1764022510.125) unless the record already has one.
 #pragma once
 
 #include <cstdio>
@@ -23,6 +29,8 @@ class MetricsLog {
   MetricsLog(MetricsLog&& o) noexcept : f_(o.f_), path_(std::move(o.path_)) { o.f_ = nullptr; }
   MetricsLog& operator=(MetricsLog&& o) noexcept;
   ~MetricsLog();
+  // Appends `record` (a JSON object with a string "type"; anything else is InvalidArgument and
+  // nothing is written) with "time" added when absent.
   Status write(const nlohmann::json& record);
   const std::string& path() const { return path_; }
 
@@ -31,6 +39,9 @@ class MetricsLog {
   FILE* f_ = nullptr;
   std::string path_;
 };
+
+// Wall-clock time now in Unix seconds (UTC), with sub-second precision: the "time" of a record.
+double unix_seconds_now();
 
 // Resident set size of this process in bytes (from /proc/self/statm), 0 if unknown.
 int64_t rss_bytes();

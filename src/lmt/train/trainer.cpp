@@ -7,6 +7,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "lmt/base/build_info.h"
 #include "lmt/base/format.h"
 #include "lmt/base/log.h"
 #include "lmt/base/stop_signal.h"
@@ -184,6 +185,7 @@ Status Trainer::setup(bool resume) {
       LMT_LOG(WARNING) << run_dir_ << "/metrics.jsonl: " << repaired;
     }
     metrics_ = std::make_unique<metrics::MetricsLog>(std::move(log));
+    LMT_RETURN_IF_ERROR(write_record(run_header(resume ? step_ : -1)));
     if (!quarantined_.is_null()) {
       quarantined_["step"] = step_;
       LMT_RETURN_IF_ERROR(write_record(quarantined_));
@@ -235,7 +237,7 @@ StatusOr<std::string> Trainer::recover_checkpoints() {
       LMT_LOG(WARNING) << n;
     }
     if (!notes.empty()) {  // into metrics.jsonl now, or once it is open (at setup)
-      quarantined_ = {{"event", "checkpoints_quarantined"}, {"step", step_}, {"notes", notes}};
+      quarantined_ = {{"type", "event"}, {"event", "checkpoints_quarantined"}, {"step", step_}, {"notes", notes}};
       if (metrics_) {
         LMT_RETURN_IF_ERROR(write_record(quarantined_));
         quarantined_ = nullptr;
@@ -266,6 +268,39 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
   return Status::Ok();
+}
+
+// The "header" record (docs/FORMATS.md): what ran, where, and on what layout.
+nlohmann::json Trainer::run_header(int64_t resumed_from_step) const {
+  const metrics::CpuInfo& cpu = metrics::cpu_info();
+  // With a pinned peak (runtime.peak_gflops) nothing is measured, so only the pinned figure is known.
+  nlohmann::json peaks = {{"source", "runtime.peak_gflops"}};
+  if (recipe_.peak_gflops <= 0) {
+    const metrics::MachinePeaks& mp = metrics::machine_peaks();
+    peaks = {{"fp32_gflops", mp.peaks.fp32_gflops}, {"bf16_gflops", mp.peaks.bf16_gflops}, {"bf16_unit", mp.peaks.bf16_unit},
+             {"source", std::string(metrics::peak_source_name(mp.source))}};
+  }
+  peaks["mfu_peak_gflops"] = peak_flops_ * 1e-9;  // one device, the compute dtype's: what MFU divides by
+  const dist::ParallelSizes& sz = topology_->sizes();
+  nlohmann::json h = {{"type", "header"},
+                      {"lmtrain_version", build_version()},
+                      {"git_commit", build_git_commit()},
+                      {"run_dir", run_dir_},
+                      {"config_toml", resolved_toml_},
+                      {"machine", {{"cpu_vendor", cpu.vendor}, {"cpu_brand", cpu.brand}, {"threads", cpu.threads},
+                                   {"avx512f", cpu.avx512f}, {"avx512_bf16", cpu.avx512_bf16}, {"amx_bf16", cpu.amx_bf16}}},
+                      {"peaks", peaks},
+                      {"world", {{"world_size", topology_->world_size()}, {"dp", sz.dp}, {"tp", sz.tp}, {"pp", sz.pp}}},
+                      {"model", {{"name", recipe_.model.name}, {"parameters", recipe_.model.param_count()}}},
+                      {"max_steps", recipe_.max_steps}};
+  if (resumed_from_step >= 0) h["resumed_from_step"] = resumed_from_step;
+  return h;
+}
+
+Status Trainer::record_event(nlohmann::json event) {
+  event["type"] = "event";
+  if (!event.contains("step")) event["step"] = step_;
+  return write_record(event);
 }
 
 Status Trainer::write_record(const nlohmann::json& rec) { return root_ ? metrics_->write(rec) : Status::Ok(); }
@@ -330,7 +365,7 @@ Status Trainer::rollback() {
   if (root_) {
     LMT_LOG(WARNING) << "step " << step_ << ": rolled back to " << latest << ", skipping the data since then";
   }
-  return write_record({{"event", "rollback"}, {"step", step_}, {"checkpoint", latest}});
+  return write_record({{"type", "event"}, {"event", "rollback"}, {"step", step_}, {"checkpoint", latest}});
 }
 
 StatusOr<double> Trainer::evaluate() {
@@ -384,7 +419,7 @@ Status Trainer::train_step() {
   const int64_t step_tokens = accum * r.micro_batch * r.seq_len * topology_->dp_size();
   tokens_ += step_tokens;
 
-  nlohmann::json rec = {{"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
+  nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);
     for (const auto& p : model_->layout().params())
@@ -444,7 +479,7 @@ Status Trainer::train_step() {
   rec["tflops_6n"] = f.six_n * tps * 1e-12;
   rec["mfu"] = f.training * tps / (peak_flops_ * world);
   rec["mfu_6n"] = f.six_n * tps / (peak_flops_ * world);
-  rec["time"] = {{"step", secs}, {"data", res.time.data}, {"forward", res.time.forward}, {"backward", res.time.backward},
+  rec["step_time"] = {{"step", secs}, {"data", res.time.data}, {"forward", res.time.forward}, {"backward", res.time.backward},
                  {"optimizer", res.time.update + res.time.gather}, {"checkpoint_wait", t_ckpt},
                  {"grad_reduce", res.time.reduce}};
   if (world > 1) rec["world"] = world;
@@ -455,7 +490,7 @@ Status Trainer::train_step() {
   if (has_val_ && r.eval_every > 0 && step_ % r.eval_every == 0) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
     last_eval_step_ = step_;
-    LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
+    LMT_RETURN_IF_ERROR(write_record({{"type", "val"}, {"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
     if (root_) std::printf("step %6lld | val loss %.4f | val ppl %s\n", static_cast<long long>(step_), val, perplexity_text(val).c_str());
   }
   if (tasks_ && r.eval_tasks_every > 0 && step_ % r.eval_tasks_every == 0) LMT_RETURN_IF_ERROR(evaluate_tasks());
@@ -515,7 +550,7 @@ Status Trainer::run(int64_t stop_after) {
 Status Trainer::final_evaluations() {
   if (has_val_ && last_eval_step_ != step_) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
-    LMT_RETURN_IF_ERROR(write_record({{"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
+    LMT_RETURN_IF_ERROR(write_record({{"type", "val"}, {"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
     if (root_) std::printf("final | val loss %.4f | val ppl %s\n", val, perplexity_text(val).c_str());
   }
   if (tasks_ && (recipe_.eval_tasks_every <= 0 || step_ % recipe_.eval_tasks_every != 0))
@@ -537,7 +572,7 @@ Status Trainer::stop_on_signal(int sig) {
   if (step_ > 0 && last_checkpoint_step_ != step_) LMT_RETURN_IF_ERROR(save_checkpoint());
   if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());  // synchronous: the checkpoint is committed
   LMT_RETURN_IF_ERROR(comm_->barrier());
-  LMT_RETURN_IF_ERROR(write_record({{"event", "stopped"}, {"step", step_}, {"signal", stop_signal_name(sig)}}));
+  LMT_RETURN_IF_ERROR(write_record({{"type", "event"}, {"event", "stopped"}, {"step", step_}, {"signal", stop_signal_name(sig)}}));
   const std::string where = step_ > 0 ? "checkpoint " + run_dir_ + "/checkpoints/" + io::checkpoint_name(step_) + " is saved"
                                       : "no step had run, nothing to save";
   return Cancelled("stopped by " + std::string(stop_signal_name(sig)) + " after step " + std::to_string(step_) + "; " + where,

@@ -6,8 +6,9 @@
 // whether the engine applies the update (clipping folded into the optimizer's fused pass, which
 // also refreshes the bf16 weight mirror), then metrics, evaluation and checkpoints on their schedules.
 //
-// Run directory: config.toml (the resolved recipe), metrics.jsonl (one record per step, plus eval
-// and event records), checkpoints/step_XXXXXXXX/, trace.json when profiling, lmtrain.lock (held by
+// Run directory: config.toml (the resolved recipe), metrics.jsonl (a "header" record each time the
+// run starts or resumes, one "step" record per step, plus "val", "eval" and "event" records;
+// metrics/metrics_log.h), checkpoints/step_XXXXXXXX/, trace.json when profiling, lmtrain.lock (held by
 // the running process: a second run on the same directory is refused). A run directory that
 // already holds a run is never overwritten: resume it, or choose another.
 //
@@ -74,6 +75,10 @@ class Trainer {
   Status run(int64_t stop_after = -1);
 
   int64_t step() const { return step_; }
+  // Appends an event record ({"type": "event", "step": step(), ...event}) to metrics.jsonl; rank 0
+  // writes, the others do nothing. For what the caller knows and the trainer does not (the recipe
+  // changes that `lmtrain train --resume --allow-changes` applied).
+  Status record_event(nlohmann::json event);
   model::Transformer& model() { return *model_; }
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
@@ -95,6 +100,7 @@ class Trainer {
   Status stop_on_signal(int sig);
   Status bad_step(nlohmann::json* rec, const std::string& kind, const std::string& why, bool may_roll_back);
   Status write_record(const nlohmann::json& rec);  // rank 0 only
+  nlohmann::json run_header(int64_t resumed_from_step) const;  // resumed_from_step -1: a fresh run
   TrainerState trainer_state() const;
   void print_progress(double loss, double lr_mult, double norm, double tokens_per_s, double mfu) const;
 
