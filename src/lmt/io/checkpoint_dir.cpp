@@ -108,7 +108,9 @@ Status verify_checkpoint(const std::string& step_dir) {
   for (const char* required : kCheckpointFiles)
     if (!m["files"].contains(required)) return DataLoss(mpath + " does not list " + required, "the checkpoint is damaged");
   const std::string tok_prefix = std::string(kCheckpointTokenizerDir) + "/";
-  for (const auto& [name, entry] : m["files"].items()) {
+  for (const auto& item : m["files"].items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one
+    const nlohmann::json& entry = item.value();
     const bool known = std::find_if(std::begin(kCheckpointFiles), std::end(kCheckpointFiles),
                                     [&](const char* k) { return name == k; }) != std::end(kCheckpointFiles);
     const bool tokenizer_file = name.rfind(tok_prefix, 0) == 0 && name.find('/', tok_prefix.size()) == std::string::npos &&
