@@ -1,6 +1,6 @@
 """Issue #16, check 4: `lmtrain eval` and lm-evaluation-harness (its hf backend, the same model
-directory) give the same per-item, per-choice log-likelihoods (|diff| <= 1e-4, or two float32
-ulps of lm-eval's float32 sum where that is larger: |logL| >= 1024) and the same accuracies on
+directory) give the same per-item, per-choice log-likelihoods (|diff| <= 1e-4, or four float32
+ulps of lm-eval's float32 sum where that is larger: |logL| >= 512) and the same accuracies on
 ARC-Easy, PIQA and HellaSwag (docs/INTEROP.md (lm-eval-harness parity)).
 
     scripts/venv_run.sh BUILD interop tests/interop/test_lm_eval.py [--model HF_DIR] [--items N]
@@ -32,11 +32,13 @@ TOL = 1e-4
 
 
 def tolerance(ll):
-    """1e-4, or two float32 ulps of the value where that is larger: lm-eval's hf backend sums the
-    token log-probs in float32 and returns that float32, whose own spacing at |ll| >= 1024 is 1.2e-4
-    (only reached by very long or very unlikely continuations, e.g. of a random model)."""
+    """1e-4, or four float32 ulps of the value where that is larger: lm-eval's hf backend sums the
+    token log-probs in float32 and returns that float32. Each addition of that sum rounds to the
+    partial sum's spacing (6.1e-5 at |ll| in [512, 1024)), so a continuation of a hundred tokens or
+    more carries a few ulps of rounding (seen: 1.33e-4 = 2.2 ulps at ll = -1012.86). Only very long
+    or very unlikely continuations reach |ll| >= 512."""
     import numpy as np
-    return max(TOL, 2 * float(np.spacing(np.float32(abs(ll)))))
+    return max(TOL, 4 * float(np.spacing(np.float32(abs(ll)))))
 
 # task -> (shared file, lm-eval YAML to include, process_docs in lmt_utils.py)
 TASKS = {
@@ -263,7 +265,7 @@ def compare(task, samples, summary, items, res, hf, n):
     print(f"{task}: {n} items, max |dlogL| = {worst:.2e}; acc lm-eval {r['acc,none']:.4f} lmtrain {summary['acc']:.4f}; "
           f"acc_norm lm-eval {r['acc_norm,none']:.4f} lmtrain acc_norm_char {summary['acc_norm_char']:.4f}"
           + (f" ({near_ties} near-ties)" if near_ties else "")
-          + (f"; {over_abs} log-likelihoods differ by more than {TOL}, all within 2 float32 ulps of lm-eval's value"
+          + (f"; {over_abs} log-likelihoods differ by more than {TOL}, all within 4 float32 ulps of lm-eval's value"
              if over_abs else ""))
     if not near_ties:
         assert abs(r["acc,none"] - summary["acc"]) < 1e-12, (task, r["acc,none"], summary["acc"])
@@ -274,7 +276,7 @@ def compare(task, samples, summary, items, res, hf, n):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="a Hugging Face model directory (default: model_dir())")
-    ap.add_argument("--items", type=int, default=int(os.environ.get("LMT_LMEVAL_ITEMS", 200)), help="items per task")
+    ap.add_argument("--items", type=int, default=int(os.environ.get("LMT_LMEVAL_ITEMS", 300)), help="items per task")
     args = ap.parse_args()
     try:
         import lm_eval  # noqa: F401
