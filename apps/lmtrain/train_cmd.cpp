@@ -20,7 +20,6 @@
 #include "lmt/train/recipe.h"
 #include "lmt/train/trainer.h"
 
-
 namespace lmt::cli {
 namespace {
 
