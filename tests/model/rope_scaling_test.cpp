@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "lmt/eval/decode.h"
 #include "lmt/eval/model_dir.h"
 #include "lmt/kernels/registry.h"
@@ -148,14 +149,15 @@ TEST(RopeFrequencies, EqualTransformersTables) {
 
 // ---- config.json parsing and writing --------------------------------------------------------------
 
-class HfConfig : public ::testing::Test {
+// Each test gets its own scratch directory (ctest runs the tests of this binary as parallel processes).
+class HfConfig : public lmt::test::ScratchDirTest {
  protected:
   // Writes a llama config.json with `extra` merged in and parses it.
   StatusOr<ModelConfig> parse(const json& extra) {
     json j = read_json(kGolden + "/default/config.json");
     j.erase("rope_parameters");
     for (const auto& [k, v] : extra.items()) j[k] = v;
-    const fs::path dir = fs::path(::testing::TempDir()) / ("rope_hf_" + std::to_string(counter_++));
+    const fs::path dir = fs::path(dir_) / ("rope_hf_" + std::to_string(counter_++));
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << j.dump();
     return config_from_hf((dir / "config.json").string());
@@ -302,7 +304,9 @@ TEST_F(HfConfig, Llama32ImportEqualsThePreset) {
                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
     "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})");
-  const fs::path dir = fs::path(::testing::TempDir()) / "Llama-3.2-1B";
+  std::string scratch = ::testing::TempDir() + "lmt_llama32_XXXXXX";
+  ASSERT_NE(::mkdtemp(scratch.data()), nullptr);
+  const fs::path dir = fs::path(scratch) / "Llama-3.2-1B";
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << llama32.dump();
   auto c = config_from_hf((dir / "config.json").string());
@@ -313,6 +317,8 @@ TEST_F(HfConfig, Llama32ImportEqualsThePreset) {
   EXPECT_EQ(c->max_seq_len, p.max_seq_len);
   EXPECT_EQ(c->param_count(), p.param_count());
   EXPECT_EQ(rope_frequencies(*c, 1), rope_frequencies(p, 1));
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
 }
 
 // ---- lmtrain's own config: validation, JSON/recipe keys, preset ----------------------------------
