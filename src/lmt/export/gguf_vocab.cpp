@@ -1,5 +1,6 @@
 #include "lmt/export/gguf_vocab.h"
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,18 @@
 
 namespace lmt::exporter::gguf {
 namespace {
+
+// A token id from tokenizer.json: an integer that fits int64, else nullopt (a float such as 4e301
+// must not be converted: that is undefined behaviour).
+std::optional<int64_t> token_id_value(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
 
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -116,7 +129,9 @@ StatusOr<GgufVocab> tokenizer_json_vocab(const std::string& path, const std::str
   // Tokens by id: the vocab, then the added tokens (which may also be in the vocab).
   std::map<int64_t, std::pair<std::string, int32_t>> by_id;
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    const int64_t id = it.value().get<int64_t>();
+    const std::optional<int64_t> maybe_id = token_id_value(it.value());
+    if (!maybe_id) return DataLoss(path + ": token '" + it.key() + "' has the id " + it.value().dump() + ", which is not an integer");
+    const int64_t id = *maybe_id;
     if (id < 0) return DataLoss(path + ": token '" + it.key() + "' has the negative id " + std::to_string(id));
     if (id >= vocab_size) return too_many(id);
     by_id[id] = {it.key(), t(TokenType::kNormal)};
@@ -124,11 +139,13 @@ StatusOr<GgufVocab> tokenizer_json_vocab(const std::string& path, const std::str
   std::map<std::string, int32_t> added_ids;
   if (doc.contains("added_tokens") && doc["added_tokens"].is_array()) {
     for (const nlohmann::json& a : doc["added_tokens"]) {
-      const int64_t id = a.value("id", int64_t{-1});
-      const std::string content = a.value("content", "");
-      if (id < 0) return DataLoss(path + ": added token '" + content + "' has no id");
+      if (!a.is_object()) return DataLoss(path + ": an added_tokens entry is " + a.dump().substr(0, 80) + ", not an object");
+      const std::optional<int64_t> maybe_id = a.contains("id") ? token_id_value(a["id"]) : std::nullopt;
+      const int64_t id = maybe_id.value_or(-1);
+      const std::string content = a.contains("content") && a["content"].is_string() ? a["content"].get<std::string>() : "";
+      if (id < 0) return DataLoss(path + ": added token '" + content + "' has no integer id >= 0");
       if (id >= vocab_size) return too_many(id);
-      by_id[id] = {content, a.value("special", true) ? t(TokenType::kControl) : t(TokenType::kUserDefined)};
+      by_id[id] = {content, (!a.contains("special") || !a["special"].is_boolean() || a["special"].get<bool>()) ? t(TokenType::kControl) : t(TokenType::kUserDefined)};
       added_ids[content] = static_cast<int32_t>(id);
     }
   }

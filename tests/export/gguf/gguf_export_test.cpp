@@ -326,6 +326,14 @@ TEST_F(GgufVocabFiles, MalformedTokenizersAreErrorsNotCrashes) {
           "}",
       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": {"type": "Metaspace"}})",
       R"({"model": {"type": "BPE", "vocab": {"a": 99}, "merges": []}, )" + byte_level + "}",  // id >= rows
+      // Ids that are not integers: converting 4e301 to int64 was undefined behaviour (found by
+      // gguf_vocab_fuzz; seeds/gguf_vocab_fuzz/crash-float-token-id).
+      R"({"model": {"type": "BPE", "vocab": {"a": 4e301}, "merges": []}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 1.5}, "merges": []}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 18446744073709551615}, "merges": []}, )" + byte_level + "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [{"id": 1e300}], )" + byte_level +
+          "}",
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "added_tokens": [7], )" + byte_level + "}",
   };
   for (const std::string& text : bad) {
     test::write_bytes(path("tokenizer.json"), text);
