@@ -9,28 +9,6 @@
 
 namespace lmt::exporter::gguf {
 
-uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));  // NaN
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: Inf
-  if (abs >= 0x38800000u) {                                              // normal half (>= 2^-14)
-    // Rebias the exponent, then round the 13 dropped mantissa bits to nearest even.
-    uint32_t h = ((abs - 0x38000000u) >> 13);
-    const uint32_t rest = abs & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // carries into the exponent correctly
-    return static_cast<uint16_t>(sign | h);
-  }
-  // Subnormal half (or zero): value = m · 2^-24, m = round(|f| · 2^24) to nearest even.
-  float a;
-  std::memcpy(&a, &abs, sizeof(a));
-  const float scaled = a * 16777216.0f;                              // exact (power of two scaling of a float in range)
-  const uint32_t m = static_cast<uint32_t>(std::nearbyint(scaled));  // default rounding: ties to even
-  return static_cast<uint16_t>(sign | m);  // m == 0x400 becomes the smallest normal, as it should
-}
-
 int64_t encoded_bytes(GgmlType type, int64_t n) {
   switch (type) {
     case GgmlType::kF32:
@@ -54,7 +32,7 @@ void encode(const float* x, int64_t n, GgmlType type, std::string* out) {
       return;
     case GgmlType::kF16:
       for (int64_t i = 0; i < n; ++i) {
-        const uint16_t h = f32_to_f16(x[i]);
+        const uint16_t h = io::float_to_f16(x[i]);
         std::memcpy(p + 2 * i, &h, 2);
       }
       return;
@@ -73,7 +51,7 @@ void encode(const float* x, int64_t n, GgmlType type, std::string* out) {
         for (int64_t j = 0; j < kQ8BlockSize; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        const uint16_t dh = f32_to_f16(d);
+        const uint16_t dh = io::float_to_f16(d);
         std::memcpy(block, &dh, 2);
         for (int64_t j = 0; j < kQ8BlockSize; ++j) {
           const int8_t q = static_cast<int8_t>(std::round(xb[j] * id));  // |x·id| <= 127

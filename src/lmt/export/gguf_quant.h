@@ -1,5 +1,5 @@
 // Element encodings of the GGUF export: f32 -> f16 / bf16 (round to nearest, ties to even, as
-// numpy's astype and ggml's GGML_FP32_TO_FP16 do) and q8_0, ggml's quantize_row_q8_0_ref:
+// numpy's astype and ggml's GGML_FP32_TO_FP16 do; io::float_to_f16 and bf16::round_from_float) and q8_0, ggml's quantize_row_q8_0_ref:
 // per block of 32 values, d = max|x| / 127 stored as f16, q[j] = round(x[j] / d) as int8 (half away
 // from zero; 1/d is computed from the f32 d, d == 0 gives q = 0). Dequantised: x ≈ f16(d) · q.
 #pragma once
@@ -10,8 +10,6 @@
 #include "lmt/export/gguf_format.h"
 
 namespace lmt::exporter::gguf {
-
-uint16_t f32_to_f16(float f);
 
 // Bytes of `n` values of `type` (n % 32 == 0 for q8_0).
 int64_t encoded_bytes(GgmlType type, int64_t n);

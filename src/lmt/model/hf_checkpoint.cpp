@@ -314,25 +314,4 @@ Status load_hf_weights(const std::string& safetensors_path, const model::ParamLa
   return Status::Ok();
 }
 
-Status save_hf_weights(const std::string& safetensors_path, const model::ParamLayout& layout, const float* params,
-                       const std::map<std::string, std::string>& metadata) {
-  std::vector<TensorToWrite> tensors;
-  std::vector<std::vector<float>> transposed;  // owned copies of Conv1D weights in HF layout
-  transposed.reserve(layout.params().size());
-  for (const model::ParamInfo& p : layout.params()) {
-    std::vector<int64_t> shape;
-    for (int i = 0; i < p.hf_shape.rank(); ++i) shape.push_back(p.hf_shape[i]);
-    const float* src = params + p.offset;  // padded vocab rows sit after the real ones: a prefix
-    if (p.hf_transposed) {
-      const int64_t rows = p.hf_shape[0], cols = p.hf_shape[1];  // storage [cols, rows] -> HF [rows, cols]
-      std::vector<float>& t = transposed.emplace_back(static_cast<size_t>(rows * cols));
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(r * cols + c)] = src[c * rows + r];
-      src = t.data();
-    }
-    tensors.push_back({p.name, "F32", shape, src});
-  }
-  return write_safetensors(safetensors_path, tensors, metadata);
-}
-
 }  // namespace lmt::model

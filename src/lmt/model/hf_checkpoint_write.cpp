@@ -9,6 +9,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/io/atomic_file.h"
+#include "lmt/io/f16.h"
 #include "lmt/io/safetensors.h"
 #include "lmt/model/hf_checkpoint.h"
 
@@ -20,30 +21,6 @@ using nlohmann::json;
 Status refuse(const ModelConfig& c, const std::string& feature, const std::string& hint) {
   return Unimplemented("model '" + c.name + "' uses " + feature + ", which no Hugging Face transformers architecture computes",
                        hint + "; export to GGUF or keep the model in lmtrain");
-}
-
-// float -> IEEE binary16, round to nearest even; overflow -> +-Inf, NaN stays NaN.
-uint16_t float_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to >= 65520: Inf
-  if (abs < 0x38800000u) {  // below the smallest normal half (2^-14): subnormal or zero
-    if (abs < 0x33000000u) return sign;  // < 2^-25 rounds to zero
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;  // value = mant * 2^(exp-150); half subnormal unit 2^-24
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1u))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = ((abs - 0x38000000u) >> 13);  // rebias 127 -> 15
-  const uint32_t rem = abs & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
 }
 
 // The shortest decimal that reads back as `f` (1e-05, not 9.999999747378752e-06).
@@ -139,44 +116,71 @@ StatusOr<json> config_to_hf(const ModelConfig& c, const std::string& torch_dtype
   return j;
 }
 
-Status save_hf_weights_dir(const std::string& dir, const ParamLayout& layout, const float* params, const std::string& dtype,
-                           int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
-  if (dtype != "F32" && dtype != "BF16" && dtype != "F16")
-    return InvalidArgument("weights dtype '" + dtype + "' cannot be written to a Hugging Face directory", "use F32, BF16 or F16");
+namespace {
+
+// Every parameter as HF names and shapes it (padded vocabulary rows dropped, Conv1D weights
+// transposed back), in `dtype`. Tensors that need no conversion point into params; the others are
+// converted into `owned`, one buffer per tensor.
+std::vector<io::TensorToWrite> hf_tensors(const ParamLayout& layout, const float* params, const std::string& dtype,
+                                          std::vector<std::vector<char>>* owned) {
   const size_t elem = dtype == "F32" ? 4 : 2;
-  struct Tensor {
-    std::string name;
-    std::vector<int64_t> shape;
-    std::vector<char> bytes;
-  };
-  std::vector<Tensor> tensors;
-  std::vector<float> tmp;
+  std::vector<io::TensorToWrite> tensors;
+  std::vector<float> transposed;
+  owned->reserve(layout.params().size());
   for (const ParamInfo& p : layout.params()) {
-    Tensor t{p.name, {}, {}};
+    io::TensorToWrite t{p.name, dtype, {}, nullptr};
     for (int i = 0; i < p.hf_shape.rank(); ++i) t.shape.push_back(p.hf_shape[i]);
     const int64_t n = p.hf_shape.numel();
     const float* src = params + p.offset;  // padded vocab rows sit after the real ones: a prefix
     if (p.hf_transposed) {
       const int64_t rows = p.hf_shape[0], cols = p.hf_shape[1];  // storage [cols, rows] -> HF [rows, cols]
-      tmp.resize(static_cast<size_t>(n));
+      transposed.resize(static_cast<size_t>(n));
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t col = 0; col < cols; ++col) tmp[static_cast<size_t>(r * cols + col)] = src[col * rows + r];
-      src = tmp.data();
+        for (int64_t col = 0; col < cols; ++col) transposed[static_cast<size_t>(r * cols + col)] = src[col * rows + r];
+      src = transposed.data();
     }
-    t.bytes.resize(static_cast<size_t>(n) * elem);
-    if (dtype == "F32") {
-      std::memcpy(t.bytes.data(), src, t.bytes.size());
+    if (dtype == "F32" && !p.hf_transposed) {
+      t.data = src;
     } else {
-      auto* out = reinterpret_cast<uint16_t*>(t.bytes.data());
-      for (int64_t i = 0; i < n; ++i) out[i] = dtype == "BF16" ? bf16(src[i]).bits : float_to_f16(src[i]);
+      std::vector<char>& bytes = owned->emplace_back(static_cast<size_t>(n) * elem);
+      if (dtype == "F32") {
+        std::memcpy(bytes.data(), src, bytes.size());
+      } else {
+        auto* out = reinterpret_cast<uint16_t*>(bytes.data());
+        for (int64_t i = 0; i < n; ++i) out[i] = dtype == "BF16" ? bf16(src[i]).bits : io::float_to_f16(src[i]);
+      }
+      t.data = bytes.data();
     }
     tensors.push_back(std::move(t));
   }
+  return tensors;
+}
+
+}  // namespace
+
+Status save_hf_weights(const std::string& safetensors_path, const ParamLayout& layout, const float* params,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<std::vector<char>> owned;
+  return io::write_safetensors(safetensors_path, hf_tensors(layout, params, "F32", &owned), metadata);
+}
+
+Status save_hf_weights_dir(const std::string& dir, const ParamLayout& layout, const float* params, const std::string& dtype,
+                           int64_t max_shard_bytes, const std::map<std::string, std::string>& metadata) {
+  if (dtype != "F32" && dtype != "BF16" && dtype != "F16")
+    return InvalidArgument("weights dtype '" + dtype + "' cannot be written to a Hugging Face directory", "use F32, BF16 or F16");
+  const size_t elem = dtype == "F32" ? 4 : 2;
+  std::vector<std::vector<char>> owned;
+  const std::vector<io::TensorToWrite> tensors = hf_tensors(layout, params, dtype, &owned);
+  auto bytes_of = [&](const io::TensorToWrite& t) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    return n * static_cast<int64_t>(elem);
+  };
   // Greedy sharding in layout order: a new shard when the next tensor would overflow this one.
   std::vector<std::vector<size_t>> shards(1);
   int64_t cur = 0, total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto b = static_cast<int64_t>(tensors[i].bytes.size());
+    const int64_t b = bytes_of(tensors[i]);
     if (max_shard_bytes > 0 && cur > 0 && cur + b > max_shard_bytes) {
       shards.emplace_back();
       cur = 0;
@@ -187,7 +191,7 @@ Status save_hf_weights_dir(const std::string& dir, const ParamLayout& layout, co
   }
   auto to_write = [&](const std::vector<size_t>& idx) {
     std::vector<io::TensorToWrite> w;
-    for (size_t i : idx) w.push_back({tensors[i].name, dtype, tensors[i].shape, tensors[i].bytes.data()});
+    for (size_t i : idx) w.push_back(tensors[i]);
     return w;
   };
   if (shards.size() == 1) return io::write_safetensors(dir + "/model.safetensors", to_write(shards[0]), metadata);

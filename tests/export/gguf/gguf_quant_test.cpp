@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "lmt/io/f16.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,6 +14,9 @@
 
 namespace lmt::exporter::gguf {
 namespace {
+
+// GGUF's f16 elements are io::float_to_f16 (shared with the Hugging Face export).
+uint16_t f32_to_f16(float f) { return io::float_to_f16(f); }
 
 TEST(GgufQuant, F16HandValues) {
   EXPECT_EQ(f32_to_f16(0.0f), 0x0000);
