@@ -68,6 +68,21 @@ StatusOr<std::string> record_text(const StageRecord& r, const std::string& field
 }
 
 
+StatusOr<bool> read_record_batch(StageReader& reader, const CleanOptions& o, const std::string& where,
+                                 std::vector<StageRecord>* batch, std::vector<std::string>* texts) {
+  batch->clear();
+  texts->clear();
+  while (static_cast<int64_t>(batch->size()) < o.batch_docs) {
+    StageRecord r;
+    LMT_ASSIGN_OR_RETURN(const bool more, reader.next(&r));
+    if (!more) return false;
+    LMT_ASSIGN_OR_RETURN(std::string t, record_text(r, o.text_field, where));
+    texts->push_back(std::move(t));
+    batch->push_back(std::move(r));
+  }
+  return true;
+}
+
 Status run_record_stage(const CleanRequest& req, const std::string& in_dir, const std::string& dir, const std::string& name,
                         const Decide& decide, const std::function<json()>& extra) {
   const CleanOptions& o = req.options;
@@ -78,16 +93,7 @@ Status run_record_stage(const CleanRequest& req, const std::string& in_dir, cons
   std::vector<RecordOutcome> outcomes;
   bool more = true;
   while (more) {
-    batch.clear();
-    texts.clear();
-    while (static_cast<int64_t>(batch.size()) < o.batch_docs) {
-      StageRecord r;
-      LMT_ASSIGN_OR_RETURN(more, reader.next(&r));
-      if (!more) break;
-      LMT_ASSIGN_OR_RETURN(std::string t, record_text(r, o.text_field, in_dir + "/records.tsv"));
-      texts.push_back(std::move(t));
-      batch.push_back(std::move(r));
-    }
+    LMT_ASSIGN_OR_RETURN(more, read_record_batch(reader, o, in_dir + "/records.tsv", &batch, &texts));
     outcomes.assign(batch.size(), RecordOutcome{});
     LMT_RETURN_IF_ERROR(decide(batch, texts, &outcomes));
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -116,16 +116,7 @@ Status run_minhash_stage(const CleanRequest& req, const std::string& in_dir, con
     LMT_ASSIGN_OR_RETURN(StageReader reader, StageReader::open(in_dir + "/records.tsv"));
     bool more = true;
     while (more) {
-      batch.clear();
-      texts.clear();
-      while (static_cast<int64_t>(batch.size()) < co.batch_docs) {
-        StageRecord r;
-        LMT_ASSIGN_OR_RETURN(more, reader.next(&r));
-        if (!more) break;
-        LMT_ASSIGN_OR_RETURN(std::string t, record_text(r, co.text_field, in_dir + "/records.tsv"));
-        texts.push_back(std::move(t));
-        batch.push_back(std::move(r));
-      }
+      LMT_ASSIGN_OR_RETURN(more, read_record_batch(reader, co, in_dir + "/records.tsv", &batch, &texts));
       std::vector<std::vector<uint64_t>> sigs(batch.size());
       parallel_for(static_cast<int64_t>(batch.size()), req.workers,
                    [&](int64_t i) { sigs[static_cast<size_t>(i)] = dedup::minhash_signature(texts[static_cast<size_t>(i)], mo); });

@@ -47,6 +47,12 @@ std::string make_record(const std::string& raw, const std::string& field, const 
 // The text field of a stage record. Errors: kDataLoss naming `where`.
 StatusOr<std::string> record_text(const StageRecord& r, const std::string& field, const std::string& where);
 
+// Replaces *batch and *texts with the next up to o.batch_docs records of `reader` (read from
+// `where`) and their text fields. Returns false once the reader is exhausted (the last batch may
+// still hold records).
+StatusOr<bool> read_record_batch(StageReader& reader, const CleanOptions& o, const std::string& where,
+                                 std::vector<StageRecord>* batch, std::vector<std::string>* texts);
+
 // Counts of one stage (stats.json).
 struct StageStats {
   std::string name;
