@@ -295,12 +295,7 @@ def main():
             result = run_filters(args, config, args.work or tmp)
         if result is None:
             return 1
-        text = json.dumps(result)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(text + "\n")
-        else:
-            print(text)
+        emit(json.dumps(result), args.out)
         return 0
 
     path = os.path.abspath(args.input)
@@ -326,13 +321,17 @@ def main():
         "removed": [{"index": d, "id": ids[d]} for d in removed],
         "clusters": sorted(sorted(c) for c in clusters.values() if len(c) > 1),
     }
-    text = json.dumps(result, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
+    emit(json.dumps(result, indent=1), args.out)
+    return 0
+
+
+def emit(text, out):
+    """Writes the result to `out`, or prints it."""
+    if out:
+        with open(out, "w") as f:
             f.write(text + "\n")
     else:
         print(text)
-    return 0
 
 
 if __name__ == "__main__":
