@@ -146,12 +146,17 @@ Verdict gopher_quality(U32View text, const std::vector<U32View>& words, const Go
   s->bullet_lines = n_lines > 0 ? static_cast<double>(bullets) / n_lines : 0;
   s->ellipsis_lines = n_lines > 0 ? static_cast<double>(ellipsis_lines) / n_lines : 0;
   s->alpha_words = n_words > 0 ? static_cast<double>(alpha) / n_words : 0;
-  std::unordered_set<U32> stop;
-  for (const auto& w : o.stop_words) stop.insert(decode_utf8(w));
-  std::unordered_set<U32> present;
+  // The distinct stop words present (the list is short: compare views, no string per word).
+  std::vector<U32> stop;
+  for (const auto& w : o.stop_words) {
+    U32 u = decode_utf8(w);
+    if (std::find(stop.begin(), stop.end(), u) == stop.end()) stop.push_back(std::move(u));
+  }
+  std::vector<char> present(stop.size(), 0);
   for (U32View w : words)
-    if (stop.count(U32(w))) present.insert(U32(w));
-  s->stop_words = static_cast<int64_t>(present.size());
+    for (size_t k = 0; k < stop.size(); ++k)
+      if (!present[k] && w == U32View(stop[k])) present[k] = 1;
+  s->stop_words = std::count(present.begin(), present.end(), 1);
 
   if (o.min_doc_words && non_symbol < o.min_doc_words) return drop("gopher_short_doc");
   if (o.max_doc_words && non_symbol > o.max_doc_words) return drop("gopher_long_doc");
