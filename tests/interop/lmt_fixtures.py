@@ -4,8 +4,11 @@ demo_run() trains a model the way `make demo` does (scripts/demo.sh: a byte-leve
 trained by lmtrain, shards made by `lmtrain data prepare`, configs/demo.toml's model and recipe),
 only on tinyshakespeare from ../shared and for a few steps, so that a test can export a real lmtrain
 checkpoint. It is built once per build tree (cached under $LMT_TEST_TMP/../interop_demo_STEPS)
-and reused by every check; a half-built fixture (no COMPLETE marker) is never reused.
+and reused by every check; a half-built fixture (no COMPLETE marker) is never reused. ctest runs the
+checks in parallel, so the build holds an exclusive lock (interop_demo_STEPS.lock): a second check
+waits for the first one's model instead of removing it mid-training.
 """
+import fcntl
 import os
 import shutil
 import subprocess
@@ -54,6 +57,13 @@ def demo_run(steps=40):
     It is built in place (the dataset manifest records the tokenizer's absolute path, which must stay
     valid) and marked complete last; an incomplete build (a killed test) is removed and redone."""
     root = os.path.join(os.path.dirname(os.path.abspath(TMP)), f"interop_demo_{steps}")
+    os.makedirs(os.path.dirname(root), exist_ok=True)
+    with open(root + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        return _build_demo_run(root, steps)
+
+
+def _build_demo_run(root, steps):
     run = os.path.join(root, "run")
     done = os.path.join(root, "COMPLETE")
     if os.path.exists(done):
