@@ -447,6 +447,7 @@ Status Trainer::train_step() {
     LMT_RETURN_IF_ERROR(bad_step(&rec, "spike", why, true));
   } else {
     if (spike) {
+      clear_progress();
       LMT_LOG(WARNING) << "step " << step_ << ": loss spike " << loss << " (z = " << z << "), logged";
       rec["spike_z"] = z;
     }
@@ -486,15 +487,26 @@ Status Trainer::train_step() {
   rec["arena_peak_bytes"] = model_->arena().peak();
   rec["rss_bytes"] = metrics::rss_bytes();
   LMT_RETURN_IF_ERROR(write_record(rec));
+  loss_window_.add(loss);
+  norm_window_.add(norm);
+  token_window_.add(static_cast<double>(step_tokens), secs);
 
   if (has_val_ && r.eval_every > 0 && step_ % r.eval_every == 0) {
     LMT_ASSIGN_OR_RETURN(double val, evaluate());
     last_eval_step_ = step_;
+    last_val_loss_ = val;
     LMT_RETURN_IF_ERROR(write_record({{"type", "val"}, {"step", step_}, {"tokens", tokens_}, {"val_loss", val}, {"val_ppl", std::exp(val)}}));
-    if (root_) std::printf("step %6lld | val loss %.4f | val ppl %s\n", static_cast<long long>(step_), val, perplexity_text(val).c_str());
+    if (root_) {
+      clear_progress();
+      std::printf("step %6lld | val loss %.4f | val ppl %s\n", static_cast<long long>(step_), val, perplexity_text(val).c_str());
+      std::fflush(stdout);
+    }
   }
-  if (tasks_ && r.eval_tasks_every > 0 && step_ % r.eval_tasks_every == 0) LMT_RETURN_IF_ERROR(evaluate_tasks());
-  if (root_ && (step_ % r.log_every == 0 || step_ == r.max_steps)) print_progress(loss, lr_mult, norm, tps, rec["mfu"]);
+  if (tasks_ && r.eval_tasks_every > 0 && step_ % r.eval_tasks_every == 0) {
+    clear_progress();
+    LMT_RETURN_IF_ERROR(evaluate_tasks());
+  }
+  show_progress(lr_mult);
   return Status::Ok();
 }
 
@@ -502,6 +514,7 @@ Status Trainer::train_step() {
 // stability.spike_action = "rollback") rolled back to the newest checkpoint.
 Status Trainer::bad_step(nlohmann::json* rec, const std::string& kind, const std::string& why, bool may_roll_back) {
   if (root_) {
+    clear_progress();
     LMT_LOG(WARNING) << "step " << step_ << ": " << why << "; update skipped";
   }
   (*rec)["skipped"] = kind;
@@ -511,17 +524,38 @@ Status Trainer::bad_step(nlohmann::json* rec, const std::string& kind, const std
   return Status::Ok();
 }
 
-void Trainer::print_progress(double loss, double lr_mult, double norm, double tps, double mfu) const {
-  const double per_step = run_seconds_ / static_cast<double>(std::max<int64_t>(step_, 1));
-  const double eta = per_step * static_cast<double>(recipe_.max_steps - step_);
-  std::printf("step %6lld/%lld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | MFU %.1f%% | ETA %s\n",
-              static_cast<long long>(step_), static_cast<long long>(recipe_.max_steps), loss, recipe_.optim.lr * lr_mult,
-              norm, tps, 100 * mfu, duration_text(eta).c_str());
-  std::fflush(stdout);
+void Trainer::show_progress(double lr_mult) {
+  if (!progress_) return;
+  const double tps = token_window_.rate();
+  const model::FlopsPerToken f = model::flops_per_token(recipe_.model, recipe_.seq_len);
+  const double mfu = f.training * tps / (peak_flops_ * topology_->world_size());
+  char lr[32];
+  std::snprintf(lr, sizeof lr, "%.2e", recipe_.optim.lr * lr_mult);
+  // On a narrow terminal the bar drops fields from the last: lr and gnorm go first.
+  std::vector<progress::Field> fields = {progress::number("loss", loss_window_.mean(), 4)};
+  if (!std::isnan(last_val_loss_)) fields.push_back(progress::number("val loss", last_val_loss_, 4));
+  fields.push_back(progress::rate(tps, "tok/s"));
+  fields.push_back(progress::percent("MFU", mfu));
+  fields.push_back(progress::number("gnorm", norm_window_.mean(), 3));
+  fields.push_back({"lr", lr});
+  progress_->update(step_, std::move(fields));
 }
 
 Status Trainer::run(int64_t stop_after) {
   const int64_t last = stop_after > 0 ? std::min(stop_after, recipe_.max_steps) : recipe_.max_steps;
+  const size_t window = static_cast<size_t>(std::max<int64_t>(recipe_.log_every, 1));
+  loss_window_ = progress::WindowMean(window);
+  norm_window_ = progress::WindowMean(window);
+  token_window_ = progress::WindowRate(window);
+  if (root_)
+    progress_ = std::make_unique<progress::Progress>(progress::Options{
+        .label = "step", .total = recipe_.max_steps, .start = step_, .line_every_units = recipe_.log_every});
+  // However run() returns (done, stopped, failed), the bar's line is ended before anything else is
+  // printed, and the display stops with it.
+  struct EndProgress {
+    std::unique_ptr<progress::Progress>* p;
+    ~EndProgress() { p->reset(); }
+  } end_progress{&progress_};
   while (step_ < last) {
     if (const int sig = agreed_stop_signal(); sig != 0) return stop_on_signal(sig);
     if (step_ + 1 == recipe_.profile_begin) Tracer::start();
@@ -529,6 +563,7 @@ Status Trainer::run(int64_t stop_after) {
     if (step_ + 1 == recipe_.profile_end) {
       const auto events = Tracer::stop();
       if (root_) {
+      clear_progress();
       LMT_RETURN_IF_ERROR(metrics::write_chrome_trace(run_dir_ + "/trace.json", events));
       std::printf("profile of steps %lld..%lld (%s/trace.json, open in Perfetto):\n%s",
                   static_cast<long long>(recipe_.profile_begin), static_cast<long long>(recipe_.profile_end - 1),
@@ -536,6 +571,7 @@ Status Trainer::run(int64_t stop_after) {
       }
     }
   }
+  if (progress_) progress_->finish();
   // The final checkpoint comes first: nothing after it (validation, task scores) can lose the run.
   if (last_checkpoint_step_ != step_) LMT_RETURN_IF_ERROR(save_checkpoint());
   if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());

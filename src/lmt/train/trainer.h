@@ -43,6 +43,7 @@
 
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +58,7 @@
 #include "lmt/io/run_lock.h"
 #include "lmt/train/async_checkpointer.h"
 #include "lmt/train/data_parallel.h"
+#include "lmt/progress/progress.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/stability.h"
 #include "lmt/train/step_engine.h"
@@ -102,7 +104,10 @@ class Trainer {
   Status write_record(const nlohmann::json& rec);  // rank 0 only
   nlohmann::json run_header(int64_t resumed_from_step) const;  // resumed_from_step -1: a fresh run
   TrainerState trainer_state() const;
-  void print_progress(double loss, double lr_mult, double norm, double tokens_per_s, double mfu) const;
+  // Rank 0, after every step: the progress bar (a TTY) or a line (step 1, every log_every steps, the
+  // last step) on stderr, with loss, grad norm, tok/s and MFU averaged over the last log_every steps.
+  void show_progress(double lr_mult);
+  void clear_progress() { if (progress_) progress_->clear(); }  // before other output to a terminal
 
   Recipe recipe_;
   std::string run_dir_, resolved_toml_;
@@ -134,6 +139,12 @@ class Trainer {
   double run_seconds_ = 0;
   double peak_flops_ = 0;       // dense peak of one device for the compute dtype (metrics::peak_flops)
   std::function<void(int64_t, model::Transformer&)> inject_;
+  // Progress display (rank 0, during run()) and its logging-window averages; the per-step records
+  // in metrics.jsonl stay raw.
+  std::unique_ptr<progress::Progress> progress_;
+  progress::WindowMean loss_window_{1}, norm_window_{1};
+  progress::WindowRate token_window_{1};
+  double last_val_loss_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace lmt::train
