@@ -3,8 +3,9 @@
 // tokenises text into train/val shards + manifest.json (lmt/data/prepare.h);
 // `lmtrain data info DIR [--verify] [--json]` summarises a prepared dataset.
 //
-// The progress bar (with ETA) goes to stderr when it is a terminal or with --progress; the summary
-// goes to stdout (one JSON object with --json).
+// Progress (lmt/progress: MB done/total, MB/s, documents, ETA) goes to stderr: a bar when it is a
+// terminal or with --progress, else a plain line every 10 s; nothing above log level INFO. The
+// summary goes to stdout (one JSON object with --json).
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "lmt/data/dataset.h"
 #include "lmt/data/prepare.h"
 #include "lmt/data/tokenizer/tokenizer.h"
+#include "lmt/progress/progress.h"
 
 namespace lmt::cli {
 namespace {
@@ -40,27 +42,6 @@ struct InfoArgs {
   std::string dir;
   bool verify = false, json = false;
 };
-
-// "1:05" / "1:02:03".
-std::string clock_text(double seconds) {
-  const long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
-  return buf;
-}
-
-void draw_progress(const data::PrepareProgress& p) {
-  const double frac = p.bytes_total ? std::min(1.0, static_cast<double>(p.bytes_done) / p.bytes_total) : 1.0;
-  constexpr int kWidth = 30;
-  std::string bar(kWidth, '.');
-  std::fill_n(bar.begin(), static_cast<int>(frac * kWidth), '#');
-  const double rate = p.seconds > 0 ? p.bytes_done / 1e6 / p.seconds : 0;
-  const std::string eta = rate > 0 && frac < 1 ? "ETA " + clock_text((p.bytes_total - p.bytes_done) / 1e6 / rate) : "";
-  std::fprintf(stderr, "\r[%s] %5.1f%% %.1f/%.1f MB %.2f MB/s %lld docs %s   ", bar.c_str(), 100 * frac,
-               p.bytes_done / 1e6, p.bytes_total / 1e6, rate, static_cast<long long>(p.documents), eta.c_str());
-  std::fflush(stderr);
-}
 
 nlohmann::json split_summary(const data::SplitInfo& s) {
   return {{"documents", s.documents}, {"tokens", s.tokens}, {"shards", s.shards.size()}};
@@ -86,9 +67,14 @@ Status run_prepare(const PrepareArgs& a) {
       return InvalidArgument("--eos '" + a.eos + "' is not a token of " + a.tokenizer,
                              "give the exact text of a special token, e.g. --eos '<|endoftext|>'");
   }
-  const bool show = a.progress || isatty(STDERR_FILENO) == 1;
-  auto r = data::prepare_dataset(o, *tok, show ? draw_progress : std::function<void(const data::PrepareProgress&)>{});
-  if (show) std::fputc('\n', stderr);
+  progress::Progress bar({.label = "prepare", .style = progress::CountStyle::kBytes,
+                          .mode = a.progress ? progress::Mode::kBar : progress::Mode::kAuto, .rate_unit = "MB/s",
+                          .rate_scale = 1e-6});
+  auto r = data::prepare_dataset(o, *tok, [&bar](const data::PrepareProgress& p) {
+    bar.set_total(static_cast<int64_t>(p.bytes_total));
+    bar.update(static_cast<int64_t>(p.bytes_done), {{"docs", progress::count_text(p.documents)}});
+  });
+  bar.finish();
   if (!r.ok()) return r.status();
   const data::Manifest& m = r->manifest;
   const double mb = r->input_bytes / 1e6, mb_per_s = r->seconds > 0 ? mb / r->seconds : 0;
@@ -203,7 +189,7 @@ void add_data_command(CLI::App& app, Runner& runner) {
   p->add_option("--shard-tokens", pa.shard_tokens, "tokens per shard file")->capture_default_str();
   p->add_option("--workers", pa.workers, "tokenising threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
   p->add_option("--eos", pa.eos, "the end-of-document token's text (default: the tokenizer's)");
-  p->add_flag("--progress", pa.progress, "draw the progress bar even when stderr is not a terminal");
+  p->add_flag("--progress", pa.progress, "draw the progress bar even when stderr is not a terminal (else plain lines every 10 s)");
   p->add_flag("--json", pa.json, "print the summary as one JSON object");
   p->callback([&runner] { runner.set(run_prepare(pa)); });
 

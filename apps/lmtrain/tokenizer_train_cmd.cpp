@@ -4,13 +4,15 @@
 //
 // The output is written atomically (temp file, fsync, rename: lmt/io/atomic_file.h) and an existing
 // file is replaced only with --force. Both the output directory and the overwrite rule are checked
-// before training, so a typo costs a moment rather than the whole run. The progress bar goes to
-// stderr when it is a terminal (or with --progress); the summary line goes to stdout.
+// before training, so a typo costs a moment rather than the whole run. Progress (lmt/progress) goes
+// to stderr: a bar when it is a terminal (or with --progress), else a plain line every 10 s per
+// phase; nothing above log level INFO. The summary line goes to stdout.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/data/tokenizer/bpe_trainer.h"
 #include "lmt/io/atomic_file.h"
+#include "lmt/progress/progress.h"
 
 namespace lmt::cli {
 namespace {
@@ -35,61 +38,40 @@ struct TokenizerTrainArgs {
   bool progress = false;
 };
 
-// One self-overwriting line on stderr, redrawn at most 10 times a second.
-class ProgressBar {
+// One lmt/progress display per phase: counting (MB read, MB/s, ETA), then merging (merges done of
+// those asked for, ETA).
+class PhaseProgress {
  public:
+  // Constructed as training starts: counting's clock starts now.
+  explicit PhaseProgress(progress::Mode mode) : mode_(mode) { start(data::BpeTrainProgress::Phase::kCounting); }
   void update(const data::BpeTrainProgress& p) {
-    const bool new_phase = p.phase != phase_ || !started_;
-    const double now = now_seconds();
-    const bool finished = p.done >= p.total;
-    if (!new_phase && !finished && now - last_draw_ < 0.1) return;
-    if (new_phase) {
-      if (started_) std::fputc('\n', stderr);
-      started_ = true;
-      phase_ = p.phase;
-      phase_start_ = now;
-      first_done_ = p.done;
-    }
-    last_draw_ = now;
-    draw(p, now);
+    const bool counting = p.phase == data::BpeTrainProgress::Phase::kCounting;
+    if (counting && phase_ != p.phase) return;  // counting's final report, repeated after it ended
+    if (p.phase != phase_) start(p.phase);
+    // Merging starts at the 256 byte tokens; the bar shows merges, not vocabulary entries.
+    const int64_t base = counting ? 0 : 256;
+    bar_->set_total(static_cast<int64_t>(p.total) - base);
+    const int64_t done = static_cast<int64_t>(p.done) - base;
+    bar_->update(done);
+    // Merging begins as counting ends: its clock starts now, not at its first report.
+    if (counting && p.done >= p.total) start(data::BpeTrainProgress::Phase::kMerging);
   }
-  void finish() {
-    if (started_) std::fputc('\n', stderr);
-    started_ = false;
-  }
+  void finish() { bar_.reset(); }
 
  private:
-  void draw(const data::BpeTrainProgress& p, double now) {
-    const bool counting = p.phase == data::BpeTrainProgress::Phase::kCounting;
-    // Merging starts at the 256 byte tokens; the bar shows merges, not vocabulary entries.
-    const double base = counting ? 0.0 : 256.0;
-    const double total = static_cast<double>(p.total) - base, done = static_cast<double>(p.done) - base;
-    const double frac = total > 0 ? std::min(1.0, done / total) : 1.0;
-    constexpr int kWidth = 30;
-    char bar[kWidth + 1];
-    const int filled = static_cast<int>(frac * kWidth);
-    for (int i = 0; i < kWidth; ++i) bar[i] = i < filled ? '#' : '.';
-    bar[kWidth] = '\0';
-    const double elapsed = now - phase_start_;
-    const double progressed = static_cast<double>(p.done - first_done_);
-    char eta[32] = "";
-    if (progressed > 0 && frac < 1.0) {
-      const double remaining = elapsed * (static_cast<double>(p.total) - static_cast<double>(p.done)) / progressed;
-      std::snprintf(eta, sizeof eta, "ETA %.0fs", remaining);
-    }
-    if (counting) {
-      std::fprintf(stderr, "\rcounting [%s] %3.0f%%  %.1f/%.1f MB  %.1f MB/s  %-10s", bar, 100 * frac, done / 1e6,
-                   total / 1e6, elapsed > 0 ? progressed / 1e6 / elapsed : 0.0, eta);
-    } else {
-      std::fprintf(stderr, "\rmerging  [%s] %3.0f%%  %.0f/%.0f merges  %-10s", bar, 100 * frac, done, total, eta);
-    }
-    std::fflush(stderr);
+  void start(data::BpeTrainProgress::Phase phase) {
+    bar_.reset();  // ends the previous phase's line
+    phase_ = phase;
+    const bool counting = phase == data::BpeTrainProgress::Phase::kCounting;
+    bar_ = std::make_unique<progress::Progress>(progress::Options{
+        .label = counting ? "counting" : "merging",
+        .style = counting ? progress::CountStyle::kBytes : progress::CountStyle::kCount, .mode = mode_,
+        .rate_unit = counting ? "MB/s" : "merges/s", .rate_scale = counting ? 1e-6 : 1.0});
   }
 
-  bool started_ = false;
+  progress::Mode mode_;
   data::BpeTrainProgress::Phase phase_ = data::BpeTrainProgress::Phase::kCounting;
-  double phase_start_ = 0, last_draw_ = 0;
-  uint64_t first_done_ = 0;
+  std::unique_ptr<progress::Progress> bar_;
 };
 
 Status refuse_existing(const TokenizerTrainArgs& a) {
@@ -112,11 +94,9 @@ Status run_tokenizer_train(const TokenizerTrainArgs& a) {
   options.text_field = a.text_field;
   options.special_tokens = a.specials;
   options.threads = a.threads;
-  ProgressBar bar;
-  const bool show = a.progress || isatty(STDERR_FILENO) == 1;
+  PhaseProgress bar(a.progress ? progress::Mode::kBar : progress::Mode::kAuto);
   Timer timer;
-  StatusOr<data::TrainedBpe> trained =
-      data::train_bpe(options, [&](const data::BpeTrainProgress& p) { if (show) bar.update(p); });
+  StatusOr<data::TrainedBpe> trained = data::train_bpe(options, [&](const data::BpeTrainProgress& p) { bar.update(p); });
   bar.finish();
   if (!trained.ok()) return trained.status();
   const data::TrainedBpe& bpe = *trained;
@@ -152,7 +132,7 @@ void add_tokenizer_train_command(CLI::App* tokenizer, Runner& runner) {
   t->add_option("--special", a.specials, "special tokens, given the ids after the merges")->capture_default_str();
   t->add_option("--threads", a.threads, "counting threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
   t->add_flag("--force", a.force, "replace --out if it exists");
-  t->add_flag("--progress", a.progress, "draw the progress bar even when stderr is not a terminal");
+  t->add_flag("--progress", a.progress, "draw the progress bar even when stderr is not a terminal (else plain lines every 10 s)");
   t->callback([&runner] { runner.set(run_tokenizer_train(a)); });
 }
 

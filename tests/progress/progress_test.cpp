@@ -165,6 +165,16 @@ TEST(Lines, EveryTSeconds) {
   EXPECT_EQ(contents(t.f), "docs 100 | 1s elapsed\ndocs 600 | 6s elapsed\ndocs 1,100 | 11s elapsed\ndocs 1,200 | 12s elapsed\n");
 }
 
+TEST(Lines, RateFieldFromTheRecentWindow) {
+  Temp t;
+  double now = 0;
+  Progress p({.label = "prepare", .total = 40'000'000, .style = CountStyle::kBytes, .out = t.f,
+              .clock = [&] { return now; }, .rate_unit = "MB/s", .rate_scale = 1e-6});
+  now = 2;
+  p.update(5'000'000, {{"docs", "7"}});  // 5 MB in 2 s; 35 MB to go at 2.5 MB/s
+  EXPECT_EQ(contents(t.f), "prepare 5.0/40.0 MB 12% | 2.50 MB/s | docs 7 | ETA 14s\n");
+}
+
 TEST(Eta, FollowsTheRecentRateNotTheAverageSinceTheStart) {
   Temp t;
   double now = 0;
@@ -178,6 +188,9 @@ TEST(Eta, FollowsTheRecentRateNotTheAverageSinceTheStart) {
   // 21.4 s. Since the start (40 steps in 22 s) it would say 33 s.
   const std::string out = contents(t.f);
   EXPECT_NE(out.find("step 40/100 40% | ETA 21s\n"), std::string::npos) << out;
+  EXPECT_NEAR(p.rate(), 2.8, 1e-9);  // the same window's rate, for an items/s field
+  Progress fresh({.label = "x", .out = t.f, .clock = [&] { return now; }});
+  EXPECT_TRUE(std::isnan(fresh.rate()));
 }
 
 TEST(Bar, RedrawsInPlaceAtMostTenTimesASecond) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 
 #include "lmt/base/timer.h"
 
@@ -51,8 +52,16 @@ Progress::Progress(Options options) : options_(std::move(options)) {
 
 Progress::~Progress() { finish(); }
 
+double Progress::rate() const {
+  const auto& [t0, d0] = samples_.front();
+  const auto& [t1, d1] = samples_.back();
+  const double dt = t1 - t0, dd = static_cast<double>(d1 - d0);
+  if (!(dt > 0) || !(dd > 0)) return std::numeric_limits<double>::quiet_NaN();
+  return dd / dt;
+}
+
 double Progress::eta(double now) const {
-  if (options_.total <= 0 || samples_.empty()) return -1;
+  if (options_.total <= 0) return -1;
   const auto& [t0, d0] = samples_.front();
   const double dt = now - t0, dd = static_cast<double>(done_ - d0);
   if (!(dt > 0) || !(dd > 0)) return -1;
@@ -65,7 +74,8 @@ View Progress::view(double now) const {
   v.done = done_;
   v.total = options_.total;
   v.style = options_.style;
-  v.fields = fields_;
+  if (!options_.rate_unit.empty()) v.fields.push_back(progress::rate(rate() * options_.rate_scale, options_.rate_unit));
+  v.fields.insert(v.fields.end(), fields_.begin(), fields_.end());
   v.eta_seconds = eta(now);
   v.elapsed_seconds = now - start_time_;
   return v;

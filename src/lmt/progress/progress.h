@@ -62,6 +62,10 @@ struct Options {
   FILE* out = stderr;
   std::function<double()> clock = {};  // seconds on a monotonic clock; default lmt::now_seconds
   int width = 0;                   // bar width in columns; 0: the terminal's, read at each draw
+  // When set, a rate field (rate() x rate_scale, e.g. 1e-6 with "MB/s" for bytes) is shown before
+  // the caller's fields: "1.2k items/s".
+  std::string rate_unit = {};
+  double rate_scale = 1;
 };
 
 class Progress {
@@ -81,6 +85,9 @@ class Progress {
   void finish();
   void set_total(int64_t total) { options_.total = total; }
 
+  // Units per second over the ETA's recent window (for an items/s or MB/s field); NaN before any
+  // time has passed or any unit was done.
+  double rate() const;
   Mode mode() const { return mode_; }  // resolved: kBar, kLines or kOff
   int64_t lines_written() const { return lines_; }
 
