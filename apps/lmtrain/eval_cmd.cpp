@@ -14,6 +14,7 @@
 
 #include "backend_flag.h"
 #include "commands.h"
+#include "eval_progress.h"
 #include "lmt/base/format.h"
 #include "lmt/eval/item_log.h"
 #include "lmt/eval/model_dir.h"
@@ -119,7 +120,7 @@ Status run_eval(const EvalArgs& a) {
   so.batch = a.batch;
   so.max_seq = a.max_seq;
   so.compute = compute;
-  LMT_ASSIGN_OR_RETURN(eval::TaskResult r, eval::evaluate_multiple_choice(*l.model, *l.tokenizer, items, a.limit, so, a.task));
+  LMT_ASSIGN_OR_RETURN(eval::TaskResult r, score_with_progress(*l.model, *l.tokenizer, items, a.limit, so, a.task));
   if (items_writer) {
     LMT_ASSIGN_OR_RETURN(std::string lines, eval::items_jsonl(a.task, items, r));
     LMT_RETURN_IF_ERROR(items_writer->append(lines.data(), lines.size()));
