@@ -1,6 +1,7 @@
 // `lmtrain data clean --input PATH... --out DIR [--config clean.toml] [--workers N]
 //  [--decontaminate EVALFILE...] [--json]` (docs/DATA_CLEAN.md).
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -9,6 +10,7 @@
 
 #include "commands.h"
 #include "lmt/clean/pipeline.h"
+#include "lmt/progress/progress.h"
 
 namespace lmt::cli {
 namespace {
@@ -33,7 +35,22 @@ Status run_clean(const CleanArgs& a) {
   req.options = options;
   req.workers = a.workers > 0 ? a.workers : std::max<int64_t>(1, std::thread::hardware_concurrency());
   req.decontaminate = a.decontaminate;
-  LMT_ASSIGN_OR_RETURN(clean::CleanResult r, clean::run_clean(req));
+  // Progress (lmt/progress) on stderr, one display per stage: documents done (of the total when the
+  // stage knows it), docs/s, ETA.
+  std::unique_ptr<progress::Progress> bar;
+  std::string stage;
+  req.progress = [&bar, &stage](const clean::CleanProgress& p) {
+    if (!bar || p.stage != stage) {
+      stage = p.stage;
+      bar.reset();  // ends the previous stage's line
+      bar = std::make_unique<progress::Progress>(progress::Options{
+          .label = "clean " + p.stage, .total = p.docs_total, .rate_unit = "docs/s"});
+    }
+    bar->update(p.docs_done);
+  };
+  StatusOr<clean::CleanResult> cleaned = clean::run_clean(req);
+  bar.reset();
+  LMT_ASSIGN_OR_RETURN(clean::CleanResult r, std::move(cleaned));
   const nlohmann::json& rep = r.report;
   if (a.json) {
     nlohmann::json j = {{"out", a.out},

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -315,6 +316,44 @@ TEST_F(CleanCli, ExitCodes) {
   EXPECT_EQ(run("data clean --input " + path("nope.jsonl") + " --out " + path("n")).code, 1);
   EXPECT_EQ(run(clean(path("d"), "") + " --decontaminate " + path("docs.jsonl")).code, 1);  // not an eval file
   for (const std::string d : {"m", "t", "w", "n", "d"}) EXPECT_FALSE(fs::exists(path(d))) << d;
+}
+
+}  // namespace
+
+namespace {
+
+// Progress (issue #19, lmt/progress) goes to stderr, one display per stage; off a terminal it is
+// plain lines: the filter stage's documents read (its total is not known in advance), then each later
+// stage's documents done of those the previous stage kept. stdout keeps the --json summary alone.
+TEST_F(CleanCli, ProgressPerStageOnStderr) {
+  const std::string cmd = std::string(LMTRAIN_BIN) + " " + clean(path("out"), "--workers 2 --json") + " 2>" + path("err.txt");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  const json s = json::parse(out, nullptr, false);  // stdout: exactly one JSON object
+  ASSERT_FALSE(s.is_discarded()) << out;
+  const std::string err = read_bytes(path("err.txt"));
+  EXPECT_EQ(err.find('\r'), std::string::npos) << err;
+  std::vector<std::string> filter, dedup, decon;
+  std::istringstream in(err);
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("clean filter ", 0) == 0) filter.push_back(l);
+    if (l.rfind("clean exact_dedup ", 0) == 0) dedup.push_back(l);
+    if (l.rfind("clean decontaminate ", 0) == 0) decon.push_back(l);
+  }
+  ASSERT_FALSE(filter.empty()) << err;
+  EXPECT_EQ(filter.back().rfind("clean filter " + std::to_string(s["documents_in"].get<int>()) + " | ", 0), 0u) << filter.back();
+  ASSERT_FALSE(dedup.empty()) << err;
+  ASSERT_FALSE(decon.empty()) << err;
+  // The last stage reads what the one before kept and keeps documents_out minus its own removals.
+  const int removed_by_decon = s["removed"]["decontaminate:arc_easy"]["documents"].get<int>();
+  const std::string total = std::to_string(s["documents_out"].get<int>() + removed_by_decon);
+  EXPECT_EQ(decon.back().rfind("clean decontaminate " + total + "/" + total + " 100% | ", 0), 0u) << decon.back();
+  EXPECT_NE(decon.back().find(" docs/s | "), std::string::npos) << decon.back();
 }
 
 }  // namespace

@@ -168,11 +168,19 @@ TEST(Lines, EveryTSeconds) {
 TEST(Lines, RateFieldFromTheRecentWindow) {
   Temp t;
   double now = 0;
-  Progress p({.label = "prepare", .total = 40'000'000, .style = CountStyle::kBytes, .out = t.f,
-              .clock = [&] { return now; }, .rate_unit = "MB/s", .rate_scale = 1e-6});
+  Progress p({.label = "prepare", .total = 40'000'000, .style = CountStyle::kBytes, .eta_window_seconds = 5,
+              .out = t.f, .clock = [&] { return now; }, .rate_unit = "MB/s", .rate_scale = 1e-6});
   now = 2;
   p.update(5'000'000, {{"docs", "7"}});  // 5 MB in 2 s; 35 MB to go at 2.5 MB/s
   EXPECT_EQ(contents(t.f), "prepare 5.0/40.0 MB 12% | 2.50 MB/s | docs 7 | ETA 14s\n");
+  now = 12;
+  p.update(30'000'000, {{"docs", "9"}});
+  now = 13;
+  p.update(40'000'000, {{"docs", "10"}});
+  EXPECT_NEAR(p.rate(), 35e6 / 11, 1e-3);  // the window: from the sample at t = 2 (the last <= 13 - 5)
+  p.finish();  // the whole run instead: 40 MB in 13 s
+  EXPECT_NE(contents(t.f).find("prepare 40.0/40.0 MB 100% | 3.08 MB/s | docs 10 | 13s elapsed\n"), std::string::npos)
+      << contents(t.f);
 }
 
 TEST(Eta, FollowsTheRecentRateNotTheAverageSinceTheStart) {
@@ -189,8 +197,14 @@ TEST(Eta, FollowsTheRecentRateNotTheAverageSinceTheStart) {
   const std::string out = contents(t.f);
   EXPECT_NE(out.find("step 40/100 40% | ETA 21s\n"), std::string::npos) << out;
   EXPECT_NEAR(p.rate(), 2.8, 1e-9);  // the same window's rate, for an items/s field
-  Progress fresh({.label = "x", .out = t.f, .clock = [&] { return now; }});
+  Progress fresh({.label = "x", .total = 100, .out = t.f, .clock = [&] { return now; }});
   EXPECT_TRUE(std::isnan(fresh.rate()));
+  now += 0.01;  // created at its first report: 5 units in 10 ms is no rate yet
+  fresh.update(5);
+  EXPECT_TRUE(std::isnan(fresh.rate()));
+  now += 0.09;
+  fresh.update(10);
+  EXPECT_NEAR(fresh.rate(), 100.0, 1e-9);
 }
 
 TEST(Bar, RedrawsInPlaceAtMostTenTimesASecond) {

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,12 +37,22 @@
 
 namespace lmt::clean {
 
+// Where the running stage is: documents decided so far of the documents it reads (0: not known
+// before the end, as for `filter`, which reads the raw inputs).
+struct CleanProgress {
+  std::string stage;
+  int64_t docs_done = 0, docs_total = 0;
+};
+
 struct CleanRequest {
   std::vector<std::string> inputs;
   std::string out;
   CleanOptions options;
   int64_t workers = 1;                     // >= 1
   std::vector<std::string> decontaminate;  // eval files (decontaminate.h)
+  // Called after every document a stage decided, in document order, on the calling thread (for a
+  // progress display; it must not throw). Stages skipped on resume report nothing.
+  std::function<void(const CleanProgress&)> progress = {};
 };
 
 struct CleanResult {

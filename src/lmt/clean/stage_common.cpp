@@ -1,6 +1,7 @@
 // Helpers shared by the stages of `data clean` (stages.h) and run_record_stage().
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "lmt/clean/stages.h"
@@ -88,6 +89,14 @@ Status run_record_stage(const CleanRequest& req, const std::string& in_dir, cons
   const CleanOptions& o = req.options;
   LMT_ASSIGN_OR_RETURN(StageWriter w, StageWriter::create(dir, name));
   LMT_ASSIGN_OR_RETURN(StageReader reader, StageReader::open(in_dir + "/records.tsv"));
+  if (req.progress) {
+    // The documents this stage reads: those the previous stage kept (its stats.json).
+    int64_t total = 0;
+    std::ifstream in(in_dir + "/stats.json");
+    const json stats = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (stats.is_object()) total = stats.value("documents_out", int64_t{0});
+    w.report_to(req.progress, total);
+  }
   std::vector<StageRecord> batch;
   std::vector<std::string> texts;
   std::vector<RecordOutcome> outcomes;

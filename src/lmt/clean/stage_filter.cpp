@@ -90,6 +90,7 @@ FilterOutcome filter_document(const std::string& raw_text, const CleanOptions& o
 Status run_filter_stage(const CleanRequest& req, const std::vector<data::InputFile>& files, const std::string& dir) {
   const CleanOptions& o = req.options;
   LMT_ASSIGN_OR_RETURN(StageWriter w, StageWriter::create(dir, "filter"));
+  if (req.progress) w.report_to(req.progress, 0);  // documents in the raw inputs: not known before the end
   data::DocumentReader reader(files, o.text_field);
   reader.set_keep_records(true);
   FilterHistograms hist;

@@ -114,12 +114,22 @@ class StageWriter {
 
   StageStats stats;
 
+  // Reports each document decided to `fn` (CleanRequest::progress), of `docs_total` (0: unknown).
+  void report_to(std::function<void(const CleanProgress&)> fn, int64_t docs_total) {
+    progress_ = std::move(fn);
+    progress_state_ = {stats.name, 0, docs_total};
+  }
+
  private:
   StageWriter(std::string dir, const std::string& name, LineWriter rec, LineWriter rem)
       : dir_(std::move(dir)), records_(std::move(rec)), removed_(std::move(rem)), kill_at_(kill_during(name)) {
     stats.name = name;
   }
   Status tick() {
+    if (progress_) {
+      progress_state_.docs_done = stats.docs_in;
+      progress_(progress_state_);
+    }
     if (kill_at_ >= 0 && stats.docs_in >= kill_at_) {
       LMT_RETURN_IF_ERROR(records_.close());  // what was written is on disk, the stage unfinished
       LMT_RETURN_IF_ERROR(removed_.close());
@@ -127,6 +137,8 @@ class StageWriter {
     }
     return Status::Ok();
   }
+  std::function<void(const CleanProgress&)> progress_;
+  CleanProgress progress_state_;
   std::string dir_;
   LineWriter records_, removed_;
   int64_t kill_at_ = -1;

@@ -9,6 +9,11 @@
 #include "lmt/base/timer.h"
 
 namespace lmt::progress {
+namespace {
+// A rate (and so an ETA) needs a window of at least 50 ms: a display created at its first report
+// would otherwise divide by microseconds ("7.14M docs/s").
+constexpr double kMinSpan = 0.05;
+}  // namespace
 
 Mode resolve_mode(Mode requested, bool is_tty, LogLevel level) {
   if (level > LogLevel::INFO) return Mode::kOff;
@@ -56,7 +61,7 @@ double Progress::rate() const {
   const auto& [t0, d0] = samples_.front();
   const auto& [t1, d1] = samples_.back();
   const double dt = t1 - t0, dd = static_cast<double>(d1 - d0);
-  if (!(dt > 0) || !(dd > 0)) return std::numeric_limits<double>::quiet_NaN();
+  if (!(dt >= kMinSpan) || !(dd > 0)) return std::numeric_limits<double>::quiet_NaN();
   return dd / dt;
 }
 
@@ -64,7 +69,7 @@ double Progress::eta(double now) const {
   if (options_.total <= 0) return -1;
   const auto& [t0, d0] = samples_.front();
   const double dt = now - t0, dd = static_cast<double>(done_ - d0);
-  if (!(dt > 0) || !(dd > 0)) return -1;
+  if (!(dt >= kMinSpan) || !(dd > 0)) return -1;
   return static_cast<double>(options_.total - done_) * dt / dd;
 }
 
@@ -74,7 +79,13 @@ View Progress::view(double now) const {
   v.done = done_;
   v.total = options_.total;
   v.style = options_.style;
-  if (!options_.rate_unit.empty()) v.fields.push_back(progress::rate(rate() * options_.rate_scale, options_.rate_unit));
+  if (!options_.rate_unit.empty()) {
+    // The final state shows the rate of the whole run, its summary; before, the recent window's.
+    const double whole = now - start_time_ >= kMinSpan && done_ > options_.start
+                             ? static_cast<double>(done_ - options_.start) / (now - start_time_)
+                             : std::numeric_limits<double>::quiet_NaN();
+    v.fields.push_back(progress::rate((finished_ ? whole : rate()) * options_.rate_scale, options_.rate_unit));
+  }
   v.fields.insert(v.fields.end(), fields_.begin(), fields_.end());
   v.eta_seconds = eta(now);
   v.elapsed_seconds = now - start_time_;
@@ -86,7 +97,10 @@ void Progress::update(int64_t done, std::vector<Field> fields) {
   const double now = options_.clock();
   done_ = done;
   fields_ = std::move(fields);
-  samples_.emplace_back(now, done);
+  // Samples closer than 50 ms replace the newest one: the window holds at most ~600 samples however
+  // often update() is called (once per document, in data clean).
+  if (samples_.size() >= 2 && now - samples_[samples_.size() - 2].first < 0.05) samples_.back() = {now, done};
+  else samples_.emplace_back(now, done);
   // Keep one sample at or before the window's start, so the rate always spans the whole window.
   while (samples_.size() > 2 && samples_[1].first <= now - options_.eta_window_seconds) samples_.pop_front();
   const bool first = !updated_;

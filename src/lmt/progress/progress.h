@@ -17,7 +17,8 @@
 //   unused; both 0 = a line every 10 s); finish() writes the final state unless that line was the
 //   last one written. No control characters.
 // - ETA: the remaining units over the rate of the updates within the last eta_window_seconds (a
-//   recent window, not the average since the start), so it follows a run that speeds up or slows.
+//   recent window, not the average since the start), so it follows a run that speeds up or slows;
+//   unknown ("ETA ?") while that window spans under 50 ms.
 // - The figures in `fields` are the caller's; smooth them with WindowMean/WindowRate (window.h).
 // - Not thread-safe: call from one thread (progress callbacks of lmt libraries are).
 #pragma once
@@ -63,7 +64,7 @@ struct Options {
   std::function<double()> clock = {};  // seconds on a monotonic clock; default lmt::now_seconds
   int width = 0;                   // bar width in columns; 0: the terminal's, read at each draw
   // When set, a rate field (rate() x rate_scale, e.g. 1e-6 with "MB/s" for bytes) is shown before
-  // the caller's fields: "1.2k items/s".
+  // the caller's fields: "1.2k items/s"; finish()'s line shows the whole run's rate instead.
   std::string rate_unit = {};
   double rate_scale = 1;
 };
@@ -85,8 +86,8 @@ class Progress {
   void finish();
   void set_total(int64_t total) { options_.total = total; }
 
-  // Units per second over the ETA's recent window (for an items/s or MB/s field); NaN before any
-  // time has passed or any unit was done.
+  // Units per second over the ETA's recent window (for an items/s or MB/s field); NaN while the
+  // window spans less than 50 ms or no unit (the ETA is then unknown too).
   double rate() const;
   Mode mode() const { return mode_; }  // resolved: kBar, kLines or kOff
   int64_t lines_written() const { return lines_; }
