@@ -183,6 +183,31 @@ TEST(Stories260K, PrefillLogitsMatchFloat64Reference) {
   for (int64_t t = 0; t < T; ++t) ASSERT_LE(max_abs_diff(&got[t * V], logits[t].data(), V), 1e-3) << "position " << t;
 }
 
+// What shared-prefix scoring relies on: logits_from restricts the LM head to the last rows (across
+// chunk boundaries) without changing them, and truncate() then forward() equals running the new
+// tokens after a fresh prefix (float64 reference logits, as above).
+TEST(Stories260K, LogitsFromAndTruncateMatchTheReference) {
+  if (!std::filesystem::exists(kStories + "/hf/model.safetensors"))
+    GTEST_SKIP() << "shared test data missing: " << kStories;
+  auto loaded = load_model_dir(kStories + "/hf", kernels::cpu_backend());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const nlohmann::json ref = stories_reference();
+  const auto ids = ref["input_ids"].get<std::vector<int32_t>>();
+  const auto logits = ref["logits"].get<std::vector<std::vector<float>>>();
+  const int64_t T = static_cast<int64_t>(ids.size()), V = 512, P = 10, from = 13;
+  Decoder d(*loaded->model, T, /*prefill_chunk=*/8);
+  // Garbage after the prefix first, so truncate() must really forget it.
+  d.forward(std::span<const int32_t>(ids.data(), P));
+  d.forward(std::vector<int32_t>(7, 3));
+  d.truncate(P);
+  EXPECT_EQ(d.length(), P);
+  std::vector<float> got((T - P - from) * V);
+  const std::span<const float> last = d.forward(std::span<const int32_t>(ids.data() + P, T - P), got.data(), from);
+  for (int64_t r = 0; r < T - P - from; ++r)
+    ASSERT_LE(max_abs_diff(&got[r * V], logits[P + from + r].data(), V), 1e-3) << "position " << P + from + r;
+  EXPECT_EQ(max_abs_diff(last.data(), &got[(T - P - from - 1) * V], V), 0.0);
+}
+
 // ---- sampling ---------------------------------------------------------------------------------------
 
 TEST(Sampling, GreedyIsArgmaxWithLowestIdOnTies) {
