@@ -20,7 +20,8 @@ namespace {
 
 const std::string kShared = LMT_SHARED_DATA;
 
-// stories260K (HF form) through load_model_dir, every reference pair within 1e-4, at batch 8 and 1.
+// stories260K (HF form) through load_model_dir, every reference pair within 1e-4: the full path at
+// batch 8 and 1, and shared-prefix scoring.
 TEST(Scoring, Stories260KMatchesPyTorchReference) {
   const std::string dir = kShared + "/models/stories260K/hf";
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "shared model not found at " << dir;
@@ -31,16 +32,17 @@ TEST(Scoring, Stories260KMatchesPyTorchReference) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   int checked = 0;
   double worst = 0;
-  for (int64_t batch : {8, 1}) {
+  for (const auto& [batch, scoring] : {std::pair{8, Scoring::kFull}, std::pair{1, Scoring::kFull}, std::pair{1, Scoring::kSharedPrefix}}) {
     for (const auto& pair : ref["pairs"]) {
       const auto context = pair["context"].get<std::vector<int32_t>>();
       const auto conts = pair["continuations"].get<std::vector<std::vector<int32_t>>>();
       ScoreOptions o;
       o.batch = batch;
+      o.scoring = scoring;
       auto got = score_continuations(*loaded->model, context, conts, o);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       for (size_t i = 0; i < conts.size(); ++i) {
-        EXPECT_NEAR((*got)[i].logprob, pair["logprobs"][i].get<double>(), 1e-4) << "batch " << batch << ", context of "
+        EXPECT_NEAR((*got)[i].logprob, pair["logprobs"][i].get<double>(), 1e-4) << scoring_name(scoring) << " batch " << batch << ", context of "
                                                                                 << context.size() << " ids, choice " << i;
         EXPECT_EQ((*got)[i].tokens, static_cast<int64_t>(conts[i].size()));
         worst = std::max(worst, std::abs((*got)[i].logprob - pair["logprobs"][i].get<double>()));
@@ -48,7 +50,7 @@ TEST(Scoring, Stories260KMatchesPyTorchReference) {
       }
     }
   }
-  EXPECT_GE(checked, 20);
+  EXPECT_GE(checked, 30);
   std::printf("stories260K: %d log-probs, max |lmtrain - PyTorch f64| = %.3g\n", checked, worst);
 }
 
