@@ -45,24 +45,14 @@ Decoder::Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chu
   logits_ = Tensor({1, V_}, DType::kF32);
 }
 
-void Decoder::truncate(int64_t length) {
-  LMT_CHECK(length >= 0 && length <= length_) << "Decoder::truncate to " << length << " of " << length_ << " cached tokens";
-  length_ = length;
-}
-
-std::span<const float> Decoder::forward(std::span<const int32_t> tokens, float* all_logits, int64_t logits_from) {
+std::span<const float> Decoder::forward(std::span<const int32_t> tokens, float* all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   LMT_CHECK(n >= 1) << "Decoder::forward needs at least one token";
-  LMT_CHECK(logits_from >= 0 && logits_from < n) << "logits_from " << logits_from << " outside [0, " << n << ")";
   LMT_CHECK(length_ + n <= max_len_) << "KV cache full: " << length_ << " + " << n << " tokens > max_len " << max_len_;
   for (int32_t t : tokens) LMT_CHECK(t >= 0 && t < V_) << "token id " << t << " outside [0, " << V_ << ")";
   for (int64_t begin = 0; begin < n; begin += chunk_) {
     const int64_t m = std::min(chunk_, n - begin);
-    // Rows of this chunk whose logits are asked for start at `first` (the chunk's last row at least,
-    // which forward() returns).
-    const int64_t first = all_logits ? std::clamp<int64_t>(logits_from - begin, 0, m - 1) : m - 1;
-    float* out = all_logits && begin + m > logits_from ? all_logits + (begin + first - logits_from) * V_ : nullptr;
-    forward_chunk(tokens.data() + begin, m, out, first);
+    forward_chunk(tokens.data() + begin, m, all_logits ? all_logits + begin * V_ : nullptr);
   }
   return {logits_.as<float>(), static_cast<size_t>(V_)};
 }
@@ -150,22 +140,22 @@ void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const 
     be_.linear_forward(TensorView(logits, Shape{m, V_}, DType::kF32), rows(h_, m), w_.lm_head.slice_rows(0, V_), TensorView());
 }
 
-void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits, int64_t first) {
+void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits) {
   const model::ModelConfig& c = config();
   int32_t* pos = positions_.as<int32_t>();
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(length_ + i);
   run_trunk(tokens, n, {});
   length_ += n;
 
-  // Final norm and LM head: rows [first, n) if asked for, else only the last (all prediction needs).
+  // Final norm and LM head: every row if asked for, else only the last (all prediction needs).
   const TensorView lm_head = w_.lm_head.slice_rows(0, V_);
-  if (!all_logits) first = n - 1;
+  const int64_t first = all_logits ? 0 : n - 1;
   const TensorView hx = x_.view().slice_rows(first, n), hh = h_.view().slice_rows(first, n);
   model::norm_forward(be_, c, hh, rows(mean_, n - first), rows(rstd_, n - first), hx, w_.final_norm_w,
                       w_.final_norm_b);
   if (all_logits) {
-    be_.linear_forward(TensorView(all_logits, Shape{n - first, V_}, DType::kF32), hh, lm_head, TensorView());
-    be_.copy(logits_, TensorView(all_logits + (n - 1 - first) * V_, Shape{1, V_}, DType::kF32));
+    be_.linear_forward(TensorView(all_logits, Shape{n, V_}, DType::kF32), hh, lm_head, TensorView());
+    be_.copy(logits_, TensorView(all_logits + (n - 1) * V_, Shape{1, V_}, DType::kF32));
   } else {
     be_.linear_forward(logits_, hh, lm_head, TensorView());
   }

@@ -44,16 +44,12 @@ class Decoder {
 
   // Forgets every cached token (the next forward() starts at position 0).
   void reset() { length_ = 0; }
-  // Forgets the cached tokens after the first `length` (0 <= length <= length()): the next forward()
-  // continues at position `length` (a shared prefix is kept while its continuations are swapped).
-  void truncate(int64_t length);
 
   // Appends `tokens` (ids in [0, V), at least one; length() + size <= max_len()) at positions
   // [length(), length() + size) and returns the logits [V] after the last of them (valid until the
   // next call). If `all_logits` ([size, V] f32) is given, the logits after every token are written
-  // there too. With `logits_from` (in [0, size)), only the logits after tokens [logits_from, size)
-  // are computed and written to `all_logits` ([size - logits_from, V]); the LM head skips the rest.
-  std::span<const float> forward(std::span<const int32_t> tokens, float* all_logits = nullptr, int64_t logits_from = 0);
+  // there too.
+  std::span<const float> forward(std::span<const int32_t> tokens, float* all_logits = nullptr);
 
   // Several independent continuations of the cached tokens in one chunk (shared-prefix scoring):
   // `tokens` = the segments concatenated, segment s of sizes[s] >= 1 tokens at positions
@@ -71,8 +67,7 @@ class Decoder {
   // (segment_ends: see AttentionBlock::decode); leaves the trunk output in x_.
   void run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_t> segment_ends);
   // Runs rows [0, n) of the scratch through the trunk at positions [length_, length_ + n).
-  // all_logits (may be null) receives the logits after rows [first, n) (first <= n - 1).
-  void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits, int64_t first);
+  void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits);
   // Rows [0, n) of the chunk scratch as the sub-blocks' decode activations.
   model::AttentionActs attention_rows(int64_t n) const;
   model::FfnActs ffn_rows(int64_t n) const;
