@@ -29,7 +29,7 @@ namespace lmt::cli {
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, preset, task, data, tokenizer, items_out, dtype = "fp32", backend = "cpu";
+  std::string checkpoint, preset, task, data, tokenizer, items_out, dtype = "fp32", backend = "cpu", scoring;
   int64_t limit = 0, batch = 8, max_seq = 0, seq = 0;
   uint64_t seed = 1;
   bool json = false, no_doc_masking = false;
@@ -120,6 +120,12 @@ Status run_eval(const EvalArgs& a) {
   so.batch = a.batch;
   so.max_seq = a.max_seq;
   so.compute = compute;
+  // Default: shared-prefix, which computes in fp32; --dtype bf16 alone keeps the full path.
+  if (!a.scoring.empty()) {
+    LMT_ASSIGN_OR_RETURN(so.scoring, eval::parse_scoring(a.scoring));
+  } else {
+    so.scoring = compute == DType::kF32 ? eval::Scoring::kSharedPrefix : eval::Scoring::kFull;
+  }
   LMT_ASSIGN_OR_RETURN(eval::TaskResult r, score_with_progress(*l.model, *l.tokenizer, items, a.limit, so, a.task));
   if (items_writer) {
     LMT_ASSIGN_OR_RETURN(std::string lines, eval::items_jsonl(a.task, items, r));
@@ -130,7 +136,7 @@ Status run_eval(const EvalArgs& a) {
     nlohmann::json j = {{"task", a.task}, {"data", a.data}, {"model", l.source}, {"items", r.items}, {"acc", r.acc},
                         {"acc_norm_token", r.acc_norm_token}, {"acc_norm_char", r.acc_norm_char}, {"rows", r.rows},
                         {"truncated_rows", r.truncated_rows}, {"seconds", r.seconds}, {"items_per_s", r.items_per_s},
-                        {"batch", a.batch}, {"dtype", a.dtype}, {"threads", metrics::cpu_info().threads},
+                        {"batch", a.batch}, {"dtype", a.dtype}, {"scoring", eval::scoring_name(so.scoring)}, {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -161,6 +167,9 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   e->add_option("--seq", a.seq, "val: sequence length T (0: min(1024, model max))")->capture_default_str();
   e->add_flag("--no-doc-masking", a.no_doc_masking, "val: attend across document boundaries");
   e->add_option("--dtype", a.dtype, "fp32 (exact) or bf16 GEMM inputs")->capture_default_str();
+  e->add_option("--scoring", a.scoring,
+                 "multiple-choice: shared-prefix (context once, logits only where scored; fp32) or full (each choice its own row); "
+                 "default shared-prefix, full with --dtype bf16");
   add_backend_flag(e, a.backend);
   e->add_option("--tokenizer", a.tokenizer, "tokenizer path (default: the one the checkpoint's data was prepared with)");
   e->add_flag("--json", a.json, "print one JSON object");

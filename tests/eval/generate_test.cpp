@@ -183,6 +183,35 @@ TEST(Stories260K, PrefillLogitsMatchFloat64Reference) {
   for (int64_t t = 0; t < T; ++t) ASSERT_LE(max_abs_diff(&got[t * V], logits[t].data(), V), 1e-3) << "position " << t;
 }
 
+// What shared-prefix scoring relies on: forward_segments runs independent continuations of a cached
+// prefix in one chunk, each seeing the prefix and itself only; the LM head only at the asked rows.
+// A garbage segment first, then the real continuation: its logits must equal the float64
+// reference, and the prefix must still be the cache's content afterwards.
+TEST(Stories260K, ForwardSegmentsMatchTheReference) {
+  if (!std::filesystem::exists(kStories + "/hf/model.safetensors"))
+    GTEST_SKIP() << "shared test data missing: " << kStories;
+  auto loaded = load_model_dir(kStories + "/hf", kernels::cpu_backend());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const nlohmann::json ref = stories_reference();
+  const auto ids = ref["input_ids"].get<std::vector<int32_t>>();
+  const auto logits = ref["logits"].get<std::vector<std::vector<float>>>();
+  const int64_t T = static_cast<int64_t>(ids.size()), V = 512, P = 10, garbage = 7, from = 13;
+  Decoder d(*loaded->model, T + garbage, /*prefill_chunk=*/T + garbage);
+  d.forward(std::span<const int32_t>(ids.data(), P));
+  std::vector<int32_t> tokens(garbage, 3);
+  tokens.insert(tokens.end(), ids.begin() + P, ids.end());
+  const std::vector<int64_t> sizes = {garbage, T - P}, starts = {garbage - 2, from};
+  std::vector<float> got((2 + T - P - from) * V);
+  d.forward_segments(tokens, sizes, starts, got.data());
+  EXPECT_EQ(d.length(), P);
+  for (int64_t r = 0; r < T - P - from; ++r)
+    ASSERT_LE(max_abs_diff(&got[(2 + r) * V], logits[P + from + r].data(), V), 1e-3) << "position " << P + from + r;
+  // The prefix is intact: running the real continuation the ordinary way gives the same logits.
+  std::vector<float> again((T - P) * V);
+  d.forward(std::span<const int32_t>(ids.data() + P, T - P), again.data());
+  EXPECT_LE(max_abs_diff(&again[from * V], &got[2 * V], (T - P - from) * V), 1e-5);
+}
+
 // ---- sampling ---------------------------------------------------------------------------------------
 
 TEST(Sampling, GreedyIsArgmaxWithLowestIdOnTies) {

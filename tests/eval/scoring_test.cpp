@@ -20,7 +20,8 @@ namespace {
 
 const std::string kShared = LMT_SHARED_DATA;
 
-// stories260K (HF form) through load_model_dir, every reference pair within 1e-4, at batch 8 and 1.
+// stories260K (HF form) through load_model_dir, every reference pair within 1e-4: the full path at
+// batch 8 and 1, and shared-prefix scoring.
 TEST(Scoring, Stories260KMatchesPyTorchReference) {
   const std::string dir = kShared + "/models/stories260K/hf";
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "shared model not found at " << dir;
@@ -31,16 +32,17 @@ TEST(Scoring, Stories260KMatchesPyTorchReference) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   int checked = 0;
   double worst = 0;
-  for (int64_t batch : {8, 1}) {
+  for (const auto& [batch, scoring] : {std::pair{8, Scoring::kFull}, std::pair{1, Scoring::kFull}, std::pair{1, Scoring::kSharedPrefix}}) {
     for (const auto& pair : ref["pairs"]) {
       const auto context = pair["context"].get<std::vector<int32_t>>();
       const auto conts = pair["continuations"].get<std::vector<std::vector<int32_t>>>();
       ScoreOptions o;
       o.batch = batch;
+      o.scoring = scoring;
       auto got = score_continuations(*loaded->model, context, conts, o);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       for (size_t i = 0; i < conts.size(); ++i) {
-        EXPECT_NEAR((*got)[i].logprob, pair["logprobs"][i].get<double>(), 1e-4) << "batch " << batch << ", context of "
+        EXPECT_NEAR((*got)[i].logprob, pair["logprobs"][i].get<double>(), 1e-4) << scoring_name(scoring) << " batch " << batch << ", context of "
                                                                                 << context.size() << " ids, choice " << i;
         EXPECT_EQ((*got)[i].tokens, static_cast<int64_t>(conts[i].size()));
         worst = std::max(worst, std::abs((*got)[i].logprob - pair["logprobs"][i].get<double>()));
@@ -48,7 +50,7 @@ TEST(Scoring, Stories260KMatchesPyTorchReference) {
       }
     }
   }
-  EXPECT_GE(checked, 20);
+  EXPECT_GE(checked, 30);
   std::printf("stories260K: %d log-probs, max |lmtrain - PyTorch f64| = %.3g\n", checked, worst);
 }
 
@@ -174,6 +176,73 @@ TEST(Scoring, LeftTruncationAndErrors) {
   auto bad_id = score_requests(*m, {{{1}, {60000}}}, o);
   ASSERT_FALSE(bad_id.ok());
   EXPECT_NE(bad_id.status().message().find("60000"), std::string::npos);
+}
+
+// Shared-prefix vs full on items whose choices do not share the whole context (Winogrande-style
+// partial scoring, an empty context): per choice within 1e-4, the same accuracies. And the
+// reference pairs through score_continuations (one group) agree with the full path too.
+TEST(Scoring, SharedPrefixEqualsFullOnHandItems) {
+  const std::string tok_dir = kShared + "/tokenizers/gpt2";
+  if (!std::filesystem::exists(tok_dir + "/encoder.json")) GTEST_SKIP() << "GPT-2 tokenizer not found at " << tok_dir;
+  auto tok = data::load_tokenizer(tok_dir);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  auto m = tiny_gpt2_vocab_model();
+  const auto items = hand_items();
+  ScoreOptions full, shared;
+  full.scoring = Scoring::kFull;
+  shared.scoring = Scoring::kSharedPrefix;
+  auto a = evaluate_multiple_choice(*m, **tok, items, 0, full, "hand");
+  auto b = evaluate_multiple_choice(*m, **tok, items, 0, shared, "hand");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().ToString() << b.status().ToString();
+  for (size_t i = 0; i < items.size(); ++i)
+    for (size_t c = 0; c < items[i].choices.size(); ++c) {
+      EXPECT_NEAR(a->scores[i].logprob[c], b->scores[i].logprob[c], 1e-4) << "item " << i << " choice " << c;
+      EXPECT_EQ(a->scores[i].tokens[c], b->scores[i].tokens[c]);
+    }
+  EXPECT_EQ(a->acc, b->acc);
+  EXPECT_EQ(a->acc_norm_token, b->acc_norm_token);
+  EXPECT_EQ(a->acc_norm_char, b->acc_norm_char);
+  EXPECT_NE(b->scores[3].logprob[0], b->scores[3].logprob[1]);  // different contexts, same choice text
+
+  // bf16 is the full path's alone: a clear Unimplemented, not a silent fallback.
+  ScoreOptions bf16 = shared;
+  bf16.compute = DType::kBF16;
+  auto refused = evaluate_multiple_choice(*m, **tok, items, 0, bf16, "hand");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(refused.status().ToString().find("--scoring full"), std::string::npos) << refused.status().ToString();
+  EXPECT_FALSE(parse_scoring("fast").ok());
+  EXPECT_EQ(*parse_scoring(scoring_name(Scoring::kFull)), Scoring::kFull);
+  EXPECT_EQ(*parse_scoring(scoring_name(Scoring::kSharedPrefix)), Scoring::kSharedPrefix);
+}
+
+// A group whose rows need left-truncation goes through the full path unchanged (same bits, same
+// context_dropped), while the other groups share their prefix; errors name the request as before.
+TEST(Scoring, SharedPrefixFallsBackForTruncatedRows) {
+  auto m = tiny_gpt2_vocab_model();
+  std::vector<int32_t> long_ctx, short_ctx = {11, 12, 13, 14};
+  for (int i = 0; i < 60; ++i) long_ctx.push_back(100 + i);
+  const std::vector<std::vector<int32_t>> conts = {{7, 8, 9}, {7, 30}, {40}};
+  ScoreOptions full, shared;
+  full.max_seq = shared.max_seq = 32;
+  full.scoring = Scoring::kFull;
+  auto ref_long = score_continuations(*m, long_ctx, conts, full);
+  auto ref_short = score_continuations(*m, short_ctx, conts, full);
+  auto got_long = score_continuations(*m, long_ctx, conts, shared);
+  auto got_short = score_continuations(*m, short_ctx, conts, shared);
+  ASSERT_TRUE(ref_long.ok() && ref_short.ok() && got_long.ok() && got_short.ok()) << got_long.status().ToString();
+  for (size_t c = 0; c < conts.size(); ++c) {
+    EXPECT_EQ((*got_long)[c].logprob, (*ref_long)[c].logprob) << "truncated rows: the full path itself";
+    EXPECT_EQ((*got_long)[c].context_dropped, (*ref_long)[c].context_dropped);
+    EXPECT_GT((*got_long)[c].context_dropped, 0);
+    EXPECT_NEAR((*got_short)[c].logprob, (*ref_short)[c].logprob, 1e-4) << "choice " << c;
+    EXPECT_EQ((*got_short)[c].context_dropped, 0);
+  }
+  std::vector<std::vector<int32_t>> bad = conts;
+  bad.push_back(std::vector<int32_t>(40, 5));
+  auto too_long = score_continuations(*m, short_ctx, bad, shared);
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.status().message().find("request 3"), std::string::npos) << too_long.status().message();
 }
 
 // The periodic evaluation restores the caller's plan (B, T, compute) so training continues.

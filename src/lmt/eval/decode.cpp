@@ -84,11 +84,9 @@ model::FfnActs Decoder::ffn_rows(int64_t n) const {
   return a;
 }
 
-void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits) {
+void Decoder::run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_t> segment_ends) {
   const model::ModelConfig& c = config();
   be_.copy(rows(ids_, n), TensorView(const_cast<int32_t*>(tokens), Shape{n}, DType::kI32));
-  int32_t* pos = positions_.as<int32_t>();
-  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(length_ + i);
   const TensorView x = rows(x_, n);
   be_.embedding_forward(x, rows(ids_, n), w_.embed, false);
   if (c.positions == PositionKind::kLearned) be_.embedding_forward(x, rows(positions_, n), w_.pos_embed, true);
@@ -103,9 +101,50 @@ void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits)
     const model::BlockViews& w = w_.blocks[l];
     model::AttentionBlock(be_, c, l)
         .decode(x, model::AttentionWeights::of(w, w), attention_acts, k_cache, v_cache, length_, rows(positions_, n),
-                proj);
+                proj, segment_ends);
     model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, w), ffn_acts, proj);
   }
+}
+
+void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const int64_t> sizes,
+                               std::span<const int64_t> from, float* logits) {
+  const model::ModelConfig& c = config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  LMT_CHECK(!sizes.empty() && sizes.size() == from.size()) << "forward_segments: " << sizes.size() << " sizes, " << from.size() << " starts";
+  LMT_CHECK(n >= 1 && n <= chunk_ && length_ + n <= max_len_)
+      << "forward_segments of " << n << " tokens after " << length_ << " (chunk " << chunk_ << ", max_len " << max_len_ << ")";
+  for (int32_t t : tokens) LMT_CHECK(t >= 0 && t < V_) << "token id " << t << " outside [0, " << V_ << ")";
+  std::vector<int64_t> ends;
+  int32_t* pos = positions_.as<int32_t>();
+  int64_t end = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    LMT_CHECK(sizes[s] >= 1 && from[s] >= 0 && from[s] <= sizes[s]) << "forward_segments: segment " << s << " of " << sizes[s] << " from " << from[s];
+    for (int64_t i = 0; i < sizes[s]; ++i) pos[end + i] = static_cast<int32_t>(length_ + i);
+    end += sizes[s];
+    ends.push_back(end);
+  }
+  LMT_CHECK(end == n) << "forward_segments: sizes add up to " << end << ", not " << n << " tokens";
+  run_trunk(tokens.data(), n, ends);
+  // Final norm of the rows that need logits, packed into h_ rows [0, m), then one LM-head GEMM.
+  int64_t m = 0, begin = 0;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const int64_t k = sizes[s] - from[s];
+    if (k > 0)
+      model::norm_forward(be_, c, h_.view().slice_rows(m, m + k), mean_.view().slice_rows(m, m + k),
+                          rstd_.view().slice_rows(m, m + k), x_.view().slice_rows(begin + from[s], begin + sizes[s]),
+                          w_.final_norm_w, w_.final_norm_b);
+    m += k;
+    begin += sizes[s];
+  }
+  if (m > 0)
+    be_.linear_forward(TensorView(logits, Shape{m, V_}, DType::kF32), rows(h_, m), w_.lm_head.slice_rows(0, V_), TensorView());
+}
+
+void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits) {
+  const model::ModelConfig& c = config();
+  int32_t* pos = positions_.as<int32_t>();
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(length_ + i);
+  run_trunk(tokens, n, {});
   length_ += n;
 
   // Final norm and LM head: every row if asked for, else only the last (all prediction needs).

@@ -51,7 +51,21 @@ class Decoder {
   // there too.
   std::span<const float> forward(std::span<const int32_t> tokens, float* all_logits = nullptr);
 
+  // Several independent continuations of the cached tokens in one chunk (shared-prefix scoring):
+  // `tokens` = the segments concatenated, segment s of sizes[s] >= 1 tokens at positions
+  // [length(), length() + sizes[s]), each attending over the cache and its own earlier tokens only.
+  // The logits after tokens [from[s], sizes[s]) of each segment (from[s] <= sizes[s]) are written
+  // to `logits`, segment after segment ([Σ (sizes[s] - from[s]), V] f32), through one LM-head GEMM.
+  // Needs Σ sizes <= the prefill chunk and length() + Σ sizes <= max_len(). length() is unchanged:
+  // the segments are not kept.
+  void forward_segments(std::span<const int32_t> tokens, std::span<const int64_t> sizes, std::span<const int64_t> from,
+                        float* logits);
+  int64_t chunk() const { return chunk_; }
+
  private:
+  // Embeddings and every block over rows [0, n) of `tokens` at the positions already in positions_
+  // (segment_ends: see AttentionBlock::decode); leaves the trunk output in x_.
+  void run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_t> segment_ends);
   // Runs rows [0, n) of the scratch through the trunk at positions [length_, length_ + n).
   void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits);
   // Rows [0, n) of the chunk scratch as the sub-blocks' decode activations.

@@ -5,6 +5,7 @@
 
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
+#include "lmt/eval/prefix_scoring.h"
 
 namespace lmt::eval {
 namespace {
@@ -29,9 +30,17 @@ size_t argmax(size_t n, F value) {
 
 }  // namespace
 
-StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& model, const std::vector<ScoreRequest>& requests,
-                                                        const ScoreOptions& options) {
-  LMT_TRACE_SCOPE("eval_score");
+const char* scoring_name(Scoring s) { return s == Scoring::kFull ? "full" : "shared-prefix"; }
+
+StatusOr<Scoring> parse_scoring(const std::string& name) {
+  if (name == "full") return Scoring::kFull;
+  if (name == "shared-prefix") return Scoring::kSharedPrefix;
+  return InvalidArgument("--scoring: unknown scoring path '" + name + "'",
+                         "use shared-prefix (the context once, logits only where scored) or full (every choice as its own row)");
+}
+
+StatusOr<int64_t> check_requests(const model::Transformer& model, const std::vector<ScoreRequest>& requests,
+                                 const ScoreOptions& options) {
   const model::ModelConfig& cfg = model.config();
   const int64_t cap = options.max_seq > 0 ? std::min(options.max_seq, cfg.max_seq_len) : cfg.max_seq_len;
   const int64_t B = options.batch;
@@ -39,7 +48,6 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
   if (options.compute != DType::kF32 && options.compute != DType::kBF16)
     return InvalidArgument("eval compute dtype must be fp32 or bf16");
   const int64_t n = static_cast<int64_t>(requests.size());
-  std::vector<int64_t> row_len(n);
   for (int64_t i = 0; i < n; ++i) {
     const ScoreRequest& r = requests[i];
     const std::string which = "scoring request " + std::to_string(i);
@@ -54,8 +62,20 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
         if (id < 0 || id >= cfg.vocab_size)
           return InvalidArgument(which + ": token id " + std::to_string(id) + " is outside the model's vocabulary [0, " +
                                      std::to_string(cfg.vocab_size) + ")", "the tokenizer does not match the model");
-    row_len[i] = std::min<int64_t>(static_cast<int64_t>(r.context.size() + r.continuation.size()) - 1, cap);
   }
+  return cap;
+}
+
+StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& model, const std::vector<ScoreRequest>& requests,
+                                                        const ScoreOptions& options) {
+  LMT_TRACE_SCOPE("eval_score");
+  const model::ModelConfig& cfg = model.config();
+  LMT_ASSIGN_OR_RETURN(const int64_t cap, check_requests(model, requests, options));
+  const int64_t B = options.batch;
+  const int64_t n = static_cast<int64_t>(requests.size());
+  std::vector<int64_t> row_len(n);
+  for (int64_t i = 0; i < n; ++i)
+    row_len[i] = std::min<int64_t>(static_cast<int64_t>(requests[i].context.size() + requests[i].continuation.size()) - 1, cap);
   // Longest first, so T only shrinks and the model is re-prepared at most once per T bucket.
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -116,6 +136,10 @@ StatusOr<std::vector<ContinuationScore>> score_continuations(model::Transformer&
                                                              const ScoreOptions& options) {
   std::vector<ScoreRequest> requests;
   for (const auto& c : continuations) requests.push_back({std::vector<int32_t>(context.begin(), context.end()), c});
+  if (options.scoring == Scoring::kSharedPrefix) {
+    const std::vector<int64_t> groups = {static_cast<int64_t>(requests.size())};
+    return score_shared_prefix(model, requests, groups, options);
+  }
   return score_requests(model, requests, options);
 }
 
@@ -181,8 +205,14 @@ StatusOr<TaskResult> evaluate_encoded(model::Transformer& model, const std::vect
                                       const ScoreOptions& options, const std::string& task) {
   Timer timer;
   std::vector<ScoreRequest> requests;
-  for (const auto& it : items) requests.insert(requests.end(), it.requests.begin(), it.requests.end());
-  LMT_ASSIGN_OR_RETURN(std::vector<ContinuationScore> scored, score_requests(model, requests, options));
+  std::vector<int64_t> groups;  // one group per item: its choices share a context (or most of one)
+  for (const auto& it : items) {
+    requests.insert(requests.end(), it.requests.begin(), it.requests.end());
+    groups.push_back(static_cast<int64_t>(it.requests.size()));
+  }
+  LMT_ASSIGN_OR_RETURN(std::vector<ContinuationScore> scored,
+                       options.scoring == Scoring::kSharedPrefix ? score_shared_prefix(model, requests, groups, options)
+                                                                 : score_requests(model, requests, options));
   std::vector<ItemScores> scores;
   size_t k = 0;
   int64_t truncated = 0;

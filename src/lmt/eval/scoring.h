@@ -31,10 +31,22 @@
 
 namespace lmt::eval {
 
+// How the choices of an item are scored (docs/EVAL.md, "Scoring paths"):
+//   kFull          every choice is its own row through Transformer::forward (above), logits at
+//                  every position: the reference path, and the only one for bf16 or an f64 master.
+//   kSharedPrefix  the longest common prefix of an item's rows runs once through a KV cache
+//                  (eval/decode.h), then each choice's remaining tokens run against it, and the LM
+//                  head runs only where a continuation token is predicted (prefix_scoring.h).
+//                  f32 from the f32 master; equal to kFull within 1e-4 per choice (test).
+enum class Scoring { kFull, kSharedPrefix };
+const char* scoring_name(Scoring s);                      // "full", "shared-prefix"
+StatusOr<Scoring> parse_scoring(const std::string& name);  // the inverse; error names the flag
+
 struct ScoreOptions {
-  int64_t batch = 8;                // rows per forward (B)
+  int64_t batch = 8;                // rows per forward (B); kFull only
   int64_t max_seq = 0;              // longest row T (0: the model's max_seq_len)
-  DType compute = DType::kF32;      // kF32 (exact) or kBF16 (faster; bf16 GEMM inputs)
+  DType compute = DType::kF32;      // kF32 (exact) or kBF16 (faster; bf16 GEMM inputs; kFull only)
+  Scoring scoring = Scoring::kSharedPrefix;
 };
 
 struct ScoreRequest {
@@ -48,12 +60,20 @@ struct ContinuationScore {
   int64_t context_dropped = 0; // context ids left-truncated to fit T
 };
 
-// Scores every request (kInvalidArgument for an empty context or continuation, an id outside the
-// vocabulary, or a continuation longer than T; the message names the request index).
+// The checks every scoring path makes (kInvalidArgument for a bad batch size or compute dtype, an
+// empty context or continuation, an id outside the vocabulary, or a continuation longer than T;
+// the message names the request index). Returns T: options.max_seq capped by the model's max_seq_len.
+StatusOr<int64_t> check_requests(const model::Transformer& model, const std::vector<ScoreRequest>& requests,
+                                 const ScoreOptions& options);
+
+// Scores every request (errors: check_requests'). Always the full path: each request is its own
+// row, whatever options.scoring says (score_continuations and evaluate_encoded, which know which
+// requests share a context, honour it).
 StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& model, const std::vector<ScoreRequest>& requests,
                                                         const ScoreOptions& options = {});
 
-// One context, several continuations (the id-level API the reference test uses).
+// One context, several continuations (the id-level API the reference test uses); one group for
+// options.scoring == kSharedPrefix.
 StatusOr<std::vector<ContinuationScore>> score_continuations(model::Transformer& model, std::span<const int32_t> context,
                                                              const std::vector<std::vector<int32_t>>& continuations,
                                                              const ScoreOptions& options = {});

@@ -3,6 +3,7 @@
 #include "lmt/model/attention_block.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/model/activations.h"
@@ -133,19 +134,32 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
 
 void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
                             const TensorView& k_cache, const TensorView& v_cache, int64_t length,
-                            const TensorView& positions, const TensorView& proj) {
+                            const TensorView& positions, const TensorView& proj, std::span<const int64_t> segment_ends) {
   const int64_t n = x.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
   LMT_CHECK(k_cache.dim(0) == 1 && length >= 0 && length + n <= S)
       << "attention decode of " << n << " tokens after " << length << " into a cache " << k_cache.to_string();
+  LMT_CHECK(segment_ends.empty() || segment_ends.back() == n) << "attention decode: the last segment must end at row " << n;
   AttentionActs d = a;  // k, v: the new tokens' cache rows, written by the projections
   d.k = k_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.v = v_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.att_c = d.att;
   project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
-  for (int64_t i = 0; i < n; ++i) {  // token i sees cache rows [0, length + i]
-    const TensorView qi = d.q.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
-    const TensorView oi = d.att.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
-    be_.attention_decode(oi, qi, k_cache, v_cache, length + i + 1, scale());
+  const int64_t one = n, row = G * HD;
+  const std::span<const int64_t> ends = segment_ends.empty() ? std::span<const int64_t>(&one, 1) : segment_ends;
+  int64_t begin = 0;
+  for (const int64_t end : ends) {
+    LMT_CHECK(end > begin && end <= n) << "attention decode: segment [" << begin << ", " << end << ") of " << n << " rows";
+    if (begin > 0)  // this segment's k, v right after the prefix (earlier segments are done with them)
+      for (const TensorView* cache : {&k_cache, &v_cache}) {
+        float* base = cache->as<float>() + length * row;
+        std::memmove(base, base + begin * row, static_cast<size_t>((end - begin) * row) * sizeof(float));
+      }
+    for (int64_t i = begin; i < end; ++i) {  // token i sees cache rows [0, length + i - begin]
+      const TensorView qi = d.q.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
+      const TensorView oi = d.att.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
+      be_.attention_decode(oi, qi, k_cache, v_cache, length + i - begin + 1, scale());
+    }
+    begin = end;
   }
   project_out(n, x, x, w, d, /*bf16=*/false, proj);
 }

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "lmt/kernels/backend.h"
 #include "lmt/model/block.h"
@@ -96,8 +97,18 @@ class AttentionBlock {
   // [length, length + n) are written here (length + n <= S). `a` holds rows [0, n) of chunk
   // scratch: norm_mean, norm_rstd, h, q, att (att_c == att), and q_pre, k_pre, q_rstd, k_rstd with
   // qk_norm; its k, v and lse are not used. proj [n,C] f32: scratch.
+  //
+  // segment_ends (optional; empty: one segment of n rows): the n rows are consecutive independent
+  // continuations of the cached prefix [0, length), segment s = rows [segment_ends[s-1], segment_ends[s])
+  // (ascending, the last == n); positions are the caller's (each segment restarts at `length`). A
+  // row attends over the prefix and the earlier rows of its own segment: before a segment's
+  // attention its k, v rows are moved (host memmove) down to cache rows [length, ...), so on return
+  // rows [length, length + last segment's size) hold the last segment's k, v and later rows are
+  // stale. Used by shared-prefix scoring (eval/prefix_scoring.h) to run all choices of an item in
+  // one chunk.
   void decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
-              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj);
+              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj,
+              std::span<const int64_t> segment_ends = {});
 
  private:
   // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.
