@@ -13,6 +13,8 @@ packages=(
   libopenmpi-dev openmpi-bin  # multi-process data parallelism
   libpcre2-dev             # Unicode regex for tokenizer pre-tokenisation
   libicu-dev               # Unicode NFC for tokenizer.json normalizers (Qwen3)
+  libxxhash-dev            # XXH64 checksums of shards and checkpoint files (src/lmt/base/xxh64.h)
+  nettle-dev               # SHA-256 of tokenizer fingerprints (src/lmt/data/tokenizer/sha256.h)
   nlohmann-json3-dev       # JSON (tokenizer.json, metrics, safetensors headers)
   libtomlplusplus-dev      # TOML recipes
   libcli11-dev             # command line

@@ -1,10 +1,12 @@
-// XXH64: the 64-bit xxHash of Yann Collet, written out here (no dependency) to checksum shard files and
-// checkpoint files.
-// Bit-identical to the reference `XXH64(data, len, seed)`; about 10 GB/s on one core, so verifying
-// a shard costs far less than reading it from disk.
+// XXH64: the 64-bit xxHash of Yann Collet, to checksum shard files and checkpoint files. A thin
+// wrapper over Debian's libxxhash (libxxhash-dev, `XXH64_*`): the checksums stored in existing shard
+// and checkpoint files are the reference `XXH64(data, len, seed)`, so they stay valid. About 10 GB/s
+// on one core, so verifying a shard costs far less than reading it from disk.
 //
 // Xxh64 hashes a byte stream fed in pieces of any size (update() may be called with 0 bytes);
-// xxh64() hashes one buffer. Neither allocates. An Xxh64 is a plain value: one thread at a time.
+// xxh64() hashes one buffer. Neither allocates. An Xxh64 is a plain value (copyable; a copy continues
+// independently): one thread at a time. libxxhash's XXH64_state_t lives in its bytes, so this header
+// does not include <xxhash.h>.
 #pragma once
 
 #include <cstddef>
@@ -20,11 +22,9 @@ class Xxh64 {
   uint64_t digest() const;  // of everything fed so far; the stream may continue afterwards
 
  private:
-  uint64_t acc_[4];
-  uint64_t seed_;
-  uint64_t total_ = 0;
-  uint8_t buffer_[32];  // the tail that does not fill a 32-byte stripe yet
-  size_t buffered_ = 0;
+  // libxxhash's XXH64_state_t (88 bytes in 0.8; xxh64.cpp checks the size and alignment at compile time).
+  static constexpr size_t kStateBytes = 88;
+  alignas(8) unsigned char state_[kStateBytes];
 };
 
 uint64_t xxh64(const void* data, size_t size, uint64_t seed = 0);

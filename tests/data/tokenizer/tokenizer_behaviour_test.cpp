@@ -185,5 +185,17 @@ TEST_F(TokenizerBehaviourTest, FingerprintsAreStableAndDistinct) {
   EXPECT_NE(tok(kR50k).fingerprint(), tok("tiktoken/p50k_base.tiktoken").fingerprint());
 }
 
+// Dataset manifests name their tokenizer by fingerprint, so it must not change with the SHA-256
+// implementation: these are the values `lmtrain data prepare` wrote into manifest.json before
+// lmtrain used nettle (with its own hand-written SHA-256, commit 74b2d99).
+TEST_F(TokenizerBehaviourTest, FingerprintsEqualTheOnesInExistingManifests) {
+  EXPECT_EQ(tok(kCl100k).fingerprint(), "7726a772d12cc4ab11f3ffd64a0850a6ca58e8b9a5e86af8ae9da1d56d17254c");
+  EXPECT_EQ(tok(kGpt2).fingerprint(), "3708cfec98b7a5a07dd92691dd5a19196e6aa9014f77a4ea21058c658222656a");
+  EXPECT_EQ(tok(kQwen3).fingerprint(),
+            "f1717bab8d413488a647c0527fcf61c35952f1264ca54116e76da0619c6a4bb7");
+  EXPECT_EQ(tok(kMistral).fingerprint(),
+            "8040a577ffeba1d12f9fb0facb0f2064523e464f1ae8d3ffb98090900ab3c4d7");
+}
+
 }  // namespace
 }  // namespace lmt::data
