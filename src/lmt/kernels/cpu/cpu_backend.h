@@ -27,6 +27,10 @@ class CpuBackend final : public Backend {
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                    bool trans_b, bool accumulate) override;
+  // matmul_batched: the default loop over the cached 2-D primitives. oneDNN's 3-D (batched)
+  // primitive picks other kernels for some small shapes, and its results then differ in the last
+  // bits from the 2-D ones (seen on Optimizer.ShardedStepsEqualAWholeStepBitForBit), which would
+  // break matmul_batched's bit-for-bit contract and with it ZeRO's sharded == whole Muon step.
   void linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
                            const TensorView& bias) override;
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
@@ -77,6 +81,8 @@ class CpuBackend final : public Backend {
   void convert_impl(const TensorView& out, const TensorView& inp) override;
   double sum_squares_impl(const TensorView& x) override;
   void scale_impl(const TensorView& x, float s) override;
+  void axpby_impl(const TensorView& out, float alpha, const TensorView& x, float beta, const TensorView& y,
+                  const TensorView& out_bf16) override;
   void adamw_update_impl(const TensorView& param, const TensorView& grad, const TensorView& m,
                          const TensorView& v, const TensorView& param_bf16,
                          const AdamWParams& p) override;
