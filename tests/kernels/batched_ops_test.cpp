@@ -69,6 +69,39 @@ TEST(BatchedOps, MatmulBatchedEqualsMatmulPerMatrix) {
   }
 }
 
+// The cpu backend runs one oneDNN primitive with a batch dimension; at Muon's real sizes (GPT-2
+// small's 768 x 768 and 768 x 3072 Gram and update products) it must still pick kernels that give
+// each matrix the 2-D primitive's bits.
+TEST(BatchedOps, CpuBatchedGemmKeepsTheBitsAtModelSizes) {
+  Backend& b = cpu_backend();
+  struct Case {
+    int64_t M, K, N;
+    bool ta, tb;
+  };
+  for (DType dt : {DType::kBF16}) {  // the default optim.muon_ns_dtype (f32 is covered above)
+    for (const Case c : {Case{768, 3072, 768, false, true}, Case{768, 768, 768, false, false},
+                         Case{768, 768, 3072, false, false}, Case{3072, 768, 768, false, false},
+                         Case{768, 2304, 768, true, false}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " M " + std::to_string(c.M) + " K " + std::to_string(c.K) + " N " +
+                   std::to_string(c.N));
+      const int64_t nb = 2, na = c.M * c.K, nbm = c.K * c.N, nc = c.M * c.N;
+      const std::vector<float> a32 = randn(nb * na, 6), b32 = randn(nb * nbm, 7);
+      Tensor A(Shape{nb, c.ta ? c.K : c.M, c.ta ? c.M : c.K}, dt), B(Shape{nb, c.tb ? c.N : c.K, c.tb ? c.K : c.N}, dt);
+      b.convert(A, TensorView(const_cast<float*>(a32.data()), Shape{nb * na}, DType::kF32));
+      b.convert(B, TensorView(const_cast<float*>(b32.data()), Shape{nb * nbm}, DType::kF32));
+      std::vector<float> batched(nb * nc), single(nb * nc);
+      b.matmul_batched(TensorView(batched.data(), Shape{nb, c.M, c.N}, DType::kF32), A, B, c.ta, c.tb, false);
+      const size_t es = dtype_size(dt);
+      for (int64_t i = 0; i < nb; ++i) {
+        const TensorView ai(static_cast<char*>(A.view().data()) + i * na * es, Shape{A.shape()[1], A.shape()[2]}, dt);
+        const TensorView bi(static_cast<char*>(B.view().data()) + i * nbm * es, Shape{B.shape()[1], B.shape()[2]}, dt);
+        b.matmul(TensorView(single.data() + i * nc, Shape{c.M, c.N}, DType::kF32), ai, bi, c.ta, c.tb, false);
+      }
+      ASSERT_EQ(std::memcmp(batched.data(), single.data(), batched.size() * sizeof(float)), 0);
+    }
+  }
+}
+
 TEST(BatchedOps, AxpbyIsTheFormulaWithItsBf16Copy) {
   for (Backend* b : {&cpu_backend(), &ref_backend()}) {
     SCOPED_TRACE(std::string(b->name()));

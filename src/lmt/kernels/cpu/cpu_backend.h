@@ -27,10 +27,9 @@ class CpuBackend final : public Backend {
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                    bool trans_b, bool accumulate) override;
-  // matmul_batched: the default loop over the cached 2-D primitives. oneDNN's 3-D (batched)
-  // primitive picks other kernels for some small shapes, and its results then differ in the last
-  // bits from the 2-D ones (seen on Optimizer.ShardedStepsEqualAWholeStepBitForBit), which would
-  // break matmul_batched's bit-for-bit contract and with it ZeRO's sharded == whole Muon step.
+  // One oneDNN primitive with a batch dimension (cpu/matmul.cpp).
+  void matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                           bool trans_b, bool accumulate) override;
   void linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
                            const TensorView& bias) override;
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
