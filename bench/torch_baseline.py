@@ -42,8 +42,8 @@ class Block(nn.Module):
         super().__init__()
         self.style, self.heads, self.kv_heads, self.hd = style, heads, kv_heads, d // heads
         bias = style == "gpt2"
-        self.n1 = nn.LayerNorm(d) if bias else nn.RMSNorm(d) if hasattr(nn, "RMSNorm") else RMSNorm(d)
-        self.n2 = nn.LayerNorm(d) if bias else nn.RMSNorm(d) if hasattr(nn, "RMSNorm") else RMSNorm(d)
+        self.n1 = nn.LayerNorm(d) if bias else nn.RMSNorm(d, eps=1e-5) if hasattr(nn, "RMSNorm") else RMSNorm(d)
+        self.n2 = nn.LayerNorm(d) if bias else nn.RMSNorm(d, eps=1e-5) if hasattr(nn, "RMSNorm") else RMSNorm(d)
         self.qkv = nn.Linear(d, (heads + 2 * kv_heads) * self.hd, bias=bias)
         self.o = nn.Linear(heads * self.hd, d, bias=bias)
         if style == "gpt2":
