@@ -57,6 +57,8 @@ void add_model_command(CLI::App& app, Runner& runner);
 void add_train_bench(CLI::App* bench, Runner& runner);
 // `lmtrain bench collectives ...` (apps/lmtrain/bench_collectives_cmd.cpp), registered under `bench`.
 void add_collectives_bench(CLI::App* bench, Runner& runner);
+// `lmtrain bench optim ...` (apps/lmtrain/bench_optim_cmd.cpp), registered under `bench`.
+void add_optim_bench(CLI::App* bench, Runner& runner);
 // `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
 void add_model_bench(CLI::App* bench, Runner& runner);
 // `lmtrain bench peak ...` (apps/lmtrain/bench_peak_cmd.cpp), registered under `bench`.

@@ -68,6 +68,11 @@ class DistTest : public ::testing::Test {
     EXPECT_TRUE(c.apply_override("train.micro_batch=" + std::to_string(micro_batch)).ok());
     EXPECT_TRUE(c.apply_override("train.zero=" + std::to_string(zero)).ok());
     EXPECT_TRUE(c.apply_override("optim.name=" + optim).ok());
+    // Muon's Newton–Schulz in f32: the reduced gradients differ from one process's in the last bits
+    // (another summation order), and bf16 GEMM operands turn that into bf16-sized differences
+    // (~1e-4 in the loss by step 3), beyond this test's tolerances. Sharded bf16 Muon is pinned bit
+    // for bit elsewhere (optimizer_test: ShardedStepsEqualAWholeStepBitForBit, default bf16).
+    if (optim == "muon") EXPECT_TRUE(c.apply_override("optim.muon_ns_dtype=fp32").ok());
     EXPECT_TRUE(c.apply_override(std::string("dist.shared_memory=") + (shared_memory ? "true" : "false")).ok());
     // Every other step logs per-layer gradient norms, which need the full reduced gradients even
     // where ZeRO-1 would otherwise reduce only its shard (ZeRO-2 refuses the key).

@@ -3,6 +3,7 @@
 // transcription of Keller Jordan's Muon reference). Regenerate the .safetensors files with
 //   /usr/bin/python3 tests/optim/golden/make_adamw_golden.py
 //   /usr/bin/python3 tests/optim/golden/make_muon_golden.py
+//   build/venv/bin/python tests/optim/golden/make_muon_golden.py --bf16   (muon_bf16_golden)
 //
 // Tolerances (elementwise |got − want| <= rtol·|want| + rtol·max|want| over the tensor, the second
 // term so that entries that cancel to ~0 are judged on the tensor's scale):
@@ -10,6 +11,14 @@
 //          (decay before vs fused with the step, sqrt(v)/sqrt(bc2) vs sqrt(v/bc2)): ~1 ulp per op.
 //   Muon:  rtol 1e-5. Five Newton–Schulz iterations of f32 GEMMs (oneDNN or the ref backend vs
 //          PyTorch's) amplify per-op rounding somewhat; measured errors are below 1e-6.
+//   Muon, bf16 Newton–Schulz (muon_bf16_golden: muon.py's iteration entirely in bf16, PyTorch
+//          2.x; lmtrain rounds only the GEMM operands to bf16 and keeps f32 between GEMMs):
+//          momentum is f32 on both sides (rtol 1e-5 still); the parameters move by
+//          lr·NS(D), and NS(D) in bf16 carries a relative error of a few bf16 units
+//          (2^-8 = 0.4% each) on each side, so params get rtol 2e-3 on their scaled error (the
+//          update is ~lr = 0.02 of the tensor's scale, so 2e-3 allows ~10% error in the update:
+//          loose enough for two different bf16 roundings, tight enough to catch a wrong
+//          coefficient, transpose or step, which moves it by O(1)).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,6 +106,8 @@ OptimizerConfig optimizer_config(const nlohmann::json& j) {
     c.muon_nesterov = j.at("muon_nesterov");
     c.muon_ns_steps = j.at("muon_ns_steps");
     c.muon_weight_decay = j.at("muon_weight_decay");
+    // Goldens made before bf16 Newton–Schulz have no key: they are the f32 iteration.
+    c.muon_ns_dtype = j.value("muon_ns_dtype", std::string("fp32"));
   }
   return c;
 }
@@ -118,12 +129,18 @@ double scaled_error(const Golden& g, const std::string& key, const ParamInfo& p,
   return worst;
 }
 
-// Runs the golden's five steps on `backend` and compares parameters and state within rtol.
-void run_golden(const std::string& file, kernels::Backend& backend, double rtol) {
+// Runs the golden's five steps on `backend` and compares state within rtol and parameters within
+// param_rtol (rtol when negative).
+// ns_dtype, when given, overrides the golden's optim.muon_ns_dtype; worst_param, when given,
+// receives the parameters' worst scaled error.
+void run_golden(const std::string& file, kernels::Backend& backend, double rtol, double param_rtol = -1,
+                const std::string& ns_dtype = "", double* worst_param_out = nullptr) {
+  if (param_rtol < 0) param_rtol = rtol;
   SCOPED_TRACE(file + " on " + std::string(backend.name()));
   const Golden g = open_golden(file);
   const model::ParamLayout layout(golden_model());
-  const OptimizerConfig cfg = optimizer_config(g.config);
+  OptimizerConfig cfg = optimizer_config(g.config);
+  if (!ns_dtype.empty()) cfg.muon_ns_dtype = ns_dtype;
   auto opt = Optimizer::create(cfg, layout, backend);
   ASSERT_TRUE(opt.ok()) << opt.status().ToString();
 
@@ -142,14 +159,15 @@ void run_golden(const std::string& file, kernels::Backend& backend, double rtol)
   for (auto& [name, view] : (*opt)->state()) state[name] = view;
   const bool muon = cfg.name == "muon";
   double worst = 0;
-  auto expect_close = [&](const std::string& key, const ParamInfo& p, const TensorView& got) {
+  double worst_param = 0;
+  auto expect_close = [&](const std::string& key, const ParamInfo& p, const TensorView& got, double tol = -1) {
     const double e = scaled_error(g, key, p, got.as<float>());
-    EXPECT_LE(e, rtol) << key;
-    worst = std::max(worst, e);
+    EXPECT_LE(e, tol < 0 ? rtol : tol) << key;
+    (tol < 0 ? worst : worst_param) = std::max(tol < 0 ? worst : worst_param, e);
   };
   for (const ParamInfo& p : layout.params()) {
     SCOPED_TRACE(p.name);
-    expect_close("final.param." + p.name, p, params);
+    expect_close("final.param." + p.name, p, params, param_rtol);
     if (muon && p.role == ParamRole::kMatrix) {
       expect_close("final.muon.momentum." + p.name, p, state.at("muon.momentum"));
     } else {
@@ -169,7 +187,9 @@ void run_golden(const std::string& file, kernels::Backend& backend, double rtol)
     for (int64_t i = p.offset; i < p.offset + p.numel; ++i)
       ASSERT_EQ(mirror.as<bf16>()[i].bits, bf16::round_from_float(params.as<float>()[i])) << i - p.offset;
   }
-  std::cout << file << " on " << backend.name() << ": worst scaled error " << worst << " (tolerance " << rtol << ")\n";
+  std::cout << file << " on " << backend.name() << ": worst scaled error " << worst << " (tolerance " << rtol
+            << "), parameters " << worst_param << " (tolerance " << param_rtol << ")\n";
+  if (worst_param_out != nullptr) *worst_param_out = worst_param;
 }
 
 TEST(OptimGolden, LayoutMatchesTheScript) {
@@ -195,6 +215,34 @@ TEST(OptimGolden, AdamWMatchesTorchAdamW) {
 TEST(OptimGolden, MuonMatchesTheReference) {
   for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()})
     run_golden("muon_golden.safetensors", *b, 1e-5);
+}
+
+// optim.muon_ns_dtype = "bf16" (the default) against muon.py's bf16 iteration: same inputs as
+// muon_golden. Parameters: rtol 5e-3, about twice the reference's own distance from the f32
+// iteration (2.2e-3, measured by the next test), since both sides round to bf16, differently.
+TEST(OptimGolden, MuonBf16NewtonSchulzMatchesTheBf16Reference) {
+  for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()})
+    run_golden("muon_bf16_golden.safetensors", *b, 1e-5, 5e-3);
+}
+
+// lmtrain's bf16 Newton–Schulz is at least as exact as the reference's: against the f32 golden
+// its parameters' worst scaled error is at most that of muon.py's bf16 iteration (the bf16
+// golden's final parameters against the f32 golden's, computed here from the two files).
+TEST(OptimGolden, MuonBf16IsAtLeastAsExactAsTheReferenceBf16) {
+  const Golden f32 = open_golden("muon_golden.safetensors"), ref16 = open_golden("muon_bf16_golden.safetensors");
+  const model::ParamLayout layout(golden_model());
+  std::vector<float> ref_params(static_cast<size_t>(layout.total_numel()));
+  double reference = 0;
+  for (const ParamInfo& p : layout.params()) {
+    load(ref16, "final.param." + p.name, p, ref_params.data());
+    reference = std::max(reference, scaled_error(f32, "final.param." + p.name, p, ref_params.data()));
+  }
+  ASSERT_GT(reference, 1e-4) << "the bf16 golden should differ from the f32 one by bf16 rounding";
+  for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()}) {
+    double ours = 1e30;
+    run_golden("muon_golden.safetensors", *b, 1e-5, reference, "bf16", &ours);
+    std::cout << "bf16 Newton-Schulz vs the f32 golden: lmtrain " << ours << ", muon.py's bf16 " << reference << "\n";
+  }
 }
 
 TEST(OptimGolden, MuonWithoutNesterovMatchesTheReference) {

@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "lmt/base/bf16.h"
 #include "lmt/base/rng.h"
 #include "lmt/kernels/registry.h"
 
@@ -166,6 +168,110 @@ TEST(Muon, UpdateComposesMomentumDecayAndStep) {
     EXPECT_NEAR(m[i], buf[i], 1e-6) << i;
     EXPECT_NEAR(w[i], (1 - 0.1 * 0.5) * w0[i] - 0.1 * std::sqrt(6.0 / 4.0) * o[i], 1e-6) << i;
   }
+}
+
+// bf16 Newton–Schulz (GEMM operands rounded to bf16, f32 accumulation and f32 between GEMMs)
+// against the f64 reference. Tolerance: relative Frobenius error < 5e-2. That is how far
+// muon.py's own bf16 iteration lands from f64 (PyTorch 2.15, 3 random Gaussian matrices of each of
+// these shapes: 2.6%-5.0%; 2.2% at 768x768 and 768x3072): the quintic coefficients amplify the
+// small singular values ~a^5 ≈ 500× in the first steps, and bf16's 2^-9 relative rounding with them.
+// Measured here: 2.4%-3.4%. The f32 path is checked at 1e-5 above; a wrong coefficient, transpose
+// or a skipped step moves the result by O(1).
+TEST(Muon, Bf16NewtonSchulzIsNearTheReference) {
+  for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()}) {
+    for (const Dims d : kShapes) {
+      SCOPED_TRACE(std::string(b->name()) + " [" + std::to_string(d.rows) + "," + std::to_string(d.cols) + "]");
+      const Matrix g = random_matrix(d.rows, d.cols, 7);
+      const Matrix want = reference_ns(g, d.rows, d.cols, 5);
+      std::vector<float> got(g.begin(), g.end());
+      MuonUpdater muon({d.rows * d.cols, std::min(d.rows, d.cols) * std::min(d.rows, d.cols)}, DType::kBF16);
+      muon.orthogonalise(*b, TensorView(got.data(), Shape{d.rows, d.cols}, DType::kF32), 5);
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+      }
+      const double rel = std::sqrt(err / norm);
+      EXPECT_LT(rel, 5e-2);
+      EXPECT_GT(rel, 1e-5) << "bf16 rounding should show: is this the f32 path?";
+    }
+  }
+}
+
+// A stack of matrices of one shape gives, bit for bit, what each gives alone (what lets a ZeRO
+// shard, which batches a subset, equal the whole step), in both precisions and on both backends,
+// for orthogonalise and for the whole update (momentum, decay, step, bf16 mirror).
+TEST(Muon, BatchedEqualsUnbatchedBitForBit) {
+  for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()}) {
+    for (DType ns : {DType::kF32, DType::kBF16}) {
+      for (const Dims d : {Dims{5, 37}, Dims{37, 5}, Dims{16, 16}, Dims{24, 40}}) {
+        SCOPED_TRACE(std::string(b->name()) + " " + std::string(dtype_name(ns)) + " [" + std::to_string(d.rows) + "," +
+                     std::to_string(d.cols) + "]");
+        const int64_t R = d.rows, C = d.cols, n = R * C, side = std::min(R, C), nb = 3;
+        MuonUpdater batched({nb * n, nb * side * side}, ns), single({n, side * side}, ns);
+        std::vector<float> stack(nb * n);
+        for (int64_t k = 0; k < nb; ++k) {
+          const Matrix g = random_matrix(R, C, 10 + k);
+          std::copy(g.begin(), g.end(), stack.begin() + k * n);
+        }
+        std::vector<float> alone = stack;
+        batched.orthogonalise(*b, TensorView(stack.data(), Shape{nb, R, C}, DType::kF32), 5);
+        for (int64_t k = 0; k < nb; ++k)
+          single.orthogonalise(*b, TensorView(alone.data() + k * n, Shape{R, C}, DType::kF32), 5);
+        ASSERT_EQ(std::memcmp(stack.data(), alone.data(), stack.size() * sizeof(float)), 0) << "orthogonalise";
+
+        // update(): params, grads, momenta and mirrors of three matrices, batched vs one by one.
+        std::vector<float> w(nb * n), g(nb * n), m(nb * n);
+        for (int64_t i = 0; i < nb * n; ++i) {
+          w[i] = static_cast<float>(std::sin(0.37 * i));
+          g[i] = static_cast<float>(std::cos(0.11 * i) * 0.01);
+          m[i] = static_cast<float>(std::sin(0.05 * i) * 0.02);
+        }
+        std::vector<float> w1 = w, m1 = m;
+        std::vector<bf16> mirror(nb * n), mirror1(nb * n);
+        MuonStepParams p;
+        p.weight_decay = 0.1f;
+        p.grad_scale = 0.75f;
+        auto view = [&](auto& v, int64_t k, DType t) { return TensorView(v.data() + k * n, Shape{R, C}, t); };
+        std::vector<MuonUpdater::Matrix> ms;
+        for (int64_t k = 0; k < nb; ++k)
+          ms.push_back({view(w, k, DType::kF32), view(g, k, DType::kF32), view(m, k, DType::kF32),
+                        view(mirror, k, DType::kBF16)});
+        batched.update(*b, ms, p);
+        for (int64_t k = 0; k < nb; ++k)
+          single.update(*b, view(w1, k, DType::kF32), view(g, k, DType::kF32), view(m1, k, DType::kF32),
+                        view(mirror1, k, DType::kBF16), p);
+        ASSERT_EQ(std::memcmp(w.data(), w1.data(), w.size() * sizeof(float)), 0) << "params";
+        ASSERT_EQ(std::memcmp(m.data(), m1.data(), m.size() * sizeof(float)), 0) << "momenta";
+        ASSERT_EQ(std::memcmp(mirror.data(), mirror1.data(), mirror.size() * sizeof(bf16)), 0) << "mirrors";
+        for (int64_t i = 0; i < nb * n; ++i) ASSERT_EQ(mirror[i].bits, bf16::round_from_float(w[i])) << i;
+      }
+    }
+  }
+}
+
+// A bf16 updater stays within bf16 distance of the f32 one over a whole update: the step in
+// weights is lr·O, so the steps differ by NS's relative difference (5e-2, as above).
+TEST(Muon, Bf16UpdateIsNearTheF32Update) {
+  const int64_t R = 24, C = 40;
+  const Matrix g0 = random_matrix(R, C, 20), w0 = random_matrix(R, C, 21);
+  std::vector<float> g(g0.begin(), g0.end());
+  std::vector<float> w32(w0.begin(), w0.end()), w16 = w32, m32(R * C, 0.0f), m16(R * C, 0.0f);
+  MuonStepParams p;
+  p.lr = 0.5f;
+  MuonUpdater f32({R * C, R * R}, DType::kF32), b16({R * C, R * R}, DType::kBF16);
+  EXPECT_EQ(b16.ns_dtype(), DType::kBF16);
+  auto v = [&](std::vector<float>& x) { return TensorView(x.data(), Shape{R, C}, DType::kF32); };
+  f32.update(kernels::cpu_backend(), v(w32), v(g), v(m32), TensorView(), p);
+  b16.update(kernels::cpu_backend(), v(w16), v(g), v(m16), TensorView(), p);
+  ASSERT_EQ(std::memcmp(m32.data(), m16.data(), m32.size() * sizeof(float)), 0) << "momentum is f32 either way";
+  double err = 0, step = 0;
+  for (int64_t i = 0; i < R * C; ++i) {
+    err += (w16[i] - w32[i]) * (w16[i] - w32[i]);
+    step += (w32[i] - w0[i]) * (w32[i] - w0[i]);
+  }
+  EXPECT_LT(std::sqrt(err / step), 5e-2);
+  EXPECT_GT(std::sqrt(err / step), 1e-5) << "bf16 rounding should show";
 }
 
 }  // namespace

@@ -389,6 +389,8 @@ TEST(Optimizer, ValidationNamesTheKey) {
   EXPECT_NE(message([](auto& c) { c.muon_momentum = 1; }).find("optim.muon_momentum = 1 must be in [0, 1)"),
             std::string::npos);
   EXPECT_NE(message([](auto& c) { c.muon_ns_steps = 0; }).find("optim.muon_ns_steps = 0"), std::string::npos);
+  EXPECT_NE(message([](auto& c) { c.muon_ns_dtype = "fp16"; }).find("optim.muon_ns_dtype = 'fp16'"),
+            std::string::npos);
   EXPECT_NE(message([](auto& c) { c.muon_weight_decay = -2; }).find("optim.muon_weight_decay"), std::string::npos);
   EXPECT_NE(message([](auto& c) {
               c.lr = 2;

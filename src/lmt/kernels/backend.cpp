@@ -8,6 +8,8 @@
 #include <sstream>
 #include <string>
 
+#include "lmt/base/bf16.h"
+
 namespace lmt::kernels {
 
 std::string_view activation_name(Activation a) {
@@ -112,6 +114,32 @@ void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView&
                          (trans_a ? " (a transposed)" : "") + (trans_b ? " (b transposed)" : ""));
   x.shape("c", c, {M, N});
   matmul_impl(c, a, b, trans_a, trans_b, accumulate);
+}
+
+void Backend::matmul_batched(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                             bool trans_b, bool accumulate) {
+  Ctx x("matmul_batched", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
+  x.dtype("a", a, kGemmIn);
+  x.same_dtype("a", a, "b", b);
+  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
+  x.shape("a", a, {-1, -1, -1});
+  x.shape("b", b, {a.dim(0), -1, -1});
+  int64_t M = trans_a ? a.dim(2) : a.dim(1), K = trans_a ? a.dim(1) : a.dim(2);
+  int64_t N = trans_b ? b.dim(1) : b.dim(2), Kb = trans_b ? b.dim(2) : b.dim(1);
+  x.require(K == Kb, "inner dimensions differ: K=" + std::to_string(K) + " vs " + std::to_string(Kb) +
+                         (trans_a ? " (a transposed)" : "") + (trans_b ? " (b transposed)" : ""));
+  x.shape("c", c, {a.dim(0), M, N});
+  matmul_batched_impl(c, a, b, trans_a, trans_b, accumulate);
+}
+
+void Backend::matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                                  bool trans_b, bool accumulate) {
+  auto item = [](const TensorView& t, int64_t i) {
+    const Shape s{t.dim(1), t.dim(2)};
+    char* base = static_cast<char*>(t.data()) + static_cast<size_t>(i * s.numel()) * dtype_size(t.dtype());
+    return TensorView(base, s, t.dtype(), t.device());
+  };
+  for (int64_t i = 0; i < a.dim(0); ++i) matmul_impl(item(c, i), item(a, i), item(b, i), trans_a, trans_b, accumulate);
 }
 
 void Backend::linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
@@ -470,6 +498,40 @@ void Backend::scale(const TensorView& v, float s) {
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");
   scale_impl(v, s);
+}
+
+void Backend::axpby(const TensorView& out, float alpha, const TensorView& v, float beta, const TensorView& y,
+                    const TensorView& out_bf16) {
+  Ctx x("axpby", LMT_ARG(out), LMT_ARG(v), LMT_ARG(y), LMT_ARG(out_bf16));
+  x.dtype("x", v, kAct);
+  x.same_dtype("x", v, "y", y);
+  x.same_dtype("x", v, "out", out);
+  x.require(out.present() && v.present() && y.present() && v.numel() == out.numel() && y.numel() == out.numel(),
+            "out, x and y must have one numel");
+  if (out_bf16.present()) {
+    x.dtype("out_bf16", out_bf16, {DType::kBF16});
+    x.require(out_bf16.numel() == out.numel(), "out_bf16 must have out's numel");
+  }
+  axpby_impl(out, alpha, v, beta, y, out_bf16);
+}
+
+namespace {
+template <typename T>
+void axpby_loop(T* out, T alpha, const T* x, T beta, const T* y, bf16* out16, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = alpha * x[i] + beta * y[i];
+    if (out16 != nullptr) out16[i] = bf16(static_cast<float>(out[i]));
+  }
+}
+}  // namespace
+
+void Backend::axpby_impl(const TensorView& out, float alpha, const TensorView& x, float beta, const TensorView& y,
+                         const TensorView& out_bf16) {
+  bf16* out16 = out_bf16.present() ? out_bf16.as<bf16>() : nullptr;
+  if (out.dtype() == DType::kF64)
+    axpby_loop<double>(out.as<double>(), alpha, x.as<double>(), beta, y.as<double>(), out16, out.numel());
+  else
+    axpby_loop<float>(out.as<float>(), alpha, x.as<float>(), beta, y.as<float>(), out16, out.numel());
 }
 
 void Backend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,

@@ -89,6 +89,13 @@ class Backend {
   // a: [M,K] or, with trans_a, [K,M];  b: [K,N] or, with trans_b, [N,K];  a and b share a dtype.
   void matmul(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
               bool trans_b, bool accumulate);
+  // The same for a stack of nb independent products (Muon's Newton–Schulz over all matrices of one
+  // shape): c[nb,M,N] (f32) = op(a[i]) · op(b[i]) (+ c[i] if accumulate) for each i < nb, with
+  // a [nb,M,K] or [nb,K,M] and b [nb,K,N] or [nb,N,K]. Each c[i] equals, bit for bit, what matmul
+  // gives for that product alone (so the batch a matrix lands in never changes its result). The
+  // default implementation loops over matmul; a backend may run one batched primitive instead.
+  void matmul_batched(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                      bool trans_b, bool accumulate);
 
   // ---- linear (nn.Linear layout: weight[OC,C]) ------------------------------------------------
   // out[N,OC] (f32) = inp[N,C] · weight[OC,C]ᵀ + bias[OC] (bias optional, f32).
@@ -193,6 +200,12 @@ class Backend {
   double sum_squares(const TensorView& x);
   // x *= s in place.
   void scale(const TensorView& x, float s);
+  // out = alpha·x + beta·y (f32, or f64 on ref; one numel; out may alias x or y): scale, scale and
+  // add in one pass (a backend may fuse a multiply-add, so the last bit may differ from those three
+  // ops; a given backend is deterministic). out_bf16 (optional, bf16, same numel) receives out
+  // rounded to nearest even in the same pass.
+  void axpby(const TensorView& out, float alpha, const TensorView& x, float beta, const TensorView& y,
+             const TensorView& out_bf16);
   // AdamW over a flat span: param, grad, m, v f32[n]; param_bf16[n] optional, refreshed from the new
   // param in the same pass. m, v updated in place.
   void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
@@ -273,6 +286,11 @@ class Backend {
   virtual void convert_impl(const TensorView& out, const TensorView& inp) = 0;
   virtual double sum_squares_impl(const TensorView& x) = 0;
   virtual void scale_impl(const TensorView& x, float s) = 0;
+  // Defaults: a loop over matmul_impl, and a plain host loop (backends over host memory only).
+  virtual void matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b,
+                                   bool trans_a, bool trans_b, bool accumulate);
+  virtual void axpby_impl(const TensorView& out, float alpha, const TensorView& x, float beta,
+                          const TensorView& y, const TensorView& out_bf16);
   virtual void adamw_update_impl(const TensorView& param, const TensorView& grad,
                                  const TensorView& m, const TensorView& v,
                                  const TensorView& param_bf16, const AdamWParams& p) = 0;

@@ -11,80 +11,114 @@ namespace {
 // as fast as possible rather than to converge to exactly 1 (muon.py explains the trade-off).
 constexpr float kNsA = 3.4445f, kNsB = -4.7750f, kNsC = 2.0315f;
 constexpr double kNormEps = 1e-7;
+
+// Matrix i of a stack t[nb, R, C] (or t itself when it is [R, C]), as an [R, C] view.
+TensorView item(const TensorView& t, int64_t i) {
+  if (t.rank() == 2) return t;
+  const Shape s{t.dim(1), t.dim(2)};
+  char* base = static_cast<char*>(t.data()) + static_cast<size_t>(i * s.numel()) * dtype_size(t.dtype());
+  return TensorView(base, s, t.dtype(), t.device());
+}
 }  // namespace
 
 float muon_shape_scale(int64_t rows, int64_t cols) {
   return static_cast<float>(std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
 }
 
-MuonUpdater::MuonUpdater(int64_t max_numel, int64_t max_side)
-    : max_numel_(max_numel),
-      max_side_(max_side),
-      direction_(Shape{max_numel}, DType::kF32),
-      product_(Shape{max_numel}, DType::kF32),
-      gram_(Shape{max_side * max_side}, DType::kF32),
-      poly_(Shape{max_side * max_side}, DType::kF32) {
-  LMT_CHECK(max_numel > 0 && max_side > 0) << "MuonUpdater needs a matrix: " << max_numel << ", " << max_side;
+int64_t muon_batch_size(int64_t count, int64_t numel) {
+  return std::clamp<int64_t>(kMuonBatchElements / std::max<int64_t>(numel, 1), 1, std::max<int64_t>(count, 1));
 }
 
-TensorView MuonUpdater::scratch(const Tensor& t, int64_t rows, int64_t cols) const {
-  LMT_CHECK(rows * cols <= t.numel()) << "Muon scratch of " << t.numel() << " for [" << rows << "," << cols << "]";
-  return TensorView(t.view().data(), Shape{rows, cols}, DType::kF32, t.view().device());
+MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype)
+    : capacity_(capacity),
+      ns_dtype_(ns_dtype),
+      direction_(Shape{capacity.numel}, DType::kF32),
+      product_(Shape{capacity.numel}, DType::kF32),
+      gram_(Shape{capacity.gram}, DType::kF32),
+      poly_(Shape{capacity.gram}, DType::kF32) {
+  LMT_CHECK(capacity.numel > 0 && capacity.gram > 0)
+      << "MuonUpdater needs a matrix: " << capacity.numel << ", " << capacity.gram;
+  LMT_CHECK(ns_dtype == DType::kF32 || ns_dtype == DType::kBF16)
+      << "MuonUpdater: Newton-Schulz runs in f32 or bf16, not " << dtype_name(ns_dtype);
+  if (ns_dtype == DType::kBF16) {
+    x16_ = Tensor(Shape{capacity.numel}, DType::kBF16);
+    gram16_ = Tensor(Shape{capacity.gram}, DType::kBF16);
+    poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16);
+  }
+}
+
+TensorView MuonUpdater::scratch(const Tensor& t, Shape shape) const {
+  LMT_CHECK(shape.numel() <= t.numel()) << "Muon scratch of " << t.numel() << " for " << shape.to_string();
+  return TensorView(t.view().data(), shape, t.dtype(), t.view().device());
 }
 
 void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int steps) {
-  LMT_CHECK(x.rank() == 2 && x.dtype() == DType::kF32) << "orthogonalise: " << x.to_string();
-  const int64_t R = x.dim(0), C = x.dim(1), side = std::min(R, C);
-  LMT_CHECK(R * C <= max_numel_ && side <= max_side_)
-      << "orthogonalise: " << x.to_string() << " exceeds the scratch (" << max_numel_ << ", side " << max_side_ << ")";
+  LMT_CHECK((x.rank() == 2 || x.rank() == 3) && x.dtype() == DType::kF32) << "orthogonalise: " << x.to_string();
+  const int64_t nb = x.rank() == 3 ? x.dim(0) : 1;
+  const int64_t R = x.dim(x.rank() - 2), C = x.dim(x.rank() - 1), side = std::min(R, C);
+  LMT_CHECK(nb * R * C <= capacity_.numel && nb * side * side <= capacity_.gram)
+      << "orthogonalise: " << x.to_string() << " exceeds the scratch (" << capacity_.numel << ", gram "
+      << capacity_.gram << ")";
   LMT_CHECK(x.data() != product_.view().data()) << "orthogonalise: x aliases the product scratch";
   const bool wide = R <= C;  // Gram on the smaller side: XXᵀ for wide, XᵀX for tall
-  const TensorView gram = scratch(gram_, side, side), poly = scratch(poly_, side, side);
-  const TensorView product = scratch(product_, R, C);
+  const bool bf16 = ns_dtype_ == DType::kBF16;
+  const TensorView X = x.reshape(Shape{nb, R, C});
+  const TensorView A = scratch(gram_, {nb, side, side}), P = scratch(poly_, {nb, side, side});
+  const TensorView Y = scratch(product_, {nb, R, C});
+  // The GEMM operands: bf16 copies refreshed by the pass that writes each f32 value, or the f32 values.
+  const TensorView X_op = bf16 ? scratch(x16_, {nb, R, C}) : X;
+  const TensorView A_op = bf16 ? scratch(gram16_, {nb, side, side}) : A;
+  const TensorView P_op = bf16 ? scratch(poly16_, {nb, side, side}) : P;
+  const TensorView none;
 
-  const double norm = std::sqrt(b.sum_squares(x));
-  b.scale(x, static_cast<float>(1.0 / (norm + kNormEps)));
+  for (int64_t i = 0; i < nb; ++i) {
+    const TensorView xi = item(X, i);
+    b.scale(xi, static_cast<float>(1.0 / (std::sqrt(b.sum_squares(xi)) + kNormEps)));
+  }
+  if (bf16) b.convert(X_op, X);
   for (int k = 0; k < steps; ++k) {
-    b.matmul(gram, x, x, /*trans_a=*/!wide, /*trans_b=*/wide, false);
-    b.matmul(poly, gram, gram, false, false, false);
-    b.scale(poly, kNsC);
-    b.scale(gram, kNsB);
-    b.add(poly, poly, gram);  // bA + cA² (symmetric, so it may multiply X from either side)
+    b.matmul_batched(A, X_op, X_op, /*trans_a=*/!wide, /*trans_b=*/wide, false);
+    if (bf16) b.convert(A_op, A);
+    b.matmul_batched(P, A_op, A_op, false, false, false);
+    b.axpby(P, kNsC, P, kNsB, A, bf16 ? P_op : none);  // bA + cA² (symmetric: multiplies X from either side)
     if (wide)
-      b.matmul(product, poly, x, false, false, false);
+      b.matmul_batched(Y, P_op, X_op, false, false, false);
     else
-      b.matmul(product, x, poly, false, false, false);
-    b.scale(x, kNsA);
-    b.add(x, x, product);
+      b.matmul_batched(Y, X_op, P_op, false, false, false);
+    b.axpby(X, kNsA, X, 1.0f, Y, bf16 && k + 1 < steps ? X_op : none);
   }
 }
 
-void MuonUpdater::update(kernels::Backend& b, const TensorView& param, const TensorView& grad,
-                         const TensorView& momentum, const TensorView& param_bf16, const MuonStepParams& p) {
-  LMT_CHECK(param.rank() == 2 && param.dtype() == DType::kF32) << "Muon param " << param.to_string();
-  LMT_CHECK(grad.shape() == param.shape() && momentum.shape() == param.shape())
-      << "Muon: param " << param.to_string() << ", grad " << grad.to_string() << ", momentum " << momentum.to_string();
-  const int64_t R = param.dim(0), C = param.dim(1);
-  const TensorView direction = scratch(direction_, R, C), product = scratch(product_, R, C);
+void MuonUpdater::update(kernels::Backend& b, std::span<const Matrix> batch, const MuonStepParams& p) {
+  LMT_CHECK(!batch.empty()) << "Muon: an empty batch";
+  const TensorView& first = batch.front().param;
+  LMT_CHECK(first.rank() == 2 && first.dtype() == DType::kF32) << "Muon param " << first.to_string();
+  const int64_t nb = static_cast<int64_t>(batch.size()), R = first.dim(0), C = first.dim(1);
+  for (const Matrix& m : batch)
+    LMT_CHECK(m.param.shape() == first.shape() && m.param.dtype() == DType::kF32 && m.grad.shape() == first.shape() &&
+              m.momentum.shape() == first.shape())
+        << "Muon: param " << m.param.to_string() << ", grad " << m.grad.to_string() << ", momentum "
+        << m.momentum.to_string() << " in a batch of " << first.to_string();
+  const TensorView direction = scratch(direction_, {nb, R, C});
 
-  b.convert(direction, grad);  // a copy: the caller's gradients stay untouched
-  if (p.grad_scale != 1.0f) b.scale(direction, p.grad_scale);
-  b.scale(momentum, p.momentum);
-  b.add(momentum, momentum, direction);
-  if (p.nesterov) {
-    b.convert(product, momentum);
-    b.scale(product, p.momentum);
-    b.add(direction, direction, product);
-  } else {
-    b.convert(direction, momentum);
+  for (int64_t i = 0; i < nb; ++i) {
+    const Matrix& m = batch[static_cast<size_t>(i)];
+    const TensorView d = item(direction, i);
+    b.axpby(m.momentum, p.momentum, m.momentum, p.grad_scale, m.grad, TensorView());  // B ← μB + sG
+    if (p.nesterov)
+      b.axpby(d, p.grad_scale, m.grad, p.momentum, m.momentum, TensorView());  // D ← sG + μB
+    else
+      b.copy(d, m.momentum);
   }
   orthogonalise(b, direction, p.ns_steps);
 
-  b.scale(direction, -p.lr * muon_shape_scale(R, C));
-  if (p.weight_decay != 0.0f)
-    b.scale(param, static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay)));
-  b.add(param, param, direction);
-  if (param_bf16.present()) b.convert(param_bf16, param);
+  const float decay =
+      static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay));
+  const float step = -p.lr * muon_shape_scale(R, C);
+  for (int64_t i = 0; i < nb; ++i) {
+    const Matrix& m = batch[static_cast<size_t>(i)];
+    b.axpby(m.param, decay, m.param, step, item(direction, i), m.param_bf16);  // and the bf16 mirror
+  }
 }
 
 }  // namespace lmt::optim

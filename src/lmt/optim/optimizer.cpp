@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
 
 #include "lmt/base/check.h"
 
@@ -92,6 +93,9 @@ Status validate(const OptimizerConfig& c) {
   LMT_RETURN_IF_ERROR(check_range("muon_momentum", c.muon_momentum, 0, false, 1, true, "typical: 0.95"));
   LMT_RETURN_IF_ERROR(check_range("muon_weight_decay", c.muon_weight_decay, 0, false, kInf, false,
                                   "0 (the reference's default) disables it"));
+  if (c.muon_ns_dtype != "bf16" && c.muon_ns_dtype != "fp32")
+    return InvalidArgument("optim.muon_ns_dtype = '" + c.muon_ns_dtype + "' is not a Newton-Schulz precision",
+                           "use \"bf16\" (bf16 GEMM operands, f32 accumulation; the default) or \"fp32\"");
   if (c.muon_ns_steps < 1 || c.muon_ns_steps > 100)
     return InvalidArgument("optim.muon_ns_steps = " + std::to_string(c.muon_ns_steps) + " must be in [1, 100]",
                            "the reference uses 5 Newton-Schulz steps");
@@ -160,7 +164,7 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
       state_end_(state_end),
       muon_extents_(muon_extents(c, layout)) {
   const int64_t n = state_end - state_begin;
-  int64_t max_numel = 0, max_side = 0;
+  std::map<std::pair<int64_t, int64_t>, int64_t> muon_shapes;  // [R, C] -> matrices in the state range
   const auto& ps = layout.params();
   for (size_t k = 0; k < ps.size(); ++k) {
     const ParamInfo& p = ps[k];
@@ -169,8 +173,7 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
       LMT_CHECK(p.shape.rank() == 2) << "Muon matrix " << p.name << " has shape " << p.shape.to_string();
       muon_matrices_.push_back({p.offset, p.shape[0], p.shape[1]});
       if (p.offset < state_begin || p.offset >= state_end) continue;  // another rank's matrix
-      max_numel = std::max(max_numel, p.numel);
-      max_side = std::max(max_side, std::min(p.shape[0], p.shape[1]));
+      ++muon_shapes[{p.shape[0], p.shape[1]}];
       continue;
     }
     // The slot runs to the next tensor, over any alignment gap. Only members of one fused group
@@ -190,7 +193,16 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
   adam_m_ = Tensor(Shape{n}, DType::kF32);
   adam_v_ = Tensor(Shape{n}, DType::kF32);
   if (c.name == "muon") muon_momentum_ = Tensor(Shape{n}, DType::kF32);
-  if (!muon_matrices_.empty()) muon_ = std::make_unique<MuonUpdater>(max_numel, max_side);
+  // Scratch for the largest batch step_muon can form (a shard batches a subset of these).
+  MuonCapacity cap;
+  for (const auto& [shape, count] : muon_shapes) {
+    const auto [R, C] = shape;
+    const int64_t nb = muon_batch_size(count, R * C), side = std::min(R, C);
+    cap.numel = std::max(cap.numel, nb * R * C);
+    cap.gram = std::max(cap.gram, nb * side * side);
+  }
+  if (!muon_shapes.empty())
+    muon_ = std::make_unique<MuonUpdater>(cap, c.muon_ns_dtype == "bf16" ? DType::kBF16 : DType::kF32);
 }
 
 Optimizer::~Optimizer() = default;
@@ -258,13 +270,32 @@ void Optimizer::step_muon(const TensorView& params, const TensorView& grads, con
     char* base = static_cast<char*>(t.data()) + static_cast<size_t>(m.offset) * dtype_size(t.dtype());
     return TensorView(base, Shape{m.rows, m.cols}, t.dtype(), t.device());
   };
-  for (const MuonMatrix& m : muon_matrices_) {
-    // Legal cuts put a matrix wholly inside or outside [begin, end) (inside the state range).
-    if (m.offset < begin || m.offset >= end) continue;
-    const TensorView momentum =
-        state_span(muon_momentum_, m.offset, m.offset + m.rows * m.cols).reshape(Shape{m.rows, m.cols});
-    muon_->update(backend_, matrix(params, m), matrix(grads, m), momentum,
-                  param_bf16.present() ? matrix(param_bf16, m) : TensorView(), p);
+  // Legal cuts put a matrix wholly inside or outside [begin, end) (inside the state range).
+  auto mine = [&](const MuonMatrix& m) { return m.offset >= begin && m.offset < end; };
+  std::vector<bool> done(muon_matrices_.size(), false);
+  for (size_t k = 0; k < muon_matrices_.size(); ++k) {
+    if (done[k] || !mine(muon_matrices_[k])) continue;
+    const MuonMatrix& first = muon_matrices_[k];
+    int64_t count = 0;  // this shard's matrices of first's shape
+    for (size_t j = k; j < muon_matrices_.size(); ++j)
+      count += !done[j] && mine(muon_matrices_[j]) && muon_matrices_[j].rows == first.rows &&
+               muon_matrices_[j].cols == first.cols;
+    const size_t batch = static_cast<size_t>(muon_batch_size(count, first.rows * first.cols));
+    muon_batch_.clear();
+    for (size_t j = k; j < muon_matrices_.size(); ++j) {
+      const MuonMatrix& m = muon_matrices_[j];
+      if (done[j] || !mine(m) || m.rows != first.rows || m.cols != first.cols) continue;
+      done[j] = true;
+      const TensorView momentum =
+          state_span(muon_momentum_, m.offset, m.offset + m.rows * m.cols).reshape(Shape{m.rows, m.cols});
+      muon_batch_.push_back({matrix(params, m), matrix(grads, m), momentum,
+                             param_bf16.present() ? matrix(param_bf16, m) : TensorView()});
+      if (muon_batch_.size() == batch) {
+        muon_->update(backend_, muon_batch_, p);
+        muon_batch_.clear();
+      }
+    }
+    if (!muon_batch_.empty()) muon_->update(backend_, muon_batch_, p);
   }
 }
 

@@ -13,6 +13,8 @@
 //           kNorm, kBias                     0
 //   Muon    kMatrix (name = "muon")          muon_lr, muon_momentum, muon_weight_decay; every other
 //                                            tensor stays with AdamW (lr) as above
+// Muon matrices of one shape (all layers' q|k|v, all FFN up, ...) inside a step's shard are
+// updated as batches (MuonUpdater: batched Newton–Schulz GEMMs, in muon_ns_dtype).
 // Elements outside every tensor (alignment gaps) are updated with the tensor before them under
 // AdamW (they stay zero: zero grads give a zero update) and are left alone after a Muon matrix.
 // Vocabulary padding rows have zero grads and zero values, so they stay exactly zero.
@@ -49,6 +51,7 @@ struct OptimizerConfig {
   bool muon_nesterov = true;
   int muon_ns_steps = 5;
   float muon_weight_decay = 0.0f;
+  std::string muon_ns_dtype = "bf16";  // Newton–Schulz GEMM operands: "bf16" (f32 accumulation) or "fp32"
 };
 
 // Every key's range; the message names the key and value ("optim.beta2 = 1.5 must be in [0, 1)").
@@ -138,6 +141,7 @@ class Optimizer {
   std::vector<FlatRange> muon_extents_;    // the same, as [offset, offset + numel)
   Tensor adam_m_, adam_v_, muon_momentum_;
   std::unique_ptr<MuonUpdater> muon_;  // null without Muon matrices
+  std::vector<MuonUpdater::Matrix> muon_batch_;  // step_muon's batch under construction (reused)
 };
 
 }  // namespace lmt::optim

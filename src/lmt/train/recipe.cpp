@@ -157,6 +157,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.optim.muon_nesterov = c.get_bool("optim.muon_nesterov");
   r.optim.muon_ns_steps = static_cast<int>(c.get_int("optim.muon_ns_steps"));
   r.optim.muon_weight_decay = static_cast<float>(c.get_float("optim.muon_weight_decay"));
+  r.optim.muon_ns_dtype = c.get_string("optim.muon_ns_dtype");
   Status os = optim::validate(r.optim);
   if (!os.ok()) return os.WithContext(where_section(c, "optim."));
 

@@ -18,7 +18,13 @@ Writes muon_golden.safetensors (Nesterov, 5 Newton-Schulz steps) and muon_plain_
 make_adamw_golden.py plus "final.muon.momentum.<name>" for the matrices.
 
 Run with Debian's PyTorch: /usr/bin/python3 tests/optim/golden/make_muon_golden.py
+
+With --bf16 it writes only muon_bf16_golden.safetensors: the Nesterov configuration with muon.py's
+Newton-Schulz exactly as the reference runs it, in bfloat16 (X = G.bfloat16(), every product and
+sum in bf16, the scaled update added to the f32 parameter), for lmtrain's optim.muon_ns_dtype =
+"bf16". Run it with the project venv (PyTorch 2.x): build/venv/bin/python ... --bf16
 """
+import sys
 import os
 
 import numpy as np
@@ -45,11 +51,29 @@ def zeropower_via_newtonschulz5(G, steps):
     return X
 
 
+def zeropower_via_newtonschulz5_bf16(G, steps):
+    """muon.py's zeropower_via_newtonschulz5 verbatim: the iteration in bfloat16."""
+    assert G.ndim >= 2
+    a, b, c = (3.4445, -4.7750, 2.0315)
+    X = G.bfloat16()
+    if G.size(-2) > G.size(-1):
+        X = X.mT
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    for _ in range(steps):
+        A = X @ X.mT
+        B = b * A + c * A @ A
+        X = a * X + B @ X
+    if G.size(-2) > G.size(-1):
+        X = X.mT
+    return X
+
+
 def muon_step(p, grad, buf, lr, cfg):
     mu = f32(cfg["muon_momentum"])
     buf.mul_(mu).add_(grad)
     direction = grad.add(buf, alpha=mu) if cfg["muon_nesterov"] else buf.clone()
-    update = zeropower_via_newtonschulz5(direction, cfg["muon_ns_steps"])
+    ns = zeropower_via_newtonschulz5_bf16 if cfg.get("muon_ns_dtype") == "bf16" else zeropower_via_newtonschulz5
+    update = ns(direction, cfg["muon_ns_steps"])
     update *= max(1, grad.size(-2) / grad.size(-1)) ** 0.5
     p.mul_(1 - lr * f32(cfg["muon_weight_decay"]))
     p.add_(update, alpha=-lr)
@@ -98,6 +122,9 @@ def main():
             "decay_embeddings": True, "muon_lr": 0.02, "muon_momentum": 0.95, "muon_nesterov": True,
             "muon_ns_steps": 5, "muon_weight_decay": 0.05, "steps": STEPS, "lr_mults": LR_MULTS,
             "grad_scales": GRAD_SCALES}
+    if "--bf16" in sys.argv[1:]:
+        make("muon_bf16_golden.safetensors", dict(base, muon_ns_dtype="bf16"))
+        return
     make("muon_golden.safetensors", base)
     make("muon_plain_golden.safetensors",
          dict(base, muon_nesterov=False, muon_ns_steps=3, muon_weight_decay=0.0))

@@ -27,6 +27,9 @@ class CpuBackend final : public Backend {
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                    bool trans_b, bool accumulate) override;
+  // One oneDNN primitive with a batch dimension (cpu/matmul.cpp).
+  void matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                           bool trans_b, bool accumulate) override;
   void linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
                            const TensorView& bias) override;
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
@@ -77,6 +80,8 @@ class CpuBackend final : public Backend {
   void convert_impl(const TensorView& out, const TensorView& inp) override;
   double sum_squares_impl(const TensorView& x) override;
   void scale_impl(const TensorView& x, float s) override;
+  void axpby_impl(const TensorView& out, float alpha, const TensorView& x, float beta, const TensorView& y,
+                  const TensorView& out_bf16) override;
   void adamw_update_impl(const TensorView& param, const TensorView& grad, const TensorView& m,
                          const TensorView& v, const TensorView& param_bf16,
                          const AdamWParams& p) override;

@@ -118,6 +118,26 @@ void scale_span(float* x, float s, int64_t n) {
 #endif
 }
 
+// out = alpha·x + beta·y (out may alias x or y); out16, when given, gets out in bf16. The tail is a
+// masked vector, not a scalar loop, so an element's result does not depend on where the span
+// starts or ends (Muon batches matrices into one span and must match each alone bit for bit).
+void axpby_span(float* out, float alpha, const float* x, float beta, const float* y, uint16_t* out16, int64_t n) {
+#ifdef __AVX512F__
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  simd::for_each_vector(n, [&](int64_t i, __mmask16 m) {
+    const __m512 r =
+        _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), va), _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), vb));
+    _mm512_mask_storeu_ps(out + i, m, r);
+    if (out16 != nullptr) _mm256_mask_storeu_epi16(out16 + i, m, f32_to_bf16(r));
+  });
+#else
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = alpha * x[i] + beta * y[i];
+    if (out16 != nullptr) out16[i] = bf16::round_from_float(out[i]);
+  }
+#endif
+}
+
 double sum_squares_span(const float* x, int64_t n) {
 #ifdef __AVX512F__
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
@@ -280,6 +300,17 @@ void CpuBackend::scale_impl(const TensorView& x, float s) {
   cpu_require_f32("scale", x);
   float* p = x.as<float>();
   parallel_blocks(x.numel(), [&](int64_t i, int64_t e) { scale_span(p + i, s, e - i); });
+}
+
+void CpuBackend::axpby_impl(const TensorView& out, float alpha, const TensorView& x, float beta,
+                            const TensorView& y, const TensorView& out_bf16) {
+  cpu_require_f32("axpby", out);
+  float* o = out.as<float>();
+  const float *px = x.as<float>(), *py = y.as<float>();
+  uint16_t* o16 = out_bf16.present() ? reinterpret_cast<uint16_t*>(out_bf16.as<bf16>()) : nullptr;
+  parallel_blocks(out.numel(), [&](int64_t i, int64_t e) {
+    axpby_span(o + i, alpha, px + i, beta, py + i, o16 ? o16 + i : nullptr, e - i);
+  });
 }
 
 void CpuBackend::adamw_update_impl(const TensorView& param, const TensorView& grad,

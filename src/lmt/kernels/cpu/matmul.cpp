@@ -35,12 +35,14 @@ dt to_dnnl(DType t) {
   return dt::undef;
 }
 
-// One cached GEMM: C[M,N] (+)= op(A)·op(B) (+ bias[N]).
+// One cached GEMM: C[M,N] (+)= op(A)·op(B) (+ bias[N]); with batch > 1, that many independent
+// products of contiguous [M,K]/[K,N]/[M,N] matrices in one primitive (no bias).
 struct GemmKey {
   int64_t M, K, N;
   DType in;
   bool trans_a, trans_b, accumulate, bias;
-  auto tie() const { return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias); }
+  int64_t batch = 1;
+  auto tie() const { return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias, batch); }
   bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
 };
 
@@ -76,6 +78,13 @@ struct CpuBackend::Dnnl {
     md a_md({k.M, k.K}, in, k.trans_a ? dnnl::memory::dims{1, k.M} : dnnl::memory::dims{k.K, 1});
     md b_md({k.K, k.N}, in, k.trans_b ? dnnl::memory::dims{1, k.K} : dnnl::memory::dims{k.N, 1});
     md c_md({k.M, k.N}, dt::f32, dnnl::memory::dims{k.N, 1});
+    if (k.batch > 1) {  // the same strides within a matrix, matrices back to back
+      a_md = md({k.batch, k.M, k.K}, in,
+                k.trans_a ? dnnl::memory::dims{k.M * k.K, 1, k.M} : dnnl::memory::dims{k.M * k.K, k.K, 1});
+      b_md = md({k.batch, k.K, k.N}, in,
+                k.trans_b ? dnnl::memory::dims{k.K * k.N, 1, k.K} : dnnl::memory::dims{k.K * k.N, k.N, 1});
+      c_md = md({k.batch, k.M, k.N}, dt::f32, dnnl::memory::dims{k.M * k.N, k.N, 1});
+    }
     dnnl::primitive_attr attr;
     if (k.accumulate) {
       dnnl::post_ops ops;
@@ -99,9 +108,9 @@ struct CpuBackend::Dnnl {
   }
 
   void run(const GemmKey& k, const void* a, const void* b, void* c, const void* bias) {
-    if (k.M == 0 || k.N == 0) return;
+    if (k.M == 0 || k.N == 0 || k.batch == 0) return;
     if (k.K == 0) {  // oneDNN rejects empty reductions; the product is zero
-      if (!k.accumulate) std::fill_n(static_cast<float*>(c), k.M * k.N, 0.0f);
+      if (!k.accumulate) std::fill_n(static_cast<float*>(c), k.batch * k.M * k.N, 0.0f);
       return;
     }
     if (k.in == DType::kBF16 && bf16_native != 1) {
@@ -118,7 +127,7 @@ struct CpuBackend::Dnnl {
       if (bf16_native == 0) {
         GemmKey wide = k;
         wide.in = DType::kF32;
-        run(wide, widen(a, k.M * k.K, &wide_a), widen(b, k.K * k.N, &wide_b), c, bias);
+        run(wide, widen(a, k.batch * k.M * k.K, &wide_a), widen(b, k.batch * k.K * k.N, &wide_b), c, bias);
         return;
       }
     }
@@ -182,6 +191,15 @@ void CpuBackend::matmul_impl(const TensorView& c, const TensorView& a, const Ten
   const int64_t M = c.dim(0), N = c.dim(1), K = trans_a ? a.dim(0) : a.dim(1);
   dnnl_->run({M, K, N, a.dtype(), trans_a, trans_b, accumulate, false}, a.data(), b.data(), c.data(),
              nullptr);
+}
+
+void CpuBackend::matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b,
+                                     bool trans_a, bool trans_b, bool accumulate) {
+  require_gemm_dtype("matmul_batched", a);
+  const int64_t B = c.dim(0), M = c.dim(1), N = c.dim(2), K = trans_a ? a.dim(1) : a.dim(2);
+  GemmKey k{M, K, N, a.dtype(), trans_a, trans_b, accumulate, false};
+  k.batch = B;
+  dnnl_->run(k, a.data(), b.data(), c.data(), nullptr);
 }
 
 void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& inp,

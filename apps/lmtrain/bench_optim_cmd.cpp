@@ -1,0 +1,105 @@
+// `lmtrain bench optim`: the optimizer update alone of a preset's full parameter buffer (random
+// gradients, the bf16 mirror refreshed as in training): AdamW, then Muon (hidden matrices by
+// batched Newton–Schulz, AdamW for the rest), each warmed up and timed over --iters steps. Prints
+// both medians and Muon / AdamW, the figure issue #21 targets (<= 2 on gpt2-124m).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend_flag.h"
+#include "bench_stats.h"
+#include "commands.h"
+#include "lmt/base/limits.h"
+#include "lmt/base/rng.h"
+#include "lmt/base/timer.h"
+#include "lmt/metrics/hardware.h"
+#include "lmt/model/params.h"
+#include "lmt/model/config.h"
+#include "lmt/optim/optimizer.h"
+#include "lmt/tensor/tensor.h"
+
+namespace lmt::cli {
+namespace {
+
+struct OptimBenchArgs {
+  std::string preset = "gpt2-124m", ns_dtype = "bf16", backend = "cpu";
+  int warmup = 1, iters = 5, ns_steps = 5;
+  bool json = false;
+};
+
+// Median seconds of one Optimizer::step of `name` over the whole buffer.
+StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name, const model::ParamLayout& layout,
+                                kernels::Backend& be, Tensor& params, Tensor& grads, Tensor& mirror) {
+  optim::OptimizerConfig c;
+  c.name = name;
+  c.muon_ns_dtype = a.ns_dtype;
+  c.muon_ns_steps = a.ns_steps;
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::Optimizer::create(c, layout, be));
+  std::vector<double> t;
+  for (int it = 0; it < a.warmup + a.iters; ++it) {
+    Timer timer;
+    opt->step(params, grads, mirror, 1.0f, 1.0f, it + 1);
+    if (it >= a.warmup) t.push_back(timer.seconds());
+  }
+  return median(t);
+}
+
+Status run_optim_bench(const OptimBenchArgs& a) {
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
+  LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
+  LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
+  LMT_RETURN_IF_ERROR(check_flag("--ns-steps", a.ns_steps, 1, 100, "Newton-Schulz iterations, 5 by default"));
+  if (a.ns_dtype != "bf16" && a.ns_dtype != "fp32")
+    return InvalidArgument("--ns-dtype '" + a.ns_dtype + "' is not a Newton-Schulz precision", "use bf16 or fp32");
+  LMT_RETURN_IF_ERROR(check_omp_num_threads());
+  const model::ParamLayout layout(config);
+  const int64_t n = layout.total_numel();
+  // params, grads, mirror, AdamW's two moments or Muon's momentum, and Muon's batch scratch.
+  LMT_RETURN_IF_ERROR(check_fits_in_memory(26.0 * static_cast<double>(n), "--preset " + a.preset,
+                                           "pick a smaller preset"));
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
+  Tensor params(Shape{n}, DType::kF32), grads(Shape{n}, DType::kF32), mirror(Shape{n}, DType::kBF16);
+  Rng rng(5);
+  for (int64_t i = 0; i < n; ++i) {
+    params.as<float>()[i] = static_cast<float>(rng.normal() * 0.02);
+    grads.as<float>()[i] = static_cast<float>(rng.normal() * 1e-3);
+  }
+  LMT_ASSIGN_OR_RETURN(const double adamw, time_optimizer(a, "adamw", layout, *be, params, grads, mirror));
+  LMT_ASSIGN_OR_RETURN(const double muon, time_optimizer(a, "muon", layout, *be, params, grads, mirror));
+  const double ratio = muon / adamw;
+  if (a.json) {
+    const nlohmann::json j = {{"bench", "optim"},           {"preset", a.preset},     {"backend", a.backend},
+                              {"params", config.param_count()}, {"muon_ns_dtype", a.ns_dtype}, {"ns_steps", a.ns_steps},
+                              {"iters", a.iters},           {"adamw_seconds", adamw}, {"muon_seconds", muon},
+                              {"muon_over_adamw", ratio},   {"threads", metrics::cpu_info().threads},
+                              {"machine", metrics::machine_summary()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("machine: %s\n", metrics::machine_summary().c_str());
+    std::printf("optimizer step %s (%lld params), median of %d: AdamW %.1f ms, Muon (Newton-Schulz %s, %d steps) "
+                "%.1f ms; Muon / AdamW = %.2fx\n",
+                a.preset.c_str(), static_cast<long long>(config.param_count()), a.iters, adamw * 1e3,
+                a.ns_dtype.c_str(), a.ns_steps, muon * 1e3, ratio);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_optim_bench(CLI::App* bench, Runner& runner) {
+  static OptimBenchArgs ob;
+  CLI::App* t = bench->add_subcommand("optim", "optimizer step alone: AdamW vs Muon step time and their ratio");
+  t->add_option("--preset", ob.preset, "model preset")->capture_default_str();
+  t->add_option("--ns-dtype", ob.ns_dtype, "Muon's Newton-Schulz GEMM operands: bf16 or fp32")->capture_default_str();
+  t->add_option("--ns-steps", ob.ns_steps, "Newton-Schulz iterations")->capture_default_str();
+  add_backend_flag(t, ob.backend);
+  t->add_option("--warmup", ob.warmup, "untimed steps of each optimizer")->capture_default_str();
+  t->add_option("--iters", ob.iters, "timed steps of each (the median is reported)")->capture_default_str();
+  t->add_flag("--json", ob.json, "print one JSON object");
+  t->callback([&runner] { runner.set(run_optim_bench(ob)); });
+}
+
+}  // namespace lmt::cli
