@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -14,7 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "common/lmtrain_cli.h"
+#include "common/synthetic_dataset.h"
 
 namespace {
 
@@ -250,6 +253,79 @@ TEST(CliConvention, DataInfoTakesDataset) {
   EXPECT_NE(old.out.find("deprecated, use --dataset"), std::string::npos) << old.out;
   EXPECT_EQ(run("data info").code, 2);
   fs::remove_all(dir);
+}
+
+// Each line of `out` is one compact JSON object; returns them.
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    EXPECT_TRUE(j.is_object()) << "not a JSON object line: " << line;
+    if (!j.is_object()) continue;
+    EXPECT_EQ(j.dump(), line) << "not compact";
+    v.push_back(j);
+  }
+  return v;
+}
+
+class CliJson : public lmt::test::ScratchDirTest {};
+
+// train, tokenizer train and export had no --json: now each prints compact JSON lines on stdout only.
+TEST_F(CliJson, TrainTokenizerTrainAndExportPrintCompactJsonLines) {
+  lmt::test::write_markov_dataset(path("data"), 64, "cli_convention_test");
+  std::ofstream(path("recipe.toml")) << lmt::test::tiny_recipe_head(path("data"))
+                                     << "[train]\nseq_len = 32\nmicro_batch = 2\nmax_steps = 3\ndtype = 'fp32'\nlog_every = 1\n"
+                                        "[eval]\nevery = 0\nbatches = 1\n[checkpoint]\nasync = false\n";
+  Result t = run("train --config " + path("recipe.toml") + " --run-dir " + path("run") + " --json");
+  ASSERT_EQ(t.code, 0) << t.out;
+  const auto train = json_lines(t.out);
+  ASSERT_EQ(train.size(), 2u) << t.out;  // the step lines went to stderr
+  EXPECT_EQ(train[0]["type"], "start");
+  EXPECT_EQ(train[0]["max_steps"], 3);
+  EXPECT_EQ(train[1]["type"], "end");
+  EXPECT_EQ(train[1]["status"], "ok");
+  EXPECT_EQ(train[1]["step"], 3);
+
+  Result e = run("export --checkpoint " + path("run") + " --format hf --tokenizer none --out " + path("hf") + " --json");
+  ASSERT_EQ(e.code, 0) << e.out;
+  const auto exp = json_lines(e.out);
+  ASSERT_EQ(exp.size(), 1u) << e.out;
+  EXPECT_EQ(exp[0]["out"], path("hf"));
+  EXPECT_EQ(exp[0]["format"], "hf");
+  EXPECT_TRUE(fs::exists(path("hf/config.json")));
+
+  {
+    std::ofstream corpus(path("corpus.txt"));
+    for (int i = 0; i < 300; ++i) corpus << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  Result k = run("tokenizer train --input " + path("corpus.txt") + " --vocab-size 300 --out " + path("tok.json") + " --json");
+  ASSERT_EQ(k.code, 0) << k.out;
+  const auto tok = json_lines(k.out);
+  ASSERT_EQ(tok.size(), 1u) << k.out;
+  EXPECT_EQ(tok[0]["vocab_size"], 300);
+  EXPECT_EQ(tok[0]["out"], path("tok.json"));
+}
+
+// data clean --config ... --set key=value: the override wins over the file (the report records it).
+TEST_F(CliJson, DataCleanSetOverridesTheConfig) {
+  {
+    std::ofstream in(path("in.jsonl"));
+    for (int i = 0; i < 20; ++i) in << "{\"text\": \"short doc " << i << "\"}\n";
+  }
+  Result bad = run("data clean --input " + path("in.jsonl") + " --out " + path("o1") + " --set no_such.key=1", true);
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("--set no_such.key=1"), std::string::npos) << bad.out;
+  // A number, read as TOML: recorded in the report's settings.
+  Result num = run("data clean --input " + path("in.jsonl") + " --out " + path("o2") + " --set gopher_quality.min_doc_words=1 --json");
+  ASSERT_EQ(num.code, 0) << num.out;
+  const std::string settings = nlohmann::json::parse(lmt::test::read_bytes(path("o2/clean_report.json")))["settings"];
+  EXPECT_NE(settings.find("gopher_quality.min_doc_words=1\n"), std::string::npos) << settings;
+  // A bare word, read as a string: no document has a "body" field, so the override took effect.
+  Result str = run("data clean --input " + path("in.jsonl") + " --out " + path("o3") + " --set input.text_field=body", true);
+  EXPECT_EQ(str.code, 1) << str.out;
+  EXPECT_NE(str.out.find("no string field 'body'"), std::string::npos) << str.out;
 }
 
 }  // namespace
