@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The data-cleaning benchmark recorded in docs/PERFORMANCE.md ("Data cleaning"): `lmtrain data
-# clean --workers 1` with the default config against datatrove 0.10.1 (bench/clean_datatrove.py
+# clean --threads 1` with the default config against datatrove 0.10.1 (bench/clean_datatrove.py
 # --filters: the same four quality filters with the same settings, then MinHash word 5-grams 14 x 8,
 # one process, one worker) on the same input, alternating, RUNS times each, in one script run.
 # Prints one JSON object per line: the machine; lmtrain (median wall seconds, median MB/s per stage,
@@ -44,7 +44,7 @@ now() { date +%s.%N; }
 for ((i = 1; i <= runs; i++)); do
   echo "bench_clean: run $i of $runs: lmtrain" >&2
   t0=$(now)
-  "$bin" data clean --input "$input" --out "$tmp/lmt$i" --workers 1 --json > "$tmp/lmt$i.json"
+  "$bin" data clean --input "$input" --out "$tmp/lmt$i" --threads 1 --json > "$tmp/lmt$i.json"
   t1=$(now)
   echo "{\"start\": $t0, \"end\": $t1}" > "$tmp/lmt$i.wall"
   cp "$tmp/lmt$i/clean_report.json" "$tmp/lmt$i.report.json"

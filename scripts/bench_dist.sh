@@ -20,7 +20,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca btl_v
      -x OMP_NUM_THREADS -np 2)
 # Defaults, each unless the extra flags set it (lmtrain takes every option once).
 args=(--json "$@")
-for kv in "--preset gpt2-124m" "--batch 4" "--seq 256" "--dtype bf16" "--warmup 1" "--iters 5"; do
+for kv in "--preset gpt2-124m" "--micro-batch 4" "--seq-len 256" "--dtype bf16" "--warmup 1" "--iters 5"; do
   set -- $kv
   [[ " ${args[*]} " == *" $1 "* ]] || args+=("$1" "$2")
 done
@@ -35,7 +35,7 @@ for ((r = 1; r <= rounds; r++)); do
     "$out.a" "$out.b" | sed 's/^/2-independent /' | tee -a "$out"
   "${mpi[@]}" "$bin" bench train "${args[@]}" --zero 0 | sed 's/^/shm-zero0 /' | tee -a "$out"
   "${mpi[@]}" "$bin" bench train "${args[@]}" --zero 1 | sed 's/^/shm-zero1 /' | tee -a "$out"
-  "${mpi[@]}" "$bin" bench train "${args[@]}" --zero 1 --shared-memory false | sed 's/^/mpi-zero1 /' | tee -a "$out"
+  "${mpi[@]}" "$bin" bench train "${args[@]}" --zero 1 --no-shared-memory | sed 's/^/mpi-zero1 /' | tee -a "$out"
 done
 /usr/bin/env python3 - "$out" <<'PY'
 import json, statistics, sys

@@ -15,6 +15,6 @@ for dtype in bf16 fp32; do
 done
 for seq in 256 1024; do
   for attention in naive flash; do
-    $bin bench attention --batch 4 --heads 12 --seq $seq --head-dim 64 --attention $attention --iters 5 --json
+    $bin bench attention --micro-batch 4 --heads 12 --seq-len $seq --head-dim 64 --attention $attention --iters 5 --json
   done
 done

@@ -145,11 +145,11 @@ struct AttentionArgs {
 Status run_attention(const AttentionArgs& a) {
   const int64_t G = a.kv_heads > 0 ? a.kv_heads : a.heads;
   if (a.batch <= 0 || a.heads <= 0 || a.seq <= 0 || a.head_dim <= 0)
-    return InvalidArgument("--batch, --heads, --seq and --head-dim must be positive");
-  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
+    return InvalidArgument("--micro-batch, --heads, --seq-len and --head-dim must be positive");
+  LMT_RETURN_IF_ERROR(check_flag("--micro-batch", a.batch, 1, int64_t{1} << 20));
   LMT_RETURN_IF_ERROR(check_flag("--heads", a.heads, 1, int64_t{1} << 16));
   LMT_RETURN_IF_ERROR(check_flag("--kv-heads", a.kv_heads, 0, int64_t{1} << 16, "0: as many as --heads"));
-  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 1, int64_t{1} << 24));
+  LMT_RETURN_IF_ERROR(check_flag("--seq-len", a.seq, 1, int64_t{1} << 24));
   LMT_RETURN_IF_ERROR(check_flag("--head-dim", a.head_dim, 1, int64_t{1} << 16));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed repetitions"));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed repetitions"));
@@ -158,9 +158,9 @@ Status run_attention(const AttentionArgs& a) {
     const double tokens = static_cast<double>(a.batch) * static_cast<double>(a.seq);
     const double qkv = tokens * static_cast<double>(a.head_dim) * (4.0 * a.heads + 4.0 * (a.kv_heads > 0 ? a.kv_heads : a.heads));
     const double scores = a.attention == "naive" ? 2.0 * tokens * static_cast<double>(a.heads) * static_cast<double>(a.seq) : 0;
-    LMT_RETURN_IF_ERROR(check_fits_in_memory(4.0 * (qkv + scores), "attention of --batch " + std::to_string(a.batch) +
-                                                                       " --seq " + std::to_string(a.seq),
-                                             "lower --batch or --seq"));
+    LMT_RETURN_IF_ERROR(check_fits_in_memory(4.0 * (qkv + scores), "attention of --micro-batch " + std::to_string(a.batch) +
+                                                                       " --seq-len " + std::to_string(a.seq),
+                                             "lower --micro-batch or --seq-len"));
   }
   if (a.heads % G != 0)
     return InvalidArgument("--heads " + std::to_string(a.heads) + " is not a multiple of --kv-heads " +
@@ -244,10 +244,12 @@ void add_bench_command(CLI::App& app, Runner& runner) {
 
   static AttentionArgs at;
   CLI::App* t = bench->add_subcommand("attention", "causal attention forward+backward throughput");
-  t->add_option("--batch", at.batch, "B")->capture_default_str();
+  t->add_option("--micro-batch", at.batch, "B")->capture_default_str();
+  add_deprecated_option(t, "--batch", "--micro-batch", at.batch);
   t->add_option("--heads", at.heads, "query heads NH")->capture_default_str();
   t->add_option("--kv-heads", at.kv_heads, "key/value heads G (default: NH)");
-  t->add_option("--seq", at.seq, "sequence length T")->capture_default_str();
+  t->add_option("--seq-len", at.seq, "sequence length T")->capture_default_str();
+  add_deprecated_option(t, "--seq", "--seq-len", at.seq);
   t->add_option("--head-dim", at.head_dim, "head dimension HD")->capture_default_str();
   t->add_option("--attention", at.attention, "flash or naive")->capture_default_str();
   add_backend_flag(t, at.backend);

@@ -1,4 +1,4 @@
-// `lmtrain bench data --data DIR [--split train] [--batch 4] [--seq 256] [--iters 2000] [--step-ms 0] [--json]`:
+// `lmtrain bench data --data DIR [--split train] [--micro-batch 4] [--seq-len 256] [--iters 2000] [--step-ms 0] [--json]`:
 // the cost of the training loader (lmt/data/loader.h).
 //
 // Reports, per batch: the time to build one (prefetch off: next() does all the work on the calling
@@ -95,15 +95,15 @@ Status time_next(const DataBenchArgs& a, bool prefetch, double* open_ms, Timing*
 Status run_data_bench(const DataBenchArgs& a) {
   if (a.iters < 1 || a.warmup < 0 || a.step_ms < 0)
     return InvalidArgument("--iters must be positive, --warmup and --step-ms non-negative");
-  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
-  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 1, int64_t{1} << 24));
+  LMT_RETURN_IF_ERROR(check_flag("--micro-batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--seq-len", a.seq, 1, int64_t{1} << 24));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 10000000, "timed batches"));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 10000000, "untimed batches"));
   LMT_RETURN_IF_ERROR(check_real_flag("--step-ms", a.step_ms, 0, 60000, "simulated step time in ms"));
   // Tokens, targets and document ids of a batch (int32), double-buffered with prefetch.
   LMT_RETURN_IF_ERROR(check_fits_in_memory(2.0 * 3 * 4 * static_cast<double>(a.batch) * static_cast<double>(a.seq + 1),
-                                           "batches of --batch " + std::to_string(a.batch) + " x --seq " + std::to_string(a.seq),
-                                           "lower --batch or --seq"));
+                                           "batches of --micro-batch " + std::to_string(a.batch) + " x --seq-len " + std::to_string(a.seq),
+                                           "lower --micro-batch or --seq-len"));
   double open_ms = 0, open_ms_prefetch = 0;
   Timing build, wait;
   LMT_RETURN_IF_ERROR(time_next(a, false, &open_ms, &build));
@@ -136,8 +136,10 @@ void add_data_bench(CLI::App* bench, Runner& runner) {
   CLI::App* d = bench->add_subcommand("data", "training loader cost per batch (build time, prefetched next())");
   d->add_option("--data", db.data, "a prepared dataset directory")->required();
   d->add_option("--split", db.split, "train or val")->capture_default_str();
-  d->add_option("--batch", db.batch, "B")->capture_default_str();
-  d->add_option("--seq", db.seq, "T")->capture_default_str();
+  d->add_option("--micro-batch", db.batch, "B")->capture_default_str();
+  add_deprecated_option(d, "--batch", "--micro-batch", db.batch);
+  d->add_option("--seq-len", db.seq, "T")->capture_default_str();
+  add_deprecated_option(d, "--seq", "--seq-len", db.seq);
   d->add_option("--iters", db.iters, "timed batches")->capture_default_str();
   d->add_option("--warmup", db.warmup, "untimed batches")->capture_default_str();
   d->add_option("--step-ms", db.step_ms, "simulated training step between prefetched next() calls")->capture_default_str();

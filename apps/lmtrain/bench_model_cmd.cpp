@@ -40,8 +40,8 @@ struct ModelBenchArgs {
 Status run_model_bench(const ModelBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
   if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len)
-    return InvalidArgument("--batch must be positive and --seq in [1, " + std::to_string(config.max_seq_len) + "]",
-                           "the preset's max_seq_len bounds --seq");
+    return InvalidArgument("--micro-batch must be positive and --seq-len in [1, " + std::to_string(config.max_seq_len) + "]",
+                           "the preset's max_seq_len bounds --seq-len");
   model::RunOptions o;
   LMT_ASSIGN_OR_RETURN(o.compute, parse_compute_dtype(a.dtype, "--dtype"));
   if (a.attention == "flash") o.attention = model::AttentionChoice::kFlash;
@@ -50,14 +50,14 @@ Status run_model_bench(const ModelBenchArgs& a) {
   else return InvalidArgument("--attention '" + a.attention + "' is unknown", "use auto, flash or naive");
   o.recompute = a.recompute;
   if (a.peak_flag != nullptr && a.peak_flag->count() > 0) LMT_RETURN_IF_ERROR(metrics::check_peak_gflops(a.peak_gflops, "--peak-flops"));
-  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--micro-batch", a.batch, 1, int64_t{1} << 20));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   LMT_RETURN_IF_ERROR(model::activation_memory_check(
       config, a.batch, a.seq, o, 8.0 * config.param_count_estimate() + (o.compute == DType::kBF16 ? 2.0 : 0.0) * config.param_count_estimate(),
-      "--preset " + a.preset + " --batch " + std::to_string(a.batch) + " --seq " + std::to_string(a.seq),
-      "lower --batch or --seq, or pass --recompute"));
+      "--preset " + a.preset + " --micro-batch " + std::to_string(a.batch) + " --seq-len " + std::to_string(a.seq),
+      "lower --micro-batch or --seq-len, or pass --recompute"));
 
   LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
   model::Transformer m(config, *be);
@@ -118,8 +118,10 @@ void add_model_bench(CLI::App* bench, Runner& runner) {
   static ModelBenchArgs mb;
   CLI::App* m = bench->add_subcommand("model", "forward+backward throughput of a model preset (tokens/s, MFU)");
   m->add_option("--preset", mb.preset, "model preset (lmtrain model info lists them)")->capture_default_str();
-  m->add_option("--batch", mb.batch, "micro-batch B")->capture_default_str();
-  m->add_option("--seq", mb.seq, "sequence length T")->capture_default_str();
+  m->add_option("--micro-batch", mb.batch, "micro-batch B")->capture_default_str();
+  add_deprecated_option(m, "--batch", "--micro-batch", mb.batch);
+  m->add_option("--seq-len", mb.seq, "sequence length T")->capture_default_str();
+  add_deprecated_option(m, "--seq", "--seq-len", mb.seq);
   m->add_option("--dtype", mb.dtype, "bf16 (mixed precision) or fp32")->capture_default_str();
   m->add_option("--attention", mb.attention, "auto, flash or naive")->capture_default_str();
   m->add_flag("--recompute", mb.recompute, "activation checkpointing per block");

@@ -55,13 +55,13 @@ struct TrainBenchArgs {
 Status run_train_bench(const TrainBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
   if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len || a.accum <= 0)
-    return InvalidArgument("--batch and --accum must be positive and --seq in [1, " + std::to_string(config.max_seq_len) + "]");
+    return InvalidArgument("--micro-batch and --grad-accum must be positive and --seq-len in [1, " + std::to_string(config.max_seq_len) + "]");
   model::RunOptions o;
   LMT_ASSIGN_OR_RETURN(o.compute, parse_compute_dtype(a.dtype, "--dtype"));
   o.recompute = a.recompute;
   if (a.peak_flag != nullptr && a.peak_flag->count() > 0) LMT_RETURN_IF_ERROR(metrics::check_peak_gflops(a.peak_gflops, "--peak-flops"));
-  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20));
-  LMT_RETURN_IF_ERROR(check_flag("--accum", a.accum, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--micro-batch", a.batch, 1, int64_t{1} << 20));
+  LMT_RETURN_IF_ERROR(check_flag("--grad-accum", a.accum, 1, int64_t{1} << 20));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
   LMT_RETURN_IF_ERROR(check_real_flag("--bucket-mb", a.bucket_mb, 0, 1e6, "MiB per all-reduce bucket; 0: one all-reduce"));
@@ -69,8 +69,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
   // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena.
   LMT_RETURN_IF_ERROR(model::activation_memory_check(
       config, a.batch, a.seq, o, (16.0 + (o.compute == DType::kBF16 ? 2.0 : 0.0)) * config.param_count_estimate(),
-      "--preset " + a.preset + " --batch " + std::to_string(a.batch) + " --seq " + std::to_string(a.seq),
-      "lower --batch (raise --accum to keep the batch) or --seq, or pass --recompute"));
+      "--preset " + a.preset + " --micro-batch " + std::to_string(a.batch) + " --seq-len " + std::to_string(a.seq),
+      "lower --micro-batch (raise --grad-accum to keep the batch) or --seq-len, or pass --recompute"));
   LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
   model::Transformer m(config, *be);
   m.init(1);
@@ -194,9 +194,12 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   static TrainBenchArgs tb;
   CLI::App* t = bench->add_subcommand("train", "full training steps (forward, backward, optimizer): tokens/s, MFU");
   t->add_option("--preset", tb.preset, "model preset")->capture_default_str();
-  t->add_option("--batch", tb.batch, "micro-batch B")->capture_default_str();
-  t->add_option("--seq", tb.seq, "sequence length T")->capture_default_str();
-  t->add_option("--accum", tb.accum, "micro-batches per optimizer step")->capture_default_str();
+  t->add_option("--micro-batch", tb.batch, "micro-batch B")->capture_default_str();
+  add_deprecated_option(t, "--batch", "--micro-batch", tb.batch);
+  t->add_option("--seq-len", tb.seq, "sequence length T")->capture_default_str();
+  add_deprecated_option(t, "--seq", "--seq-len", tb.seq);
+  t->add_option("--grad-accum", tb.accum, "micro-batches per optimizer step")->capture_default_str();
+  add_deprecated_option(t, "--accum", "--grad-accum", tb.accum);
   t->add_option("--dtype", tb.dtype, "bf16 or fp32")->capture_default_str();
   t->add_option("--optimizer", tb.optimizer, "adamw or muon")->capture_default_str();
   t->add_flag("--recompute", tb.recompute, "activation checkpointing per block");
@@ -206,8 +209,9 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   tb.peak_flag = t->add_option("--peak-flops", tb.peak_gflops, "GFLOP/s: dense peak of one rank that MFU divides by (default: this machine's, cached)");
   t->add_flag("--json", tb.json, "print one JSON object");
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2)")->capture_default_str();
-  t->add_option("--shared-memory", tb.shared_memory,
-                 "under mpirun on one node: reduce through shared memory (false: MPI messages)")->capture_default_str();
+  t->add_flag("--shared-memory,!--no-shared-memory", tb.shared_memory,
+              "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "
+              "messages (dist.shared_memory)");
   t->add_option("--bucket-mb", tb.bucket_mb, "gradient all-reduce bucket size in MiB (0: one after backward)")->capture_default_str();
   t->callback([&runner] { runner.set(run_train_bench(tb)); });
 }

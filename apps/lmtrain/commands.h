@@ -4,10 +4,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "lmt/base/limits.h"
 #include "lmt/base/status.h"
@@ -30,6 +35,69 @@ inline Status check_real_flag(const std::string& flag, double v, double min, dou
     return InvalidArgument(flag + buf, hint);
   }
   return Status::Ok();
+}
+
+// The CLI convention (docs/CLI.md) as helpers.
+//
+// A renamed flag keeps its old spelling as a hidden alias writing the same variable; using it prints
+// one line "lmtrain: warning: --old is deprecated, use --new" on stderr. Returns the alias.
+template <typename T>
+CLI::Option* add_deprecated_option(CLI::App* cmd, const std::string& old_name, const std::string& new_name, T& target) {
+  CLI::Option* o = cmd->add_option(old_name, target, "deprecated: use " + new_name);
+  o->group("");  // hidden from --help
+  o->each([old_name, new_name](const std::string&) {
+    std::fprintf(stderr, "lmtrain: warning: %s is deprecated, use %s\n", old_name.c_str(), new_name.c_str());
+  });
+  return o;
+}
+
+// `--json`: compact JSON, one object per line, on stdout; the command's human text goes to stderr.
+// While a JsonStdout is enabled, file descriptor 1 points at stderr (so text printed anywhere below,
+// e.g. by the trainer, lands on stderr) and emit() writes to the real stdout. Restored on destruction.
+class JsonStdout {
+ public:
+  explicit JsonStdout(bool enabled) {
+    if (!enabled) return;
+    std::fflush(stdout);
+    fd_ = dup(STDOUT_FILENO);
+    if (fd_ >= 0) dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~JsonStdout() {
+    if (fd_ < 0) return;
+    std::fflush(stdout);
+    dup2(fd_, STDOUT_FILENO);
+    close(fd_);
+  }
+  JsonStdout(const JsonStdout&) = delete;
+  JsonStdout& operator=(const JsonStdout&) = delete;
+  bool enabled() const { return fd_ >= 0; }
+  // One compact JSON object and a newline, written whole (to stdout, also when not enabled).
+  void emit(const nlohmann::json& j) const {
+    const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (fd_ < 0) {
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fflush(stdout);
+      return;
+    }
+    size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t n = write(fd_, line.data() + done, line.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Adds --quiet and --verbose to `cmd` and, recursively, to every subcommand under it: they set the log
+// level (WARNING / DEBUG) as soon as they are parsed. Called once by main() after registration.
+void add_log_flags(CLI::App* cmd);
+
+// Adds `--set section.key=value` (repeatable) writing into `overrides`.
+inline CLI::Option* add_set_flag(CLI::App* cmd, std::vector<std::string>& overrides) {
+  return cmd->add_option("--set", overrides, "override a recipe key, e.g. --set optim.lr=3e-4 (repeatable)");
 }
 
 class Runner {

@@ -1,4 +1,4 @@
-// `lmtrain data clean --input PATH... --out DIR [--config clean.toml] [--workers N]
+// `lmtrain data clean --input PATH... --out DIR [--config clean.toml] [--threads N]
 //  [--decontaminate EVALFILE...] [--json]` (docs/DATA_CLEAN.md).
 #include <cstdio>
 #include <memory>
@@ -19,6 +19,7 @@ struct CleanArgs {
   std::vector<std::string> inputs;
   std::string out;
   std::string config;
+  std::vector<std::string> overrides;  // --set
   int64_t workers = 0;
   std::vector<std::string> decontaminate;
   std::string text_field;
@@ -26,8 +27,8 @@ struct CleanArgs {
 };
 
 Status run_clean(const CleanArgs& a) {
-  LMT_RETURN_IF_ERROR(check_flag("--workers", a.workers, 0, 1024, "0 uses one worker per hardware thread"));
-  LMT_ASSIGN_OR_RETURN(clean::CleanOptions options, clean::load_clean_options(a.config));
+  LMT_RETURN_IF_ERROR(check_flag("--threads", a.workers, 0, 1024, "0 uses one worker per hardware thread"));
+  LMT_ASSIGN_OR_RETURN(clean::CleanOptions options, clean::load_clean_options(a.config, a.overrides));
   if (!a.text_field.empty()) options.text_field = a.text_field;
   clean::CleanRequest req;
   req.inputs = a.inputs;
@@ -96,7 +97,9 @@ void add_data_clean_command(CLI::App* data, Runner& runner) {
   c->add_option("--input", a.inputs, "JSONL files, text files, directories")->required();
   c->add_option("--out", a.out, "the output directory to create")->required();
   c->add_option("--config", a.config, "clean.toml: normalisation, filters, dedup settings");
-  c->add_option("--workers", a.workers, "worker threads (0: one per hardware thread)")->capture_default_str();
+  c->add_option("--set", a.overrides, "override a clean.toml key, e.g. --set gopher_quality.min_doc_words=20 (repeatable)");
+  c->add_option("--threads", a.workers, "worker threads (0: one per hardware thread)")->capture_default_str();
+  add_deprecated_option(c, "--workers", "--threads", a.workers);
   c->add_option("--decontaminate", a.decontaminate, "evaluation files whose items must not appear in the output");
   c->add_option("--text-field", a.text_field, "JSONL field holding the document (default: input.text_field of the config, \"text\")");
   c->add_flag("--json", a.json, "print the summary as one JSON object");

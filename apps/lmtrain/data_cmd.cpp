@@ -1,5 +1,5 @@
 // `lmtrain data prepare --tokenizer T --input PATHS... --out DIR [--text-field text] [--val-fraction F]
-//  [--split-seed S] [--shard-tokens N] [--workers N] [--eos TOKEN] [--encoding E] [--progress] [--json]`
+//  [--split-seed S] [--shard-tokens N] [--threads N] [--eos TOKEN] [--encoding E] [--progress] [--json]`
 // tokenises text into train/val shards + manifest.json (lmt/data/prepare.h);
 // `lmtrain data info DIR [--verify] [--json]` summarises a prepared dataset.
 //
@@ -48,7 +48,7 @@ nlohmann::json split_summary(const data::SplitInfo& s) {
 }
 
 Status run_prepare(const PrepareArgs& a) {
-  LMT_RETURN_IF_ERROR(check_thread_count(a.workers, "--workers"));
+  LMT_RETURN_IF_ERROR(check_thread_count(a.workers, "--threads"));
   LMT_RETURN_IF_ERROR(check_flag("--shard-tokens", a.shard_tokens, 1, int64_t{1} << 40, "tokens per shard file, e.g. 100000000"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tok, data::load_tokenizer(a.tokenizer, a.encoding));
@@ -112,6 +112,7 @@ std::vector<int64_t> document_lengths(const data::Dataset& d) {
 }
 
 Status run_info(const InfoArgs& a) {
+  if (a.dir.empty()) return UsageError("--dataset is required", "e.g. lmtrain data info --dataset data/demo");
   LMT_ASSIGN_OR_RETURN(data::Manifest m, data::read_manifest(a.dir));
   nlohmann::json splits = nlohmann::json::object();
   for (const char* name : {"train", "val"}) {
@@ -187,17 +188,30 @@ void add_data_command(CLI::App& app, Runner& runner) {
       ->capture_default_str();
   p->add_option("--split-seed", pa.split_seed, "seed of the train/val document hash")->capture_default_str();
   p->add_option("--shard-tokens", pa.shard_tokens, "tokens per shard file")->capture_default_str();
-  p->add_option("--workers", pa.workers, "tokenising threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
+  p->add_option("--threads", pa.workers, "tokenising threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
+  add_deprecated_option(p, "--workers", "--threads", pa.workers);
   p->add_option("--eos", pa.eos, "the end-of-document token's text (default: the tokenizer's)");
   p->add_flag("--progress", pa.progress, "draw the progress bar even when stderr is not a terminal (else plain lines every 10 s)");
   p->add_flag("--json", pa.json, "print the summary as one JSON object");
   p->callback([&runner] { runner.set(run_prepare(pa)); });
 
   CLI::App* i = data->add_subcommand("info", "summarise a prepared dataset");
-  i->add_option("dir", ia.dir, "dataset directory")->required();
+  i->add_option("--dataset", ia.dir, "the prepared dataset directory (required)");
+  // The positional DIR of earlier versions still works, unlisted, with a deprecation warning
+  // (docs/CLI.md): it arrives as the one extra argument.
+  i->allow_extras();
   i->add_flag("--verify", ia.verify, "hash and range-check every shard byte");
   i->add_flag("--json", ia.json, "print one JSON object");
-  i->callback([&runner] { runner.set(run_info(ia)); });
+  i->callback([&runner, i] {
+    const std::vector<std::string> extra = i->remaining();
+    if (!extra.empty()) {
+      if (extra.size() > 1 || extra[0].rfind("-", 0) == 0 || !ia.dir.empty())
+        return runner.set(UsageError("unexpected argument '" + extra[0] + "'", "lmtrain data info --dataset DIR [--verify] [--json]"));
+      std::fprintf(stderr, "lmtrain: warning: data info DIR is deprecated, use --dataset DIR\n");
+      ia.dir = extra[0];
+    }
+    runner.set(run_info(ia));
+  });
 
   add_data_clean_command(data, runner);
 

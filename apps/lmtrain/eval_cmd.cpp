@@ -45,7 +45,7 @@ struct Loaded {
 StatusOr<Loaded> load(const EvalArgs& a, bool need_tokenizer) {
   Loaded out;
   if (a.checkpoint.empty() == a.preset.empty())
-    return InvalidArgument("pass exactly one of --checkpoint DIR and --preset NAME",
+    return UsageError("pass exactly one of --checkpoint DIR and --preset NAME",
                            "--checkpoint evaluates trained weights; --preset only measures throughput on random weights");
   LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
   eval::LoadedModel lm;
@@ -95,9 +95,9 @@ Status run_eval(const EvalArgs& a) {
   LMT_ASSIGN_OR_RETURN(DType compute, parse_compute_dtype(a.dtype, "--dtype"));
   LMT_RETURN_IF_ERROR(check_flag("--limit", a.limit, 0, int64_t{1} << 40, "items (val: batches) to evaluate; 0: all"));
   // Whether the batch fits in memory is checked against the model once it is known.
-  LMT_RETURN_IF_ERROR(check_flag("--batch", a.batch, 1, int64_t{1} << 20, "rows per forward pass, e.g. --batch 8"));
-  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 0, model::ModelLimits::kMaxSeqLen, "val: tokens per row; 0: min(1024, model max)"));
-  LMT_RETURN_IF_ERROR(check_flag("--max-seq", a.max_seq, 0, model::ModelLimits::kMaxSeqLen, "longest scored row; 0: model max"));
+  LMT_RETURN_IF_ERROR(check_flag("--micro-batch", a.batch, 1, int64_t{1} << 20, "rows per forward pass, e.g. --micro-batch 8"));
+  LMT_RETURN_IF_ERROR(check_flag("--seq-len", a.seq, 0, model::ModelLimits::kMaxSeqLen, "val: tokens per row; 0: min(1024, model max)"));
+  LMT_RETURN_IF_ERROR(check_flag("--max-seq-len", a.max_seq, 0, model::ModelLimits::kMaxSeqLen, "longest scored row; 0: model max"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   if (a.task == "val") {
     if (!a.items_out.empty()) return InvalidArgument("--items-out is for multiple-choice tasks, not val", "drop --items-out");
@@ -162,9 +162,12 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   e->add_option("--task", a.task, "arc_easy, arc_challenge, openbookqa, piqa, hellaswag, winogrande, or val")->required();
   e->add_option("--data", a.data, "the task's JSONL file, or for val a prepared dataset directory")->required();
   e->add_option("--limit", a.limit, "first N items (val: N batches); 0 = all")->capture_default_str();
-  e->add_option("--batch", a.batch, "rows per forward pass")->capture_default_str();
-  e->add_option("--max-seq", a.max_seq, "longest scored row; longer contexts are left-truncated (0: model max)")->capture_default_str();
-  e->add_option("--seq", a.seq, "val: sequence length T (0: min(1024, model max))")->capture_default_str();
+  e->add_option("--micro-batch", a.batch, "rows per forward pass")->capture_default_str();
+  add_deprecated_option(e, "--batch", "--micro-batch", a.batch);
+  e->add_option("--max-seq-len", a.max_seq, "longest scored row; longer contexts are left-truncated (0: model max)")->capture_default_str();
+  add_deprecated_option(e, "--max-seq", "--max-seq-len", a.max_seq);
+  e->add_option("--seq-len", a.seq, "val: sequence length T (0: min(1024, model max))")->capture_default_str();
+  add_deprecated_option(e, "--seq", "--seq-len", a.seq);
   e->add_flag("--no-doc-masking", a.no_doc_masking, "val: attend across document boundaries");
   e->add_option("--dtype", a.dtype, "fp32 (exact) or bf16 GEMM inputs")->capture_default_str();
   e->add_option("--scoring", a.scoring,

@@ -1,5 +1,9 @@
-// `lmtrain export --checkpoint RUN_OR_STEP --format hf|gguf --out PATH [--dtype ...]` (docs/INTEROP.md).
+// `lmtrain export --checkpoint RUN_OR_STEP --format hf|gguf --out PATH [--dtype ...] [--json]` (docs/INTEROP.md).
+// Prints "exported FORMAT to PATH" (or with --json one compact JSON object) after the output is committed.
+#include <cstdio>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "lmt/eval/model_dir.h"
@@ -18,6 +22,7 @@ struct ExportArgs {
   std::string dtype = "f32";
   std::string tokenizer;
   std::string max_shard_size = "5GiB";
+  bool json = false;
 };
 
 Status run_export(const ExportArgs& a) {
@@ -36,10 +41,19 @@ Status run_export(const ExportArgs& a) {
   em.params = m.params().as<float>();
   em.tokenizer_path = a.tokenizer == "none" ? "" : a.tokenizer.empty() ? loaded->tokenizer_path : a.tokenizer;
   em.source = loaded->source;
-  if (a.format == "gguf") return exporter::export_gguf(em, a.out, *dtype);
-  StatusOr<int64_t> shard = exporter::parse_byte_size(a.max_shard_size);
-  if (!shard.ok()) return shard.status().WithContext("--max-shard-size");
-  return exporter::export_hf(em, a.out, *dtype, *shard);
+  if (a.format == "gguf") {
+    LMT_RETURN_IF_ERROR(exporter::export_gguf(em, a.out, *dtype));
+  } else {
+    StatusOr<int64_t> shard = exporter::parse_byte_size(a.max_shard_size);
+    if (!shard.ok()) return shard.status().WithContext("--max-shard-size");
+    LMT_RETURN_IF_ERROR(exporter::export_hf(em, a.out, *dtype, *shard));
+  }
+  if (a.json)
+    std::printf("%s\n", nlohmann::json{{"format", a.format}, {"out", a.out}, {"dtype", a.dtype}, {"source", loaded->source},
+                                       {"tokenizer", em.tokenizer_path}}.dump().c_str());
+  else
+    std::printf("exported %s (%s) to %s\n", a.format.c_str(), a.dtype.c_str(), a.out.c_str());
+  return Status::Ok();
 }
 
 }  // namespace
@@ -55,6 +69,7 @@ void add_export_command(CLI::App& app, Runner& runner) {
   e->add_option("--tokenizer", a.tokenizer, "the tokenizer to include (default: the checkpoint's own; none: no tokenizer files)");
   e->add_option("--max-shard-size", a.max_shard_size, "hf: split model.safetensors into shards of at most this size (5GB, 500MB, 64KiB)")
       ->capture_default_str();
+  e->add_flag("--json", a.json, "print one compact JSON object (format, out, dtype, source, tokenizer)");
   e->callback([&runner] { runner.set(run_export(a)); });
 }
 

@@ -63,7 +63,7 @@ StatusOr<std::vector<int32_t>> parse_ids(const std::string& s) {
 
 StatusOr<eval::LoadedModel> load(const GenerateArgs& a, kernels::Backend& be) {
   if (a.checkpoint.empty() == a.preset.empty())
-    return InvalidArgument("pass exactly one of --checkpoint DIR and --preset NAME",
+    return UsageError("pass exactly one of --checkpoint DIR and --preset NAME",
                            "--checkpoint takes a run dir, a checkpoint dir or a Hugging Face dir; --preset makes a "
                            "randomly initialised model (for benchmarking)");
   if (!a.checkpoint.empty()) return eval::load_model_dir(a.checkpoint, be);
@@ -78,7 +78,7 @@ StatusOr<eval::LoadedModel> load(const GenerateArgs& a, kernels::Backend& be) {
 
 Status run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty())
-    return InvalidArgument("pass exactly one of --prompt TEXT and --prompt-ids LIST",
+    return UsageError("pass exactly one of --prompt TEXT and --prompt-ids LIST",
                            "--prompt needs a tokenizer; --prompt-ids 1,2,3 works without one");
   eval::GenerateOptions o;
   o.max_tokens = a.max_tokens;

@@ -18,6 +18,7 @@ namespace {
 
 struct LogitsArgs {
   std::string checkpoint, ids, out, backend = "cpu";
+  bool json = false;  // --json: accepted; the output is JSON either way
 };
 
 StatusOr<std::vector<int32_t>> parse_id_list(const std::string& text, int64_t vocab) {
@@ -50,11 +51,12 @@ Status run_logits(const LogitsArgs& a) {
   const int64_t V = dec.vocab_size();
   std::vector<float> all(ids.size() * static_cast<size_t>(V));
   dec.forward(ids, all.data());
-  std::string text = "{\"source\": " + nlohmann::json(loaded->source).dump() + ", \"ids\": " + nlohmann::json(ids).dump() +
-                     ", \"vocab_size\": " + std::to_string(V) + ", \"logits\": [";
+  // One compact JSON object on one line (docs/CLI.md).
+  std::string text = "{\"source\":" + nlohmann::json(loaded->source).dump() + ",\"ids\":" + nlohmann::json(ids).dump() +
+                     ",\"vocab_size\":" + std::to_string(V) + ",\"logits\":[";
   char buf[32];
   for (size_t t = 0; t < ids.size(); ++t) {
-    text += t ? ",\n[" : "\n[";
+    text += t ? ",[" : "[";
     for (int64_t v = 0; v < V; ++v) {
       std::snprintf(buf, sizeof buf, "%s%.9g", v ? "," : "", static_cast<double>(all[t * static_cast<size_t>(V) + v]));
       text += buf;
@@ -79,6 +81,7 @@ void add_logits_command(CLI::App& app, Runner& runner) {
   c->add_option("--ids", a.ids, "comma-separated token ids, e.g. 1,345,22")->required();
   c->add_option("--out", a.out, "write the JSON here (atomically) instead of stdout");
   add_backend_flag(c, a.backend);
+  c->add_flag("--json", a.json, "accepted for uniformity: the output is always one compact JSON object");
   c->callback([&runner] { runner.set(run_logits(a)); });
 }
 

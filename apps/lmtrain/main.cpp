@@ -1,11 +1,14 @@
 // lmtrain: the command line. Each subcommand lives in its own *_cmd.cpp and registers itself here.
 //
-// Exit codes (docs/RELIABILITY.md): 0 success; 1 a command failed (bad file, bad value: the message
-// says which and how to fix it); 2 usage error (unknown subcommand or option, missing argument) with
-// usage on stderr; 3 (kExitStopped) a run stopped by SIGTERM/SIGINT after saving its checkpoint.
+// The conventions every command follows are in docs/CLI.md (tests/e2e/cli_convention_test.cpp checks them).
+// Exit codes: 0 success; 1 a command failed (bad file, bad value: the message says which and how to
+// fix it); 2 usage error (unknown subcommand or option, missing or conflicting options, malformed
+// value, a bad LMT_LOG_LEVEL) with usage on stderr; 3 (kExitStopped) a run stopped by SIGTERM/SIGINT
+// after saving its checkpoint.
 // Commands report failures as Status values; an exception that escapes one anyway is caught here
 // (a last resort, not the design) and reported with the command's name, exit code 1.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <new>
@@ -15,6 +18,7 @@
 
 #include "commands.h"
 #include "lmt/base/limits.h"
+#include "lmt/base/log.h"
 #include "lmt/base/status.h"
 #include "lmt/base/stop_signal.h"
 
@@ -34,10 +38,41 @@ std::string command_name(const CLI::App& app) {
   return name;
 }
 
-int report(const lmt::Status& status) {
+// The deepest subcommand that was parsed (the one whose usage a usage error shows).
+const CLI::App* parsed_leaf(const CLI::App& app) {
+  const CLI::App* a = &app;
+  while (!a->get_subcommands().empty()) a = a->get_subcommands().front();
+  return a;
+}
+
+// The usage text of `cmd` with its full command path ("Usage: lmtrain data info [OPTIONS]").
+std::string usage_of(const CLI::App* cmd) {
+  std::string parents;
+  for (const CLI::App* p = cmd->get_parent(); p != nullptr; p = p->get_parent())
+    parents = p->get_name() + (parents.empty() ? "" : " " + parents);
+  return cmd->get_parent() == nullptr ? cmd->help() : cmd->help(parents);
+}
+
+int report(const lmt::Status& status, const CLI::App* usage = nullptr) {
   if (status.ok()) return 0;
   std::cerr << "lmtrain: " << status.ToString() << "\n";
+  if (status.code() == lmt::StatusCode::kUsage) {
+    if (usage != nullptr) std::cerr << "\n" << usage_of(usage);
+    return 2;
+  }
   return status.code() == lmt::StatusCode::kCancelled ? lmt::kExitStopped : 1;
+}
+
+// LMT_LOG_LEVEL, when set, must name a level: anything else is a usage error (exit 2).
+lmt::Status check_log_level_env() {
+  const char* env = std::getenv("LMT_LOG_LEVEL");
+  lmt::LogLevel level;
+  if (env == nullptr) return lmt::Status::Ok();
+  if (!lmt::parse_log_level(env, &level))
+    return lmt::UsageError(std::string("LMT_LOG_LEVEL='") + env + "' is not a log level",
+                           std::string("set it to one of ") + lmt::log_level_names() + ", or unset it (default info)");
+  lmt::set_log_level(level);
+  return lmt::Status::Ok();
 }
 
 }  // namespace
@@ -61,6 +96,9 @@ int main(int argc, char** argv) {
   lmt::cli::add_export_command(app, runner);
   lmt::cli::add_logits_command(app, runner);
   lmt::cli::add_report_command(app, runner);
+  lmt::cli::add_log_flags(&app);  // --quiet/--verbose on every command
+
+  if (const lmt::Status env = check_log_level_env(); !env.ok()) return report(env);
 
   // An absurd OMP_NUM_THREADS (70000) crashes the first parallel region: refuse it before any work.
   if (const lmt::Status omp = lmt::check_omp_num_threads(); !omp.ok()) return report(omp);
@@ -80,9 +118,7 @@ int main(int argc, char** argv) {
       what = "unknown subcommand '" + first + "'";
     std::cerr << "lmtrain: " << what << "\n\n";
     // Usage of the subcommand that failed to parse, else of the whole program.
-    const CLI::App* failed = &app;
-    while (!failed->get_subcommands().empty()) failed = failed->get_subcommands().front();
-    std::cerr << failed->help();
+    std::cerr << usage_of(parsed_leaf(app));
     return 2;
   } catch (const std::bad_alloc&) {
     std::cerr << command_name(app) << ": error: out of memory\n"
@@ -94,5 +130,5 @@ int main(int argc, char** argv) {
                  "the command line\n";
     return 1;
   }
-  return report(runner.status());
+  return report(runner.status(), parsed_leaf(app));
 }

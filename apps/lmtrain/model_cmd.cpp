@@ -1,4 +1,4 @@
-// `lmtrain model info --preset NAME [--json]`: a preset's configuration, exact parameter count and
+// `lmtrain model info --preset NAME [--seq-len N] [--json]`: a preset's configuration, exact parameter count and
 // the parameters (and fp32 bytes) of each component.
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +47,7 @@ double f7(float v) {
 
 Status run_model_info(const ModelInfoArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig c, model::preset(a.preset));
-  LMT_RETURN_IF_ERROR(check_flag("--seq", a.seq, 0, model::ModelLimits::kMaxSeqLen, "0: the model's max_seq_len"));
+  LMT_RETURN_IF_ERROR(check_flag("--seq-len", a.seq, 0, model::ModelLimits::kMaxSeqLen, "0: the model's max_seq_len"));
   model::ParamLayout layout(c);
   std::map<std::string, int64_t> counts;
   for (const auto& p : layout.params()) counts[component(p)] += p.hf_shape.numel();
@@ -70,7 +70,7 @@ Status run_model_info(const ModelInfoArgs& a) {
     nlohmann::json j = {{"preset", a.preset}, {"params", c.param_count()}, {"bytes_fp32", 4 * c.param_count()},
                         {"config", cfg}, {"components", comps}, {"seq_len", seq},
                         {"flops_per_token_6n", f.six_n}, {"flops_per_token_training", f.training}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump().c_str());
     return Status::Ok();
   }
   std::printf("model %s: %lld parameters (%.2f M), %.1f MiB in fp32\n", a.preset.c_str(),
@@ -93,8 +93,9 @@ void add_model_command(CLI::App& app, Runner& runner) {
   static ModelInfoArgs args;
   CLI::App* info = model->add_subcommand("info", "configuration, parameter count and bytes per component");
   info->add_option("--preset", args.preset, "preset name")->required();
-  info->add_option("--seq", args.seq, "sequence length for the FLOP count (default: max_seq_len)");
-  info->add_flag("--json", args.json, "print JSON");
+  info->add_option("--seq-len", args.seq, "sequence length for the FLOP count (default: max_seq_len)");
+  add_deprecated_option(info, "--seq", "--seq-len", args.seq);
+  info->add_flag("--json", args.json, "print one compact JSON object");
   info->callback([&runner] { runner.set(run_model_info(args)); });
 }
 

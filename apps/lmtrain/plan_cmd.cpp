@@ -18,7 +18,7 @@ namespace lmt::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, hardware, precision = "bf16", mfu_from, flops_basis = "detailed";
+  std::string model, hardware, precision = "bf16", mfu_from, flops_basis = "detailed", attention = "flash";
   double params = 0, hours = 0, tokens = 0, mfu = 0, throughput = 0, price = 0;
   int64_t devices = 1, devices_per_node = 0, seq_len = 0, micro_batch = 1, global_batch = 0, tp = 1, pp = 1;
   int zero = 0;
@@ -59,9 +59,12 @@ Status run_plan(const PlanArgs& a) {
   if (a.o_tp->count()) in.tp = a.tp;
   if (a.o_pp->count()) in.pp = a.pp;
   in.recompute = a.recompute;
-  in.flash_attention = !a.no_flash;
+  if (a.no_flash) in.flash_attention = false;
+  else if (a.attention == "flash") in.flash_attention = true;
+  else if (a.attention == "naive") in.flash_attention = false;
+  else return UsageError("--attention '" + a.attention + "' is unknown", "use flash or naive");
   LMT_ASSIGN_OR_RETURN(plan::PlanReport report, plan::make_plan(in));
-  if (a.json) std::printf("%s\n", plan::to_json(report).dump(2).c_str());
+  if (a.json) std::printf("%s\n", plan::to_json(report).dump().c_str());
   else std::printf("%s", plan::format_report(report).c_str());
   return Status::Ok();
 }
@@ -73,9 +76,12 @@ void add_plan_command(CLI::App& app, Runner& runner) {
   std::string hw_names;
   for (const auto& n : metrics::device_names()) hw_names += (hw_names.empty() ? "" : ", ") + n;
   CLI::App* p = app.add_subcommand("plan", "feasibility, memory and parallelism planning");
-  CLI::Option* model = p->add_option("--model", a.model, "model preset name or a .json model config file");
+  CLI::Option* model = p->add_option("--preset", a.model, "model preset name or a .json model config file");
+  CLI::Option* model_old = add_deprecated_option(p, "--model", "--preset", a.model);
+  model_old->excludes(model);
   a.o_params = p->add_option("--params", a.params, "parameter count instead of a model (6N FLOPs; no activations)");
   model->excludes(a.o_params);
+  model_old->excludes(a.o_params);
   p->add_option("--hardware", a.hardware, "device: " + hw_names)->required();
   p->add_option("--devices", a.devices, "number of devices")->capture_default_str();
   p->add_option("--devices-per-node", a.devices_per_node, "devices per node (default: min(devices, 8); cpu: 1)");
@@ -94,9 +100,12 @@ void add_plan_command(CLI::App& app, Runner& runner) {
   a.o_tp = p->add_option("--tp", a.tp, "tensor-parallel degree (default: best of the search)");
   a.o_pp = p->add_option("--pp", a.pp, "pipeline-parallel degree (default: best of the search)");
   p->add_flag("--recompute", a.recompute, "full activation checkpointing");
-  p->add_flag("--no-flash", a.no_flash, "attention materialises the s x s probabilities");
+  CLI::Option* attention = p->add_option("--attention", a.attention, "flash, or naive: attention materialises the s x s probabilities")->capture_default_str();
+  CLI::Option* no_flash = p->add_flag("--no-flash", a.no_flash, "deprecated: use --attention naive")->group("");
+  no_flash->each([](const std::string&) { std::fprintf(stderr, "lmtrain: warning: --no-flash is deprecated, use --attention naive\n"); });
+  no_flash->excludes(attention);
   a.o_price = p->add_option("--price", a.price, "USD per device-hour");
-  p->add_flag("--json", a.json, "print one JSON object");
+  p->add_flag("--json", a.json, "print one compact JSON object");
   p->callback([&runner] { runner.set(run_plan(a)); });
 }
 

@@ -41,7 +41,7 @@ void print_ids(const std::vector<int32_t>& ids, bool json) {
 
 Status run_encode(const TokenizerArgs& a) {
   if (a.text_given == !a.input.empty())
-    return InvalidArgument("give either --text or --input", "e.g. --text \"Hello world\" or --input texts.jsonl");
+    return UsageError("give either --text or --input", "e.g. --text \"Hello world\" or --input texts.jsonl");
   LMT_ASSIGN_OR_RETURN(auto tok, data::load_tokenizer(a.tokenizer, a.encoding));
   const auto* bpe = dynamic_cast<const data::BpeTokenizer*>(tok.get());
   if (a.special_tokens && bpe == nullptr)
@@ -91,7 +91,7 @@ void print_text(const std::string& text, bool json) {
 }
 
 Status run_decode(const TokenizerArgs& a) {
-  if (a.ids.empty() == a.input.empty()) return InvalidArgument("give either --ids or --input", "e.g. --ids \"15496,995\"");
+  if (a.ids.empty() == a.input.empty()) return UsageError("give either --ids or --input", "e.g. --ids \"15496,995\"");
   LMT_ASSIGN_OR_RETURN(auto tok, data::load_tokenizer(a.tokenizer, a.encoding));
   if (!a.ids.empty()) {
     LMT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_id_list(a.ids, tok->vocab_size()));

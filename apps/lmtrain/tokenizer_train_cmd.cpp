@@ -1,5 +1,5 @@
 // `lmtrain tokenizer train --input PATHS... --vocab-size N --out tok.json [--text-field NAME]
-//  [--special TOKEN...] [--threads N] [--force] [--progress]`: trains a byte-level BPE tokenizer
+//  [--special TOKEN...] [--threads N] [--force] [--progress] [--json]`: trains a byte-level BPE tokenizer
 // (lmt/data/tokenizer/bpe_trainer.h) and writes it as a Hugging Face tokenizer.json.
 //
 // The output is written atomically (temp file, fsync, rename: lmt/io/atomic_file.h) and an existing
@@ -35,6 +35,7 @@ struct TokenizerTrainArgs {
   std::vector<std::string> specials = {"<|endoftext|>"};
   int threads = 0;
   bool force = false;
+  bool json = false;
   bool progress = false;
 };
 
@@ -83,6 +84,7 @@ Status refuse_existing(const TokenizerTrainArgs& a) {
 }
 
 Status run_tokenizer_train(const TokenizerTrainArgs& a) {
+  const JsonStdout out(a.json);  // --json: the summary below goes to stderr, one JSON object to stdout
   LMT_RETURN_IF_ERROR(check_thread_count(a.threads, "--threads"));
   LMT_RETURN_IF_ERROR(refuse_existing(a));
   // Creating the temporary file now proves the directory exists and is writable.
@@ -116,6 +118,11 @@ Status run_tokenizer_train(const TokenizerTrainArgs& a) {
   if (bpe.vocab_size() < a.vocab_size)
     std::printf("note: the corpus has no more pairs to merge: %lld tokens instead of the %lld asked for\n",
                 static_cast<long long>(bpe.vocab_size()), static_cast<long long>(a.vocab_size));
+  if (a.json)
+    out.emit({{"out", a.out}, {"vocab_size", bpe.vocab_size()}, {"requested_vocab_size", a.vocab_size},
+              {"merges", bpe.tokens.size() - 256}, {"special_tokens", bpe.special_tokens.size()},
+              {"bytes", s.bytes}, {"documents", s.documents}, {"pieces", s.pieces}, {"distinct_pieces", s.distinct_pieces},
+              {"count_seconds", s.count_seconds}, {"merge_seconds", s.merge_seconds}, {"seconds", timer.seconds()}});
   return Status::Ok();
 }
 
@@ -133,6 +140,7 @@ void add_tokenizer_train_command(CLI::App* tokenizer, Runner& runner) {
   t->add_option("--threads", a.threads, "counting threads (0: one per hardware thread; at most 4 x the hardware threads, at least 64, at most 1024)")->capture_default_str();
   t->add_flag("--force", a.force, "replace --out if it exists");
   t->add_flag("--progress", a.progress, "draw the progress bar even when stderr is not a terminal (else plain lines every 10 s)");
+  t->add_flag("--json", a.json, "print the summary as one compact JSON object (the text summary goes to stderr)");
   t->callback([&runner] { runner.set(run_tokenizer_train(a)); });
 }
 

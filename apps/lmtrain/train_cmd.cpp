@@ -1,5 +1,9 @@
 // `lmtrain train --config FILE --run-dir DIR [--set section.key=value ...] [--resume [--allow-changes]]
-//                [--backend NAME] [--profile-steps A:B] [--peak-flops GFLOPS] [--print-keys]`
+//                [--backend NAME] [--profile-steps A:B] [--peak-flops GFLOPS] [--print-keys] [--json]`
+//
+// --json: the human text (the trainer's step lines) goes to stderr; stdout gets compact JSON lines:
+// {"type":"start",...} before the first step and {"type":"end","status":"ok"|"error"|"stopped",...}.
+// Missing --config/--run-dir and --allow-changes without --resume are usage errors (exit 2).
 //
 // Resume safety: `--resume` on a run that has RUN/config.toml continues with that saved recipe
 // (--config may then be left out). A --config, --set or flag that resolves to a different value of
@@ -26,7 +30,7 @@ namespace {
 struct TrainArgs {
   std::string config, run_dir, profile_steps, backend;
   std::vector<std::string> overrides;
-  bool resume = false, print_keys = false, allow_changes = false;
+  bool resume = false, print_keys = false, allow_changes = false, json = false;
   double peak_gflops = 0;  // --peak-flops: runtime.peak_gflops
   CLI::Option* peak_flag = nullptr;
 };
@@ -52,7 +56,14 @@ std::string changes_text(const nlohmann::json& changes) {
   return s;
 }
 
+Status train_body(const TrainArgs& a, const JsonStdout& out);
+
 Status run_train(const TrainArgs& a) {
+  JsonStdout out(a.json && !a.print_keys);
+  return train_body(a, out);
+}
+
+Status train_body(const TrainArgs& a, const JsonStdout& out) {
   if (a.print_keys) {
     std::printf("%s", config::schema_markdown().c_str());
     return Status::Ok();
@@ -62,11 +73,11 @@ Status run_train(const TrainArgs& a) {
   const std::string saved_path = a.run_dir + "/config.toml";
   const bool has_saved = a.resume && !a.run_dir.empty() && std::filesystem::exists(saved_path);
   if (a.run_dir.empty() || (a.config.empty() && !has_saved))
-    return InvalidArgument("--config and --run-dir are required (--config may be left out to --resume a run that has "
+    return UsageError("--config and --run-dir are required (--config may be left out to --resume a run that has "
                            "RUN/config.toml)",
                            "e.g. lmtrain train --config configs/demo.toml --run-dir runs/demo");
   if (a.allow_changes && !a.resume)
-    return InvalidArgument("--allow-changes is for --resume", "remove it, or add --resume to continue a run");
+    return UsageError("--allow-changes is for --resume", "remove it, or add --resume to continue a run");
   const std::string recipe_file = a.config.empty() ? saved_path : a.config;
   LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(recipe_file));
   for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
@@ -90,6 +101,10 @@ Status run_train(const TrainArgs& a) {
   if (comm->rank() == 0 && comm->world() > 1)
     std::printf("data parallel: %d ranks (%s), ZeRO-%d, global batch %lld sequences\n", comm->world(), comm->name(),
                 recipe.zero, static_cast<long long>(recipe.micro_batch * recipe.grad_accum * comm->world()));
+  if (comm->rank() == 0 && out.enabled())
+    out.emit({{"type", "start"}, {"run_dir", a.run_dir}, {"model", recipe.model.name}, {"params", recipe.model.param_count()},
+              {"max_steps", recipe.max_steps}, {"grad_accum", recipe.grad_accum}, {"micro_batch", recipe.micro_batch},
+              {"seq_len", recipe.seq_len}, {"world", comm->world()}, {"resume", a.resume}});
   if (comm->rank() == 0) {
     std::printf("model %s: %.2fM parameters; %lld steps of %lld x %lld x %lld tokens; run directory %s\n",
                 recipe.model.name.c_str(), recipe.model.param_count() / 1e6, static_cast<long long>(recipe.max_steps),
@@ -105,6 +120,14 @@ Status run_train(const TrainArgs& a) {
     if (!e.ok()) return e;
   }
   Status s = trainer.ok() ? (*trainer)->run() : trainer.status();
+  if (comm->rank() == 0 && out.enabled()) {
+    nlohmann::json end = {{"type", "end"},
+                          {"status", s.ok() ? "ok" : s.code() == StatusCode::kCancelled ? "stopped" : "error"},
+                          {"run_dir", a.run_dir}, {"metrics", a.run_dir + "/metrics.jsonl"}};
+    if (trainer.ok()) end["step"] = (*trainer)->step();
+    if (!s.ok()) end["error"] = s.message();
+    out.emit(end);
+  }
   // Every rank stops on the same step after a signal; any other error may leave ranks waiting.
   if (!s.ok() && s.code() != StatusCode::kCancelled && comm->world() > 1) {  // the other ranks may be waiting in a collective: end the job
     std::fprintf(stderr, "rank %d/%d: %s\n", comm->rank(), comm->world(), s.ToString().c_str());
@@ -121,7 +144,7 @@ void add_train_command(CLI::App& app, Runner& runner) {
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML recipe");
   t->add_option("--config", args.config, "recipe (configs/*.toml; keys: --print-keys or docs/CONFIG.md)");
   t->add_option("--run-dir", args.run_dir, "run directory: config.toml, metrics.jsonl, checkpoints/, trace.json");
-  t->add_option("--set", args.overrides, "override a recipe key, e.g. --set optim.lr=3e-4 (repeatable)");
+  add_set_flag(t, args.overrides);
   t->add_flag("--resume", args.resume,
               "continue from the newest valid checkpoint in --run-dir, with the run's saved recipe (RUN/config.toml)");
   t->add_flag("--allow-changes", args.allow_changes,
@@ -132,6 +155,7 @@ void add_train_command(CLI::App& app, Runner& runner) {
   args.peak_flag = t->add_option("--peak-flops", args.peak_gflops,
                                  "GFLOP/s: dense peak of one device that MFU divides by (runtime.peak_gflops; "
                                  "default: this machine's, cached per machine)");
+  t->add_flag("--json", args.json, "compact JSON lines on stdout (start, end); the step lines go to stderr");
   t->callback([&runner] { runner.set(run_train(args)); });
 }
 

@@ -86,7 +86,7 @@ class CleanCli : public lmt::test::ScratchDirTest {
 };
 
 TEST_F(CleanCli, CleansKeepsFieldsAndFeedsPrepare) {
-  auto r = run(clean(path("out"), "--workers 2 --json"), false);
+  auto r = run(clean(path("out"), "--threads 2 --json"), false);
   ASSERT_EQ(r.code, 0) << r.out;
   json s = last_json_line(r.out);
   ASSERT_FALSE(s.is_discarded()) << r.out;
@@ -169,9 +169,9 @@ TEST_F(CleanCli, DecontaminationCanOnlyReport) {
 TEST_F(CleanCli, SameOutputForAnyWorkerCount) {
   write_bytes(path("small_batches.toml"), "[run]\nbatch_docs = 3\n[exact_dedup]\nlines = true\n");
   write_bytes(path("big_batches.toml"), "[run]\nbatch_docs = 1000\n[exact_dedup]\nlines = true\n");
-  ASSERT_EQ(run(clean(path("w1"), "--workers 1 --config " + path("big_batches.toml"))).code, 0);
-  ASSERT_EQ(run(clean(path("w4"), "--workers 4 --config " + path("small_batches.toml"))).code, 0);
-  ASSERT_EQ(run(clean(path("w3"), "--workers 3 --config " + path("big_batches.toml"))).code, 0);
+  ASSERT_EQ(run(clean(path("w1"), "--threads 1 --config " + path("big_batches.toml"))).code, 0);
+  ASSERT_EQ(run(clean(path("w4"), "--threads 4 --config " + path("small_batches.toml"))).code, 0);
+  ASSERT_EQ(run(clean(path("w3"), "--threads 3 --config " + path("big_batches.toml"))).code, 0);
   for (const std::string d : {"w4", "w3"}) {
     EXPECT_EQ(read_bytes(path(d + "/shard_00000.jsonl")), read_bytes(path("w1/shard_00000.jsonl"))) << d;
     EXPECT_EQ(read_bytes(path(d + "/removed_sample.jsonl")), read_bytes(path("w1/removed_sample.jsonl"))) << d;
@@ -184,7 +184,7 @@ TEST_F(CleanCli, SameOutputForAnyWorkerCount) {
 // clean_report.json's "timing" (pipeline.h): every stage run, then `write`, with its wall seconds,
 // the bytes it read (the stage's own count) and their rate; the run's total and peak RSS.
 TEST_F(CleanCli, ReportsStageTimesAndPeakMemory) {
-  auto r = run(clean(path("out"), "--workers 1 --json"), false);
+  auto r = run(clean(path("out"), "--threads 1 --json"), false);
   ASSERT_EQ(r.code, 0) << r.out;
   json rep = json::parse(read_bytes(path("out/clean_report.json")));
   ASSERT_TRUE(rep.contains("timing")) << rep.dump();
@@ -227,31 +227,31 @@ FileId file_id(const std::string& p) {
 }
 
 TEST_F(CleanCli, ResumesAfterKill) {
-  ASSERT_EQ(run(clean(path("ref"), "--workers 2")).code, 0);
+  ASSERT_EQ(run(clean(path("ref"), "--threads 2")).code, 0);
   const std::string out = path("out");
   // Killed inside the first stage: nothing finished, the rerun (killed after the stage) redoes it.
   const std::string bin = std::string(LMTRAIN_BIN) + " ";
-  const int k0 = std::system(("LMT_CLEAN_FAULT=during:filter:10 " + bin + clean(out, "--workers 2") + " >/dev/null 2>&1").c_str());
+  const int k0 = std::system(("LMT_CLEAN_FAULT=during:filter:10 " + bin + clean(out, "--threads 2") + " >/dev/null 2>&1").c_str());
   EXPECT_NE(k0, 0);
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".tmp/filter/DONE"));
   ASSERT_TRUE(fs::exists(out + ".tmp/filter/records.tsv"));
-  auto r1 = run(clean(out, "--workers 2"));
+  auto r1 = run(clean(out, "--threads 2"));
   ASSERT_EQ(r1.code, 0) << r1.out;  // redoes the unfinished stage and finishes
   EXPECT_EQ(read_bytes(out + "/shard_00000.jsonl"), read_bytes(path("ref/shard_00000.jsonl")));
   EXPECT_EQ(json::parse(read_bytes(out + "/clean_report.json"))["stages"], json::parse(read_bytes(path("ref/clean_report.json")))["stages"]);
 
   // Killed after the filter stage, then inside exact_dedup: the finished stage is not redone.
   const std::string out2 = path("out2");
-  std::system(("LMT_CLEAN_FAULT=after:filter " + bin + clean(out2, "--workers 2") + " >/dev/null 2>&1").c_str());
+  std::system(("LMT_CLEAN_FAULT=after:filter " + bin + clean(out2, "--threads 2") + " >/dev/null 2>&1").c_str());
   EXPECT_FALSE(fs::exists(out2));
   ASSERT_TRUE(fs::exists(out2 + ".tmp/filter/DONE"));
   const FileId before = file_id(out2 + ".tmp/filter/records.tsv");
-  std::system(("LMT_CLEAN_FAULT=during:exact_dedup:5 " + bin + clean(out2, "--workers 2") + " >/dev/null 2>&1").c_str());
+  std::system(("LMT_CLEAN_FAULT=during:exact_dedup:5 " + bin + clean(out2, "--threads 2") + " >/dev/null 2>&1").c_str());
   EXPECT_FALSE(fs::exists(out2));
   EXPECT_FALSE(fs::exists(out2 + ".tmp/exact_dedup/DONE"));
   EXPECT_TRUE(file_id(out2 + ".tmp/filter/records.tsv") == before);
-  auto r2 = run(clean(out2, "--workers 1 --json"), false);
+  auto r2 = run(clean(out2, "--threads 1 --json"), false);
   ASSERT_EQ(r2.code, 0) << r2.out;
   EXPECT_EQ(last_json_line(r2.out)["resumed_stages"], json::array({"filter"}));
   const json resumed_timing = last_json_line(r2.out)["timing"]["stages"][0];  // skipped: no time of its own
@@ -263,9 +263,9 @@ TEST_F(CleanCli, ResumesAfterKill) {
 
   // Killed inside, then after the MinHash stage: the rerun skips filter, exact_dedup and minhash.
   const std::string out4 = path("out4");
-  std::system(("LMT_CLEAN_FAULT=during:minhash:7 " + bin + clean(out4, "--workers 2") + " >/dev/null 2>&1").c_str());
+  std::system(("LMT_CLEAN_FAULT=during:minhash:7 " + bin + clean(out4, "--threads 2") + " >/dev/null 2>&1").c_str());
   EXPECT_FALSE(fs::exists(out4 + ".tmp/minhash/DONE"));
-  std::system(("LMT_CLEAN_FAULT=after:minhash " + bin + clean(out4, "--workers 3") + " >/dev/null 2>&1").c_str());
+  std::system(("LMT_CLEAN_FAULT=after:minhash " + bin + clean(out4, "--threads 3") + " >/dev/null 2>&1").c_str());
   ASSERT_TRUE(fs::exists(out4 + ".tmp/minhash/DONE"));
   auto r4 = run(clean(out4, "--json"), false);
   ASSERT_EQ(r4.code, 0) << r4.out;
@@ -312,7 +312,7 @@ TEST_F(CleanCli, ExitCodes) {
   EXPECT_EQ(t.code, 1);
   EXPECT_NE(t.out.find("did you mean 'gopher_quality.min_doc_words'"), std::string::npos) << t.out;
   EXPECT_EQ(run("data clean --input " + path("docs.jsonl")).code, 2);  // --out is required
-  EXPECT_EQ(run(clean(path("w"), "--workers -1")).code, 1);
+  EXPECT_EQ(run(clean(path("w"), "--threads -1")).code, 1);
   EXPECT_EQ(run("data clean --input " + path("nope.jsonl") + " --out " + path("n")).code, 1);
   EXPECT_EQ(run(clean(path("d"), "") + " --decontaminate " + path("docs.jsonl")).code, 1);  // not an eval file
   for (const std::string d : {"m", "t", "w", "n", "d"}) EXPECT_FALSE(fs::exists(path(d))) << d;

@@ -85,7 +85,7 @@ def lmtrain_reasons(texts, tmp):
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run([os.environ["LMTRAIN_BIN"], "data", "clean", "--input", inp, "--out", out, "--config", cfg,
-                    "--workers", "2", "--json"], check=True, stdout=subprocess.DEVNULL)
+                    "--threads", "2", "--json"], check=True, stdout=subprocess.DEVNULL)
     reasons = [None] * len(texts)
     with open(os.path.join(out, "removed_sample.jsonl")) as f:
         for line in f:

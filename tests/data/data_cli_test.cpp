@@ -33,7 +33,7 @@ class DataCliTest : public testing::ScratchDirTest {
   }
   std::string prepare_args(const std::string& out) const {
     return "data prepare --tokenizer " + gpt2_ + " --input " + path("docs.jsonl") + " --out " + out +
-           " --workers 2 --val-fraction 0.2 --shard-tokens 100";
+           " --threads 2 --val-fraction 0.2 --shard-tokens 100";
   }
   std::string gpt2_;
 };
@@ -47,17 +47,17 @@ TEST_F(DataCliTest, PrepareThenInfoThenBench) {
   EXPECT_GT(j["mb_per_s"].get<double>(), 0);
   EXPECT_GT(j["train"]["shards"].get<int>(), 1);  // 100-token shards
 
-  Result info = run("data info " + path("ds") + " --verify --json");
+  Result info = run("data info --dataset " + path("ds") + " --verify --json");
   ASSERT_EQ(info.code, 0) << info.out;
   auto ij = nlohmann::json::parse(info.out);
   EXPECT_EQ(ij["splits"]["train"]["documents"].get<int>() + ij["splits"]["val"]["documents"].get<int>(), 30);
   EXPECT_EQ(ij["eos_id"], 50256);
   EXPECT_TRUE(ij["verified"].get<bool>());
-  Result text = run("data info " + path("ds"));
+  Result text = run("data info --dataset " + path("ds"));
   EXPECT_EQ(text.code, 0);
   EXPECT_NE(text.out.find("tokens per document"), std::string::npos) << text.out;
 
-  Result bench = run("bench data --data " + path("ds") + " --batch 2 --seq 16 --iters 5 --warmup 1 --json");
+  Result bench = run("bench data --data " + path("ds") + " --micro-batch 2 --seq-len 16 --iters 5 --warmup 1 --json");
   ASSERT_EQ(bench.code, 0) << bench.out;
   auto bj = nlohmann::json::parse(bench.out);
   for (const char* key : {"open_ms", "build_us", "next_prefetch_us", "machine"}) EXPECT_TRUE(bj.contains(key)) << key;
@@ -71,7 +71,7 @@ TEST_F(DataCliTest, ErrorsExitOneWithAHintAndNameTheFile) {
   EXPECT_NE(busy.out.find("not empty"), std::string::npos) << busy.out;
   EXPECT_NE(busy.out.find("hint:"), std::string::npos) << busy.out;
 
-  Result missing = run("data info " + path("nowhere"), true);
+  Result missing = run("data info --dataset " + path("nowhere"), true);
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.out.find(path("nowhere")), std::string::npos) << missing.out;
 
@@ -80,8 +80,8 @@ TEST_F(DataCliTest, ErrorsExitOneWithAHintAndNameTheFile) {
   std::string bytes = testing::read_bytes(shard);
   bytes[bytes.size() / 2] ^= 0x5a;
   testing::write_bytes(shard, bytes);
-  EXPECT_EQ(run("data info " + path("ds")).code, 0);  // headers only
-  Result corrupt = run("data info " + path("ds") + " --verify", true);
+  EXPECT_EQ(run("data info --dataset " + path("ds")).code, 0);  // headers only
+  Result corrupt = run("data info --dataset " + path("ds") + " --verify", true);
   EXPECT_EQ(corrupt.code, 1);
   EXPECT_NE(corrupt.out.find(shard), std::string::npos) << corrupt.out;
   EXPECT_NE(corrupt.out.find("checksum mismatch"), std::string::npos) << corrupt.out;

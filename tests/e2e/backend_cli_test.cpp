@@ -111,23 +111,23 @@ TEST_F(BackendCli, GenerateOnRefDrawsTheSameGreedyTokensAsCpu) {
 
 TEST_F(BackendCli, EvalAndBenchmarksTakeTheFlag) {
   const test::CliResult val = test::run_lmtrain(
-      "eval --preset tiny --task val --data " + path("data") + " --limit 1 --batch 1 --seq 16 --backend ref --json", true);
+      "eval --preset tiny --task val --data " + path("data") + " --limit 1 --micro-batch 1 --seq-len 16 --backend ref --json", true);
   EXPECT_EQ(val.code, 0) << val.out;
   const test::CliResult mm = test::run_lmtrain("bench matmul --m 8 --k 8 --n 8 --dtype fp32 --iters 1 --warmup 0 --backend ref --json", false);
   ASSERT_EQ(mm.code, 0) << mm.out;
   EXPECT_EQ(nlohmann::json::parse(mm.out)["backend"], "ref");
   const test::CliResult at = test::run_lmtrain(
-      "bench attention --batch 1 --heads 2 --seq 8 --head-dim 4 --attention naive --backend ref --iters 1 --warmup 0 --json", false);
+      "bench attention --micro-batch 1 --heads 2 --seq-len 8 --head-dim 4 --attention naive --backend ref --iters 1 --warmup 0 --json", false);
   ASSERT_EQ(at.code, 0) << at.out;
   const auto j = nlohmann::json::parse(at.out);
   EXPECT_EQ(j["backend"], "ref");
   EXPECT_EQ(j["attention"], "naive");
   // --backend used to choose flash or naive here; that is --attention now, and the old use is refused.
-  const test::CliResult old = test::run_lmtrain("bench attention --batch 1 --heads 2 --seq 8 --head-dim 4 --backend flash", true);
+  const test::CliResult old = test::run_lmtrain("bench attention --micro-batch 1 --heads 2 --seq-len 8 --head-dim 4 --backend flash", true);
   EXPECT_EQ(old.code, 1);
   EXPECT_NE(old.out.find("--backend 'flash' is not a kernel backend (registered backends: "), std::string::npos) << old.out;
   EXPECT_NE(old.out.find("hint: flash or naive attention is chosen with --attention flash"), std::string::npos) << old.out;
-  const test::CliResult model = test::run_lmtrain("bench model --preset tiny --batch 1 --seq 8 --iters 1 --warmup 0 --backend ref --json", false);
+  const test::CliResult model = test::run_lmtrain("bench model --preset tiny --micro-batch 1 --seq-len 8 --iters 1 --warmup 0 --backend ref --json", false);
   ASSERT_EQ(model.code, 0) << model.out;
   EXPECT_EQ(nlohmann::json::parse(model.out)["backend"], "ref");
 }

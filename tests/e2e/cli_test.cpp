@@ -79,7 +79,7 @@ TEST(Cli, Bf16GemmsDispatchToAmxWhereTheCpuHasIt) {
 }
 
 TEST(Cli, BenchAttentionJsonHasTheDocumentedKeys) {
-  Result r = run("bench attention --batch 1 --heads 4 --kv-heads 2 --seq 64 --head-dim 32 --attention flash --iters 1 --warmup 0 --json");
+  Result r = run("bench attention --micro-batch 1 --heads 4 --kv-heads 2 --seq-len 64 --head-dim 32 --attention flash --iters 1 --warmup 0 --json");
   ASSERT_EQ(r.code, 0);
   auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"seconds", "gflops", "peak_gflops", "fraction_of_peak"}) EXPECT_TRUE(j.contains(key)) << key;
@@ -99,7 +99,7 @@ TEST(Cli, ModelInfoGivesExactParamsAndComponents) {
 }
 
 TEST(Cli, BenchModelJsonHasTokensPerSecondAndMfu) {
-  Result r = run("bench model --preset tiny --batch 1 --seq 32 --iters 1 --warmup 0 --json");
+  Result r = run("bench model --preset tiny --micro-batch 1 --seq-len 32 --iters 1 --warmup 0 --json");
   ASSERT_EQ(r.code, 0);
   auto j = nlohmann::json::parse(r.out);
   for (const char* key : {"tokens_per_s", "mfu", "mfu_6n", "seconds_forward", "seconds_backward", "params"})

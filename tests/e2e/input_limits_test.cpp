@@ -96,22 +96,22 @@ TEST_F(InputLimits, MicroBatchBeyondMemoryIsRefusedAtOnce) {
 }
 
 // Thread counts beyond the limit crashed inside oneDNN (--threads 100000, OMP_NUM_THREADS=70000) or
-// threw an uncaught std::system_error (--workers 100000).
+// threw an uncaught std::system_error (--threads 100000).
 TEST_F(InputLimits, AbsurdThreadCountsAreRefused) {
   CliResult threads = run("generate --preset tiny --prompt-ids 1,2 --max-tokens 1 --threads 100000");
   EXPECT_EQ(threads.code, 1) << threads.out;
   EXPECT_TRUE(has(threads, "--threads 100000 is out of range")) << threads.out;
   CliResult workers = run("data prepare --tokenizer " + recipe_ + " --input " + recipe_ + " --out " + path("out") +
-                          " --workers 100000");
+                          " --threads 100000");
   EXPECT_EQ(workers.code, 1) << workers.out;
-  EXPECT_TRUE(has(workers, "--workers 100000 is out of range")) << workers.out;
+  EXPECT_TRUE(has(workers, "--threads 100000 is out of range")) << workers.out;
   CliResult bpe = run("tokenizer train --input " + recipe_ + " --vocab-size 300 --out " + path("tok.json") + " --threads 100000");
   EXPECT_EQ(bpe.code, 1) << bpe.out;
   EXPECT_TRUE(has(bpe, "--threads 100000 is out of range")) << bpe.out;
 
   ScopedEnv env("OMP_NUM_THREADS", "70000");
   for (const std::string& cmd : {std::string("generate --preset tiny --prompt-ids 1,2 --max-tokens 1"),
-                                 "eval --preset tiny --task val --data " + path("data") + " --batch 1 --seq 32",
+                                 "eval --preset tiny --task val --data " + path("data") + " --micro-batch 1 --seq-len 32",
                                  "train --config " + recipe_ + " --run-dir " + path("run")}) {
     CliResult r = run(cmd);
     EXPECT_EQ(r.code, 1) << cmd << "\n" << r.out;
@@ -120,10 +120,10 @@ TEST_F(InputLimits, AbsurdThreadCountsAreRefused) {
 }
 
 TEST_F(InputLimits, EvalBatchBeyondMemoryIsRefused) {
-  CliResult range = run("eval --preset tiny --task val --data " + path("data") + " --batch 100000000");
+  CliResult range = run("eval --preset tiny --task val --data " + path("data") + " --micro-batch 100000000");
   EXPECT_EQ(range.code, 1) << range.out;
-  EXPECT_TRUE(has(range, "--batch 100000000 is out of range")) << range.out;
-  CliResult memory = run("eval --preset tiny --task val --data " + path("data") + " --batch 1048576 --seq 256");
+  EXPECT_TRUE(has(range, "--micro-batch 100000000 is out of range")) << range.out;
+  CliResult memory = run("eval --preset tiny --task val --data " + path("data") + " --micro-batch 1048576 --seq-len 256");
   EXPECT_EQ(memory.code, 1) << memory.out;
   EXPECT_TRUE(has(memory, "validation batches of 1048576 x 256 tokens needs")) << memory.out;
   EXPECT_TRUE(has(memory, "more than this machine has")) << memory.out;
@@ -154,7 +154,7 @@ TEST_F(InputLimits, HugeModelConfigsAreRefusedBeforeAllocating) {
 
 // Perplexity is printed with 4 significant digits (it was once printed as a 300-digit number).
 TEST_F(InputLimits, PerplexityIsPrintedCompactly) {
-  CliResult r = run("eval --preset tiny --task val --data " + path("data") + " --batch 1 --seq 32 --limit 2");
+  CliResult r = run("eval --preset tiny --task val --data " + path("data") + " --micro-batch 1 --seq-len 32 --limit 2");
   ASSERT_EQ(r.code, 0) << r.out;
   const size_t at = r.out.find("| ppl ");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -168,11 +168,11 @@ TEST_F(InputLimits, BenchmarkSizesAreBounded) {
   const auto start = std::chrono::steady_clock::now();
   for (const std::string& args : {std::string("bench matmul --m 100000000 --k 768 --n 10"),
                                   std::string("bench matmul --m 10000000 --k 1000000 --n 10"),
-                                  std::string("bench attention --batch 100000 --seq 100000"),
-                                  std::string("bench model --preset tiny --batch 1000000 --seq 256"),
-                                  std::string("bench train --preset tiny --batch 1000000 --seq 256"),
-                                  "bench data --data " + path("data") + " --batch 100000000",
-                                  std::string("model info --preset tiny --seq 100000000000")}) {
+                                  std::string("bench attention --micro-batch 100000 --seq-len 100000"),
+                                  std::string("bench model --preset tiny --micro-batch 1000000 --seq-len 256"),
+                                  std::string("bench train --preset tiny --micro-batch 1000000 --seq-len 256"),
+                                  "bench data --data " + path("data") + " --micro-batch 100000000",
+                                  std::string("model info --preset tiny --seq-len 100000000000")}) {
     CliResult r = run(args);
     EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
     EXPECT_TRUE(has(r, "is out of range") || has(r, "more than this machine has")) << args << "\n" << r.out;

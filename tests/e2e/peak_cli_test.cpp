@@ -141,7 +141,7 @@ TEST_F(PeakCli, PeakFlopsMustBePositive) {
 
 // bench model divides by --peak-flops too (its JSON reports the peak it used).
 TEST_F(PeakCli, BenchModelUsesPeakFlops) {
-  CliResult r = run("bench model --preset tiny --batch 1 --seq 16 --warmup 0 --iters 1 --dtype fp32 --peak-flops 2000 --json");
+  CliResult r = run("bench model --preset tiny --micro-batch 1 --seq-len 16 --warmup 0 --iters 1 --dtype fp32 --peak-flops 2000 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_DOUBLE_EQ(j["peak_tflops"].get<double>(), 2.0);

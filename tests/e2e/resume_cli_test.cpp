@@ -105,11 +105,11 @@ TEST_F(ResumeCli, AllowChangesAppliesThemAndRecordsThemInMetrics) {
 
 TEST_F(ResumeCli, AllowChangesWithoutResumeAndResumeWithoutARecipeAreUsageErrors) {
   test::CliResult r = lmtrain(with_config("--allow-changes"));
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;  // usage errors exit 2 (docs/CLI.md)
   EXPECT_NE(r.out.find("--allow-changes is for --resume"), std::string::npos) << r.out;
   // Nothing saved yet: --config is needed.
   r = lmtrain("train --run-dir " + path("fresh") + " --resume");
-  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--config and --run-dir are required"), std::string::npos) << r.out;
 }
 

@@ -30,7 +30,7 @@ TEST(EvalCli, PiqaJsonHasTheDocumentedKeys) {
   const std::string piqa = kShared + "/eval/piqa/valid.jsonl", tok = kShared + "/tokenizers/gpt2";
   if (!std::filesystem::exists(piqa) || !std::filesystem::exists(tok)) GTEST_SKIP() << "shared data not found under " << kShared;
   // Random weights: the point is the contract, not the accuracy.
-  Result r = run("--preset gpt2-124m --tokenizer " + tok + " --task piqa --data " + piqa + " --limit 2 --batch 4 --json", false);
+  Result r = run("--preset gpt2-124m --tokenizer " + tok + " --task piqa --data " + piqa + " --limit 2 --micro-batch 4 --json", false);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
@@ -61,7 +61,7 @@ TEST(EvalCli, ItemsOutLogsEveryItemAndIsNotOverwritten) {
   std::filesystem::create_directories(dir);
   const std::string items = (dir / "items.jsonl").string();
   const int n = 5;
-  const std::string common = "--preset gpt2-124m --tokenizer " + tok + " --task piqa --data " + piqa + " --limit " + std::to_string(n) + " --batch 4";
+  const std::string common = "--preset gpt2-124m --tokenizer " + tok + " --task piqa --data " + piqa + " --limit " + std::to_string(n) + " --micro-batch 4";
   Result r = run(common + " --json --items-out " + items, false);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto summary = nlohmann::json::parse(r.out);

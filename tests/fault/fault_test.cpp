@@ -364,7 +364,7 @@ TEST_F(FaultTest, EvalOnARunWithADamagedNewestCheckpointSaysWhichOneItUses) {
   std::string bytes = test::read_bytes(victim);
   bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 1);
   test::write_bytes(victim, bytes);
-  const auto r = test::run_lmtrain("eval --checkpoint " + run + " --task val --data " + path("data") + " --limit 1 --seq 32", true);
+  const auto r = test::run_lmtrain("eval --checkpoint " + run + " --task val --data " + path("data") + " --limit 1 --seq-len 32", true);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("skipping damaged checkpoint " + run + "/checkpoints/" + io::checkpoint_name(4)), std::string::npos)
       << r.out;

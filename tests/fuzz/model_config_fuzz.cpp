@@ -1,4 +1,4 @@
-// model_config_fuzz: model config files as `lmtrain plan --model FILE` and checkpoints read them:
+// model_config_fuzz: model config files as `lmtrain plan --preset FILE` and checkpoints read them:
 // lmtrain's own model.json (model/config_json.h) and Hugging Face config.json (model/hf_checkpoint.h),
 // told apart by plan::load_model() (plan/model_source.h); and a run's metrics.jsonl
 // (plan::mfu_from_metrics, `lmtrain plan --mfu-from`).

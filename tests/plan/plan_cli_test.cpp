@@ -20,7 +20,7 @@ using Result = lmt::test::CliResult;
 Result run(const std::string& args, bool with_stderr = false) { return lmt::test::run_lmtrain("plan " + args, with_stderr); }
 
 TEST(PlanCli, JsonHasTheDocumentedKeys) {
-  Result r = run("--model llama3.2-1b --hardware h100-sxm --devices 8 --hours 24 --mfu 0.4 --price 2.5 "
+  Result r = run("--preset llama3.2-1b --hardware h100-sxm --devices 8 --hours 24 --mfu 0.4 --price 2.5 "
                  "--throughput 300000 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -35,7 +35,7 @@ TEST(PlanCli, JsonHasTheDocumentedKeys) {
 }
 
 TEST(PlanCli, EightBillionOn32GpusFromAJsonConfig) {
-  Result r = run(std::string("--model ") + PLAN_TEST_DATA + "/llama3-8b.json --hardware a100-80gb --devices 32 "
+  Result r = run(std::string("--preset ") + PLAN_TEST_DATA + "/llama3-8b.json --hardware a100-80gb --devices 32 "
                  "--devices-per-node 8 --seq-len 4096 --global-batch 256 --tp 4 --pp 2 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -46,14 +46,14 @@ TEST(PlanCli, EightBillionOn32GpusFromAJsonConfig) {
 }
 
 TEST(PlanCli, TableIsReadable) {
-  Result r = run("--model smollm-360m --hardware a100-80gb --hours 30 --mfu 0.4");
+  Result r = run("--preset smollm-360m --hardware a100-80gb --hours 30 --mfu 0.4");
   ASSERT_EQ(r.code, 0);
   for (const char* s : {"FLOPs/token (6N)", "chinchilla", "memory per device", "parallelism", "fits"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
 TEST(PlanCli, ImpossibleThroughputIsFlagged) {
-  Result r = run("--model llama3.2-1b --hardware h100-sxm --devices 8 --throughput 2e7", true);
+  Result r = run("--preset llama3.2-1b --hardware h100-sxm --devices 8 --throughput 2e7", true);
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("IMPOSSIBLE"), std::string::npos) << r.out;
 }
@@ -63,13 +63,13 @@ TEST(PlanCli, BadValuesExit1WithHint) {
   EXPECT_EQ(hw.code, 1);
   EXPECT_NE(hw.out.find("h100-sxm"), std::string::npos) << hw.out;
   EXPECT_NE(hw.out.find("hint:"), std::string::npos) << hw.out;
-  Result model = run("--model gpt5 --hardware h100-sxm", true);
+  Result model = run("--preset gpt5 --hardware h100-sxm", true);
   EXPECT_EQ(model.code, 1);
   EXPECT_NE(model.out.find("llama3.2-1b"), std::string::npos) << model.out;
-  Result heads = run("--model gpt2-124m --hardware h100-sxm --devices 8 --tp 8", true);
+  Result heads = run("--preset gpt2-124m --hardware h100-sxm --devices 8 --tp 8", true);
   EXPECT_EQ(heads.code, 1);
   EXPECT_NE(heads.out.find("does not divide n_heads = 12"), std::string::npos) << heads.out;
-  Result layers = run("--model llama3-2.2b --hardware h100-sxm --devices 8 --pp 4", true);
+  Result layers = run("--preset llama3-2.2b --hardware h100-sxm --devices 8 --pp 4", true);
   EXPECT_EQ(layers.code, 1);
   EXPECT_NE(layers.out.find("does not divide n_layers = 30"), std::string::npos) << layers.out;
   EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --mfu 2").code, 1);
@@ -79,17 +79,17 @@ TEST(PlanCli, BadFlagsExit2) {
   EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --no-such-flag").code, 2);
   EXPECT_EQ(run("--params 7e9").code, 2);                             // --hardware is required
   EXPECT_EQ(run("--params 7e9 --hardware h100-sxm --devices many").code, 2);
-  EXPECT_EQ(run("--params 7e9 --model tiny --hardware cpu").code, 2);  // mutually exclusive
+  EXPECT_EQ(run("--params 7e9 --preset tiny --hardware cpu").code, 2);  // mutually exclusive
 }
 
 // No plan may take more than a second to refuse an absurd value (issue #20).
 TEST(PlanCli, AbsurdDeviceCountsAreRefusedAtOnce) {
   const auto start = std::chrono::steady_clock::now();
-  Result huge = run("--model tiny --hardware h100-sxm --devices 1000000000000", true);
+  Result huge = run("--preset tiny --hardware h100-sxm --devices 1000000000000", true);
   EXPECT_EQ(huge.code, 1);
   EXPECT_NE(huge.out.find("--devices 1000000000000 is out of range"), std::string::npos) << huge.out;
-  EXPECT_NE(run("--model tiny --hardware h100-sxm --devices 1e10").code, 0);
-  Result many = run("--model tiny --hardware h100-sxm --devices 9699690 --devices-per-node 10");  // 2·3·5·…·19
+  EXPECT_NE(run("--preset tiny --hardware h100-sxm --devices 1e10").code, 0);
+  Result many = run("--preset tiny --hardware h100-sxm --devices 9699690 --devices-per-node 10");  // 2·3·5·…·19
   EXPECT_EQ(many.code, 0);
   EXPECT_NE(many.out.find("more (--json lists all)"), std::string::npos) << many.out;  // the rejections are cut short
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);

@@ -61,7 +61,7 @@ inline Status check_fits_in_memory(double bytes, const std::string& what, const 
 
 inline int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// The most threads a thread count (--threads, --workers, OMP_NUM_THREADS) may ask for: 4 x the
+// The most threads a thread count (--threads, OMP_NUM_THREADS) may ask for: 4 x the
 // hardware threads, but at least 64 and at most 1024. More only oversubscribes the cores; far
 // more crashes inside oneDNN and the OpenMP runtime or exhausts the system's thread limit.
 inline int64_t max_threads() { return std::clamp<int64_t>(int64_t{4} * hardware_threads(), 64, 1024); }

@@ -11,13 +11,13 @@
 namespace lmt {
 namespace {
 
+// A value parse_log_level() refuses leaves INFO here; lmtrain's main() checks the variable first and
+// exits 2 naming it, so only library users (tests) can reach the fallback.
 LogLevel LevelFromEnv() {
   const char* env = std::getenv("LMT_LOG_LEVEL");
-  if (env == nullptr) return LogLevel::INFO;
-  if (std::strcmp(env, "debug") == 0) return LogLevel::DEBUG;
-  if (std::strcmp(env, "warning") == 0) return LogLevel::WARNING;
-  if (std::strcmp(env, "error") == 0) return LogLevel::ERROR;
-  return LogLevel::INFO;
+  LogLevel level = LogLevel::INFO;
+  if (env != nullptr) parse_log_level(env, &level);
+  return level;
 }
 
 std::atomic<int> g_level{static_cast<int>(LevelFromEnv())};
@@ -25,6 +25,18 @@ std::mutex g_mu;
 std::string g_prefix;  // guarded by g_mu
 
 }  // namespace
+
+bool parse_log_level(const std::string& text, LogLevel* level) {
+  static const struct { const char* name; LogLevel level; } kLevels[] = {
+      {"debug", LogLevel::DEBUG}, {"info", LogLevel::INFO}, {"warning", LogLevel::WARNING}, {"error", LogLevel::ERROR}};
+  for (const auto& l : kLevels)
+    if (text == l.name) {
+      *level = l.level;
+      return true;
+    }
+  return false;
+}
+const char* log_level_names() { return "debug, info, warning, error"; }
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }

@@ -14,6 +14,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnimplemented: return "unimplemented";
     case StatusCode::kCancelled: return "cancelled";
     case StatusCode::kInternal: return "internal";
+    case StatusCode::kUsage: return "usage error";
   }
   return "unknown";
 }

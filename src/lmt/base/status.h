@@ -25,6 +25,7 @@ enum class StatusCode {
   kUnimplemented,       // a feature that lmtrain does not support (yet): named in the message
   kCancelled,           // stopped on request (SIGTERM/SIGINT) after saving what was needed to resume
   kInternal,
+  kUsage,               // a command line that cannot run: a missing or conflicting option (exit code 2)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -61,6 +62,8 @@ inline Status OutOfRange(std::string m, std::string h = "") { return {StatusCode
 inline Status Unimplemented(std::string m, std::string h = "") { return {StatusCode::kUnimplemented, std::move(m), std::move(h)}; }
 inline Status Cancelled(std::string m, std::string h = "") { return {StatusCode::kCancelled, std::move(m), std::move(h)}; }
 inline Status Internal(std::string m, std::string h = "") { return {StatusCode::kInternal, std::move(m), std::move(h)}; }
+// A usage error found after parsing (a missing or conflicting option): lmtrain exits 2 and prints usage.
+inline Status UsageError(std::string m, std::string h = "") { return {StatusCode::kUsage, std::move(m), std::move(h)}; }
 
 // Holds either a value or a non-OK Status.
 template <typename T>

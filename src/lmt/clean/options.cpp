@@ -246,6 +246,35 @@ StatusOr<CleanOptions> load_clean_options(const std::string& path) {
   return parse_clean_options(ss.str(), path);
 }
 
+StatusOr<CleanOptions> load_clean_options(const std::string& path, const std::vector<std::string>& overrides) {
+  LMT_ASSIGN_OR_RETURN(CleanOptions o, load_clean_options(path));
+  for (const std::string& a : overrides) {
+    const std::string where = "--set " + a;
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return InvalidArgument(where + ": not key=value", "e.g. --set gopher_quality.min_doc_words=20 (keys: docs/DATA_CLEAN.md)");
+    const std::string key = a.substr(0, eq), value = a.substr(eq + 1);
+    toml::table t;
+    try {
+      t = toml::parse(std::string_view(key + " = " + value), std::string_view("--set"));
+    } catch (const toml::parse_error&) {
+      // Not a TOML value (e.g. --set input.text_field=content): the text itself, as a string.
+      try {
+        toml::table s;
+        s.insert("v", value);
+        std::ostringstream quoted;
+        quoted << s;  // v = 'content' (toml++ quotes and escapes it)
+        t = toml::parse(std::string_view(key + quoted.str().substr(quoted.str().find(" = "))), std::string_view("--set"));
+      } catch (const toml::parse_error& e) {
+        return InvalidArgument(where + ": " + std::string(e.description()), "keys look like section.key, e.g. minhash.threshold=0.8");
+      }
+    }
+    LMT_RETURN_IF_ERROR(apply_table(bind(o), t, "", where));
+  }
+  LMT_RETURN_IF_ERROR(validate(o, overrides.empty() ? path : "--set"));
+  return o;
+}
+
 std::string options_fingerprint(const CleanOptions& o_in) {
   CleanOptions o = o_in;
   std::string s;

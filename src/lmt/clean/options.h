@@ -52,6 +52,9 @@ std::vector<KeyDoc> clean_keys();
 
 // Defaults overlaid with the TOML file at `path` ("" for the defaults).
 StatusOr<CleanOptions> load_clean_options(const std::string& path);
+// load_clean_options(path), then each "section.key=value" of `overrides` (lmtrain data clean --set)
+// applied in order: the value is read as TOML (20, 0.8, true, ["a"]) or else as a string.
+StatusOr<CleanOptions> load_clean_options(const std::string& path, const std::vector<std::string>& overrides);
 StatusOr<CleanOptions> parse_clean_options(const std::string& toml_text, const std::string& source);
 
 // A canonical text of every setting (the resume check compares it).

@@ -133,7 +133,7 @@ StatusOr<PrepareReport> prepare_dataset(const PrepareOptions& o, const Tokenizer
                            "e.g. 0.005 keeps about one document in 200 for validation");
   if (o.shard_tokens < 1)
     return InvalidArgument("--shard-tokens " + std::to_string(o.shard_tokens) + " must be positive");
-  if (o.workers < 0) return InvalidArgument("--workers " + std::to_string(o.workers) + " must be >= 0", "0 = one per core");
+  if (o.workers < 0) return InvalidArgument("--threads " + std::to_string(o.workers) + " must be >= 0", "0 = one per core");
   const std::optional<int32_t> eos = o.eos_id ? o.eos_id : tokenizer.eos_id();
   if (!eos)
     return InvalidArgument("the tokenizer " + o.tokenizer_path + " has no end-of-document token",

@@ -44,7 +44,7 @@ StatusOr<int64_t> check_requests(const model::Transformer& model, const std::vec
   const model::ModelConfig& cfg = model.config();
   const int64_t cap = options.max_seq > 0 ? std::min(options.max_seq, cfg.max_seq_len) : cfg.max_seq_len;
   const int64_t B = options.batch;
-  if (B <= 0) return InvalidArgument("eval batch size must be positive, got " + std::to_string(B), "pass --batch 8");
+  if (B <= 0) return InvalidArgument("eval batch size must be positive, got " + std::to_string(B), "pass --micro-batch 8");
   if (options.compute != DType::kF32 && options.compute != DType::kBF16)
     return InvalidArgument("eval compute dtype must be fp32 or bf16");
   const int64_t n = static_cast<int64_t>(requests.size());
@@ -56,7 +56,7 @@ StatusOr<int64_t> check_requests(const model::Transformer& model, const std::vec
                              "a continuation is scored given at least one context id (use BOS/EOS for an empty context)");
     if (static_cast<int64_t>(r.continuation.size()) > cap)
       return InvalidArgument(which + ": continuation of " + std::to_string(r.continuation.size()) + " tokens exceeds T = " + std::to_string(cap),
-                             "raise --max-seq (up to the model's max_seq_len) or shorten the choice");
+                             "raise --max-seq-len (up to the model's max_seq_len) or shorten the choice");
     for (const auto* part : {&r.context, &r.continuation})
       for (int32_t id : *part)
         if (id < 0 || id >= cfg.vocab_size)
@@ -87,7 +87,7 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
     const int64_t T0 = std::min(cap, (row_len[order[0]] + kRowAlign - 1) / kRowAlign * kRowAlign);
     LMT_RETURN_IF_ERROR(model::activation_memory_check(
         cfg, B, T0, run, 0, "scoring batches of " + std::to_string(B) + " rows x " + std::to_string(T0) + " tokens",
-        "lower --batch (rows per forward pass) or --max-seq"));
+        "lower --micro-batch (rows per forward pass) or --max-seq-len"));
   }
   std::vector<ContinuationScore> out(n);
   std::vector<int32_t> tokens, targets;

@@ -12,14 +12,14 @@ StatusOr<ValidationResult> evaluate_validation(model::Transformer& model, const 
                                                const ValidationOptions& options) {
   const int64_t T = options.seq > 0 ? options.seq : std::min<int64_t>(1024, model.config().max_seq_len);
   if (T > model.config().max_seq_len || options.batch <= 0)
-    return InvalidArgument("validation needs --batch > 0 and a sequence length in [1, " + std::to_string(model.config().max_seq_len) +
+    return InvalidArgument("validation needs --micro-batch > 0 and a sequence length in [1, " + std::to_string(model.config().max_seq_len) +
                            "], got batch " + std::to_string(options.batch) + ", seq " + std::to_string(T));
   // Before the loader (whose buffers are batch x seq too) and the activation arena.
   model::RunOptions run;
   run.compute = model.master() == DType::kF64 ? DType::kF64 : options.compute;
   LMT_RETURN_IF_ERROR(model::activation_memory_check(
       model.config(), options.batch, T, run, 0,
-      "validation batches of " + std::to_string(options.batch) + " x " + std::to_string(T) + " tokens", "lower --batch or --seq"));
+      "validation batches of " + std::to_string(options.batch) + " x " + std::to_string(T) + " tokens", "lower --micro-batch or --seq-len"));
   data::LoaderOptions lo;
   lo.stages = {data::DataStage{0, {data::DataSource{dataset_dir, 1.0}}}};
   lo.split = "val";
@@ -51,7 +51,7 @@ StatusOr<ValidationResult> evaluate_validation(model::Transformer& model, const 
   if (r.batches == 0)
     return FailedPrecondition("the val split of " + dataset_dir + " has fewer tokens than one batch of " +
                                   std::to_string(options.batch) + "x" + std::to_string(T),
-                              "lower --batch / --seq, or prepare the data with a larger --val-fraction");
+                              "lower --micro-batch / --seq-len, or prepare the data with a larger --val-fraction");
   r.loss = sum / static_cast<double>(r.batches);
   r.ppl = std::exp(r.loss);
   r.tokens = r.batches * options.batch * T;

@@ -27,10 +27,10 @@ Status check_inputs(const PlanInputs& in) {
     return Status::Ok();
   };
   if (!in.model && !(in.params > 0))
-    return InvalidArgument("no model: pass --model PRESET|FILE or --params N",
-                           "e.g. --model llama3.2-1b, --model my_model.json or --params 7e9");
+    return InvalidArgument("no model: pass --preset PRESET|FILE or --params N",
+                           "e.g. --preset llama3.2-1b, --preset my_model.json or --params 7e9");
   if (in.model && in.params > 0)
-    return InvalidArgument("--model and --params are mutually exclusive", "the parameter count comes from the model");
+    return InvalidArgument("--preset and --params are mutually exclusive", "the parameter count comes from the model");
   if (in.hardware.empty())
     return InvalidArgument("no hardware: pass --hardware NAME", "valid hardware: " + [] {
       std::string s;
@@ -228,7 +228,7 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
                          " GiB of " + r.device.name + ": raise --zero, use --recompute, a smaller --micro-batch, or more TP/PP");
   if (!in.model)
     r.warnings.push_back("--params gives no shape: activations are not included in memory (and TP/PP "
-                         "divisibility is not checked); pass --model for a full estimate");
+                         "divisibility is not checked); pass --preset for a full estimate");
   if (in.model && in.seq_len > in.model->max_seq_len)
     r.warnings.push_back("--seq-len " + std::to_string(in.seq_len) + " exceeds the model's max_seq_len " +
                          std::to_string(in.model->max_seq_len));

@@ -86,7 +86,7 @@ TEST_F(TokenizerCli, ErrorsNameTheProblem) {
   EXPECT_EQ(line.code, 1);
   EXPECT_NE(line.out.find("bad.jsonl:2"), std::string::npos) << line.out;
   Result neither = run("tokenizer encode --tokenizer " + kCl100k, true);
-  EXPECT_EQ(neither.code, 1);
+  EXPECT_EQ(neither.code, 2);  // a missing input is a usage error (docs/CLI.md)
   EXPECT_NE(neither.out.find("hint:"), std::string::npos) << neither.out;
 }
 
