@@ -1,8 +1,9 @@
 // Compressed inputs through the CLI, as a user gives them (issue #19): real corpora compressed at
 // test time by Debian's gzip and zstd give byte-identical results to the plain file in
-// `data prepare` (every shard), `tokenizer train` (tokenizer.json), `data clean` (every shard) and
-// `eval` (the JSON accuracies); truncated and corrupted files fail with exit 1, a message naming
-// the file and the offset, and no output; bzip2 gets the one refusal with its command.
+// `data prepare` (every shard), `tokenizer train` (tokenizer.json), `data clean` (every shard),
+// `tokenizer encode --input` (its output) and `eval` (the JSON accuracies); truncated and corrupted
+// files fail with exit 1, a message naming the file and the offset, and no output; bzip2 gets the
+// one refusal with its command.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -126,6 +127,19 @@ TEST_F(CompressedInputCli, DataCleanShardsAreByteIdentical) {
   ASSERT_FALSE(want.empty());
   EXPECT_TRUE(files_of(p("clean_gz"), "shard_") == want);
   EXPECT_TRUE(files_of(p("clean_zst"), "shard_") == want);
+}
+
+TEST_F(CompressedInputCli, TokenizerEncodeInputIsIdentical) {
+  sh("head -n 5 plain/docs.jsonl > five.jsonl && gzip -c five.jsonl > five.jsonl.gz && zstd -q -c five.jsonl > five.jsonl.zst");
+  const std::string args = "tokenizer encode --tokenizer " + kData + "/tokenizers/gpt2 --json --input ";
+  Result plain = run(args + p("five.jsonl"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  ASSERT_GT(plain.out.size(), 1000u);
+  for (const std::string f : {"five.jsonl.gz", "five.jsonl.zst"}) {
+    Result r = run(args + p(f));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_TRUE(r.out == plain.out) << f;
+  }
 }
 
 TEST_F(CompressedInputCli, EvalAccuracyIsIdentical) {
