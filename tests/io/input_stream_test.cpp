@@ -226,13 +226,25 @@ TEST_F(InputStreamTest, CorruptDataAndBadChecksumsAreDataLoss) {
   }
 }
 
-TEST_F(InputStreamTest, TrailingGarbageAfterGzipIsAnError) {
+TEST_F(InputStreamTest, TrailingGarbageAfterGzipIsAnErrorButZeroPaddingIsIgnored) {
   make("t.txt", "hello\n");
-  write(p("g.gz"), slurp(p("t.txt.gz")) + "not gzip");
+  const std::string gz = slurp(p("t.txt.gz"));
+  write(p("g.gz"), gz + "not gzip");
   const Status s = read_all(p("g.gz"));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("after the last gzip member"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("compressed byte " + std::to_string(gz.size())), std::string::npos) << s.ToString();
+  // Zero padding (as tar leaves it): `gzip -d` ignores it, and so does the reader; more after it does not.
+  write(p("padded.gz"), gz + std::string(300000, '\0'));
+  EXPECT_EQ(std::system(("gzip -dc '" + p("padded.gz") + "' 2>/dev/null | cmp -s - '" + p("t.txt") + "'").c_str()), 0);
+  auto padded = read_whole_input(p("padded.gz"));
+  ASSERT_TRUE(padded.ok()) << padded.status().ToString();
+  EXPECT_EQ(*padded, "hello\n");
+  write(p("padded_garbage.gz"), gz + std::string(1000, '\0') + "x");
+  const Status g = read_all(p("padded_garbage.gz"));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("compressed byte " + std::to_string(gz.size() + 1000)), std::string::npos) << g.ToString();
 }
 
 TEST_F(InputStreamTest, Bzip2XzAndZipAreRefusedWithTheirCommand) {

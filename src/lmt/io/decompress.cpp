@@ -89,22 +89,38 @@ class GzipStream final : public FdStream {
                           "the file was cut short (an interrupted download or copy?); `gzip -t " + path_ + "` checks it");
         break;  // the end of the last member
       }
+      if (!in_member_ && members_ > 0 && (zero_padded_ || zs_.next_in[0] == 0)) {
+        // Zero bytes after the last member (tar-style padding) are ignored, as `gzip -d` does.
+        while (zs_.avail_in > 0 && zs_.next_in[0] == 0) {
+          ++zs_.next_in;
+          --zs_.avail_in;
+        }
+        zero_padded_ = true;
+        compressed_offset_ = file_read_ - zs_.avail_in;
+        if (zs_.avail_in == 0) continue;
+        return DataLoss(path_ + ": the bytes after the last gzip member and its zero padding, " + where() + ", are not zero",
+                        "the file has trailing garbage; `gzip -t " + path_ + "` checks it");
+      }
       const bool member_start = !in_member_;
+      const uint64_t member_offset = file_read_ - zs_.avail_in;
       in_member_ = true;
       const int rc = inflate(&zs_, Z_NO_FLUSH);
       compressed_offset_ = file_read_ - zs_.avail_in;
       uncompressed_offset_ = base + (want - zs_.avail_out);
       if (rc == Z_STREAM_END) {  // a member ends; another may follow (`cat a.gz b.gz`)
         in_member_ = false;
+        ++members_;
         inflateReset(&zs_);
         continue;
       }
       if (rc == Z_OK || rc == Z_BUF_ERROR) continue;
       const std::string msg = zs_.msg != nullptr ? zs_.msg : "zlib error " + std::to_string(rc);
       if (rc == Z_MEM_ERROR) return Internal(path_ + ": out of memory decompressing gzip data " + where());
-      if (member_start && compressed_offset_ > 0 && rc == Z_DATA_ERROR)
+      if (member_start && members_ > 0 && rc == Z_DATA_ERROR) {
+        compressed_offset_ = member_offset;  // where the bad "member" starts
         return DataLoss(path_ + ": the bytes after the last gzip member, " + where() + ", are not a gzip member (" + msg + ")",
                         "the file has trailing garbage; `gzip -t " + path_ + "` checks it");
+      }
       return DataLoss(path_ + ": corrupt gzip data " + where() + ": " + msg,
                       "the file is damaged; `gzip -t " + path_ + "` checks it; fetch it again");
     }
@@ -117,6 +133,8 @@ class GzipStream final : public FdStream {
   std::vector<Bytef> in_;
   bool eof_ = false;
   bool in_member_ = false;
+  int64_t members_ = 0;       // members decoded completely
+  bool zero_padded_ = false;  // zero bytes followed the last member
 };
 
 class ZstdStream final : public FdStream {

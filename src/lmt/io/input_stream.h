@@ -3,7 +3,8 @@
 //
 // - open_input(path) gives an InputStream of the file's (decompressed) bytes. Multi-member gzip
 //   (`cat a.gz b.gz`) and multi-frame zstd (`cat a.zst b.zst`, skippable frames) read as the
-//   concatenation of their contents, as `gzip -dc` / `zstd -dc` print them.
+//   concatenation of their contents, as `gzip -dc` / `zstd -dc` print them; zero bytes after the
+//   last gzip member (tar padding) are ignored, as gzip does, other trailing bytes are an error.
 // - bzip2, xz and zip (by magic bytes or by the .bz2/.xz/.zip suffix) are refused here, and only
 //   here, with the command that decompresses them. A file named .gz/.zst whose bytes are not gzip/
 //   zstd is refused too (kDataLoss): it is most likely damaged.
