@@ -1,7 +1,6 @@
 #include "lmt/data/tokenizer/corpus_reader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -104,8 +103,7 @@ StatusOr<CorpusReader> CorpusReader::open(CorpusOptions options) {
   }
   for (const std::string& file : reader.files_) {
     // Plain, gzip or zstd by the first bytes; bzip2/xz/zip are refused there, with their command.
-    LMT_ASSIGN_OR_RETURN(io::InputFormat format, io::detect_input_format(file));
-    (void)format;
+    LMT_RETURN_IF_ERROR(io::detect_input_format(file).status());
     std::error_code ec;
     const uintmax_t size = fs::file_size(file, ec);
     if (ec) return IoError(file + ": cannot get its size: " + ec.message());
@@ -153,16 +151,16 @@ Status CorpusReader::read_plain_bytes(size_t n) {
 
 StatusOr<bool> CorpusReader::read_jsonl_document() {
   const std::string& field = options_.text_field;
-  for (std::string_view line_buffer_;;) {
-    LMT_ASSIGN_OR_RETURN(bool more, lines_->next(&line_buffer_));
+  for (std::string_view line;;) {
+    LMT_ASSIGN_OR_RETURN(bool more, lines_->next(&line));
     bytes_read_ += lines_->stream().compressed_offset() - stream_offset_;  // bytes of the file as stored
     stream_offset_ = lines_->stream().compressed_offset();
     if (!more) break;
     ++line_;
-    if (!line_buffer_.empty() && line_buffer_.back() == '\r') line_buffer_.remove_suffix(1);
-    if (line_buffer_.find_first_not_of(" \t") == std::string_view::npos) continue;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     const std::string where = path_ + ":" + std::to_string(line_);
-    nlohmann::json doc = nlohmann::json::parse(line_buffer_, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded())
       return InvalidArgument(where + ": not valid JSON (or not UTF-8)",
                              "each line of a .jsonl file must be one JSON object such as {\"" + field + "\": \"...\"}");
