@@ -21,6 +21,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev  # tests and microbenchmarks
   clang libclang-rt-14-dev # libFuzzer targets (tests/fuzz, `make fuzz`; part of `make test`)
   bible-kjv bible-kjv-text # the demo's corpus: the King James Bible (public domain)
+  zlib1g-dev libzstd-dev   # gzip and zstd inputs (src/lmt/io/input_stream.h)
+  gzip zstd bzip2 xz-utils # the compressors the compressed-input tests run
   chromium                 # headless browser: the report test renders RUN/report.html (tests/report)
 )
 if [[ "${1:-}" == "--golden" ]]; then

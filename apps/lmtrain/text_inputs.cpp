@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lmt/data/tokenizer/loaders.h"
+#include "lmt/io/input_stream.h"
 
 namespace lmt::cli {
 namespace {
@@ -24,7 +24,8 @@ bool has_text_field(std::string_view line) {
 }
 
 bool is_jsonl(const std::string& path, const std::vector<std::string_view>& lines) {
-  if (path.ends_with(".jsonl") || path.ends_with(".ndjson")) return true;
+  const std::string name = io::strip_compression_suffix(path);  // a.jsonl.gz is JSONL
+  if (name.ends_with(".jsonl") || name.ends_with(".ndjson")) return true;
   for (std::string_view l : lines)
     if (l.find_first_not_of(" \t\r") != std::string_view::npos) return has_text_field(l);
   return false;
@@ -46,14 +47,14 @@ StatusOr<std::vector<std::string>> jsonl_texts(const std::string& path, const st
 }  // namespace
 
 StatusOr<std::vector<std::string>> read_text_lines(const std::string& path) {
-  LMT_ASSIGN_OR_RETURN(std::string bytes, data::read_file_bytes(path));
+  LMT_ASSIGN_OR_RETURN(std::string bytes, io::read_whole_input(path));
   const std::vector<std::string_view> lines = split_lines(bytes);
   if (is_jsonl(path, lines)) return jsonl_texts(path, lines);
   return std::vector<std::string>(lines.begin(), lines.end());
 }
 
 StatusOr<std::vector<std::string>> read_documents(const std::string& path) {
-  LMT_ASSIGN_OR_RETURN(std::string bytes, data::read_file_bytes(path));
+  LMT_ASSIGN_OR_RETURN(std::string bytes, io::read_whole_input(path));
   const std::vector<std::string_view> lines = split_lines(bytes);
   if (is_jsonl(path, lines)) return jsonl_texts(path, lines);
   return std::vector<std::string>{std::move(bytes)};

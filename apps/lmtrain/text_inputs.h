@@ -2,8 +2,9 @@
 //
 // A JSONL file (*.jsonl / *.ndjson, or any file whose first non-blank line is a JSON object with a
 // string `text` field) holds one document per line in its `text` field; blank lines are skipped.
-// Any other file is raw bytes (invalid UTF-8 is fine). Errors name the file and line. The whole file
-// is read into memory. Thread-safe (no shared state).
+// Any other file is raw bytes (invalid UTF-8 is fine). gzip/zstd files read as their content
+// (io::read_whole_input; "a.jsonl.gz" is JSONL). Errors name the file and line. The whole
+// (decompressed) file is read into memory. Thread-safe (no shared state).
 #pragma once
 
 #include <string>

@@ -208,9 +208,11 @@ TEST_F(PrepareTest, MissingAndCompressedInputsAreRefused) {
   auto missing = prepare_dataset(options({"nope.txt"}, "out"), tok_);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find(path("nope.txt")), std::string::npos);
-  write_bytes(path("x.jsonl.gz"), "\x1f\x8b");
+  write_bytes(path("x.jsonl.gz"), "\x1f\x8b");  // a gzip magic and nothing more: truncated
   auto gz = prepare_dataset(options({"x.jsonl.gz"}, "out"), tok_);
-  EXPECT_NE(gz.status().message().find("compressed"), std::string::npos) << gz.status().ToString();
+  EXPECT_EQ(gz.status().code(), StatusCode::kDataLoss) << gz.status().ToString();
+  EXPECT_NE(gz.status().message().find(path("x.jsonl.gz") + ": truncated gzip stream"), std::string::npos) << gz.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(path("out")));
 }
 
 TEST_F(PrepareTest, AnExistingNonEmptyOutputIsNeverTouched) {

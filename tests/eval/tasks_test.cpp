@@ -1,6 +1,8 @@
 // Task parsers on the real evaluation files (../shared/data/eval) and on malformed lines.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -101,6 +103,47 @@ std::string write_temp(const std::string& name, const std::vector<std::string>& 
   for (const auto& l : lines) out << l << "\n";
   return path;
 }
+
+// Task files compressed by the real gzip/zstd tools parse to the same items as the plain files,
+// with the labels file beside them plain or compressed (FILE-labels.lst[.gz|.zst]).
+TEST(Tasks, CompressedFilesParseToTheSameItems) {
+  SKIP_WITHOUT_SHARED_DATA();
+  if (std::system("command -v gzip >/dev/null && command -v zstd >/dev/null") != 0) GTEST_SKIP() << "gzip/zstd not installed";
+  const auto dir = std::filesystem::temp_directory_path() / ("lmt_tasks_compressed_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string d = dir.string();
+  auto sh = [&](const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; };
+  sh("gzip -c " + kEval + "/piqa/valid.jsonl > " + d + "/valid.jsonl.gz && zstd -q -c " + kEval + "/piqa/valid-labels.lst > " + d + "/valid-labels.lst.zst");
+  sh("zstd -q -c " + kEval + "/winogrande/dev.jsonl > " + d + "/dev.jsonl.zst && cp " + kEval + "/winogrande/dev-labels.lst " + d + "/");
+  sh("gzip -c " + kEval + "/hellaswag/hellaswag_val.llamacpp.jsonl > " + d + "/hs.jsonl.gz");
+  struct Case {
+    std::string task, plain, compressed;
+  };
+  for (const Case& c : {Case{"piqa", "piqa/valid.jsonl", d + "/valid.jsonl.gz"}, Case{"winogrande", "winogrande/dev.jsonl", d + "/dev.jsonl.zst"},
+                        Case{"hellaswag", "hellaswag/hellaswag_val.llamacpp.jsonl", d + "/hs.jsonl.gz"}}) {
+    const std::vector<McItem> want = must_parse(c.task, c.plain);
+    auto got = parse_task(c.task, c.compressed);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), want.size()) << c.task;
+    ASSERT_GT(want.size(), 1000u);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ((*got)[i].context, want[i].context);
+      EXPECT_EQ((*got)[i].choices, want[i].choices);
+      EXPECT_EQ((*got)[i].contexts, want[i].contexts);
+      EXPECT_EQ((*got)[i].gold, want[i].gold) << c.task << " item " << i;
+      EXPECT_EQ((*got)[i].line, want[i].line);
+    }
+  }
+  // A truncated task file names the file and the offset.
+  sh("head -c 5000 " + d + "/hs.jsonl.gz > " + d + "/cut.jsonl.gz");
+  auto cut = parse_task("hellaswag", d + "/cut.jsonl.gz");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(cut.status().message().find(d + "/cut.jsonl.gz: truncated gzip stream"), std::string::npos) << cut.status().ToString();
+  std::filesystem::remove_all(dir);
+}
+
 
 TEST(Tasks, MalformedLineNamesFileAndLine) {
   const std::string ok = R"({"query": "Question: q?", "choices": ["a", "b"], "gold": 1})";

@@ -17,20 +17,15 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".ndjson"); }
 
-bool is_compressed(const std::string& path) {
-  for (const char* ext : {".gz", ".zst", ".bz2", ".xz", ".zip"})
-    if (ends_with(path, ext)) return true;
-  return false;
-}
-
+// The format comes from the file's first bytes (io::open_input's rules: gzip and zstd are read,
+// bzip2/xz/zip refused there with their command); JSONL-ness from the name without .gz/.zst.
 Status add_file(const fs::path& p, std::vector<InputFile>* out) {
   const std::string path = p.string();
-  if (is_compressed(path))
-    return InvalidArgument("input " + path + " is compressed", "decompress it first (e.g. `zstd -d` or `gunzip -k`)");
+  LMT_ASSIGN_OR_RETURN(io::InputFormat format, io::detect_input_format(path));
   std::error_code ec;
   const uintmax_t size = fs::file_size(p, ec);
   if (ec) return IoError("cannot read the size of input " + path + ": " + ec.message());
-  out->push_back({path, is_jsonl(path), static_cast<uint64_t>(size)});
+  out->push_back({path, is_jsonl(io::strip_compression_suffix(path)), static_cast<uint64_t>(size), format});
   return Status::Ok();
 }
 
@@ -80,6 +75,23 @@ std::string DocumentReader::where(const Document& doc) const {
   return doc.line > 0 ? path + ":" + std::to_string(doc.line) : path;
 }
 
+Status DocumentReader::parse_line(const std::string& path, std::string_view line, Document* doc) {
+  const std::string at = path + ":" + std::to_string(line_);
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return InvalidArgument(at + ": not a JSON object (or not valid UTF-8 JSON)",
+                           "a .jsonl input holds one JSON object per line");
+  auto field = j.find(text_field_);
+  if (field == j.end() || !field->is_string())
+    return InvalidArgument(at + ": no string field '" + text_field_ + "'",
+                           "--text-field NAME chooses the field that holds the document text");
+  doc->text = std::move(field->get_ref<std::string&>());
+  if (keep_records_) doc->record.assign(line);
+  else doc->record.clear();
+  doc->line = line_;
+  return Status::Ok();
+}
+
 StatusOr<bool> DocumentReader::next(Document* doc) {
   uint64_t skipped = 0;  // blank lines' bytes, credited to the next document for progress
   while (file_index_ < files_.size()) {
@@ -92,6 +104,10 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
       doc->text.clear();
       doc->record.clear();
       if (f.bytes == 0) return true;
+      if (f.format != io::InputFormat::kPlain) {
+        LMT_ASSIGN_OR_RETURN(doc->text, io::read_whole_input(f.path));
+        return true;
+      }
       LMT_ASSIGN_OR_RETURN(io::MappedFile m, io::MappedFile::open_read_only(f.path));
       doc->text.assign(reinterpret_cast<const char*>(m.data()), m.size());
       doc->input_bytes = skipped + m.size();
@@ -99,12 +115,36 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
     }
     if (!file_open_) {
       map_ = io::MappedFile();
-      if (f.bytes > 0) {
+      lines_.reset();
+      if (f.format != io::InputFormat::kPlain) {  // streamed; plain files keep the memory map
+        LMT_ASSIGN_OR_RETURN(std::unique_ptr<io::InputStream> in, io::open_input(f.path));
+        lines_ = std::make_unique<io::LineReader>(std::move(in));
+      } else if (f.bytes > 0) {
         LMT_ASSIGN_OR_RETURN(map_, io::MappedFile::open_read_only(f.path));
       }
       file_open_ = true;
       offset_ = 0;
       line_ = 0;
+    }
+    if (lines_ != nullptr) {
+      // Progress counts compressed bytes, so that the total is the files' sizes.
+      std::string_view line;
+      for (;;) {
+        const uint64_t before = lines_->stream().compressed_offset();
+        LMT_ASSIGN_OR_RETURN(bool more, lines_->next(&line));
+        skipped += lines_->stream().compressed_offset() - before;
+        if (!more) break;
+        line_ = lines_->line_number();
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+        LMT_RETURN_IF_ERROR(parse_line(f.path, line, doc));
+        doc->input_bytes = skipped;
+        return true;
+      }
+      doc->input_bytes = 0;
+      file_open_ = false;
+      lines_.reset();
+      ++file_index_;
+      continue;
     }
     const char* base = reinterpret_cast<const char*>(map_.data());
     while (offset_ < map_.size()) {
@@ -119,19 +159,7 @@ StatusOr<bool> DocumentReader::next(Document* doc) {
         skipped += len + (nl ? 1 : 0);
         continue;
       }
-      const std::string at = f.path + ":" + std::to_string(line_);
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.is_object())
-        return InvalidArgument(at + ": not a JSON object (or not valid UTF-8 JSON)",
-                               "a .jsonl input holds one JSON object per line");
-      auto field = j.find(text_field_);
-      if (field == j.end() || !field->is_string())
-        return InvalidArgument(at + ": no string field '" + text_field_ + "'",
-                               "--text-field NAME chooses the field that holds the document text");
-      doc->text = std::move(field->get_ref<std::string&>());
-      if (keep_records_) doc->record.assign(line);
-      else doc->record.clear();
-      doc->line = line_;
+      LMT_RETURN_IF_ERROR(parse_line(f.path, line, doc));
       doc->input_bytes = skipped + len + (nl ? 1 : 0);
       return true;
     }

@@ -6,18 +6,25 @@
 // starting with '.' skipped. In a directory holding clean_report.json (an output of `lmtrain data
 // clean`) only its shard_*.jsonl files are read, not the report or the removed-document samples. A *.jsonl / *.ndjson file holds one JSON object per line whose string
 // field `text_field` is one document (blank lines skipped); any other file is one document of raw
-// bytes. Compressed files (.gz .zst .bz2 .xz .zip) are refused. Empty documents are returned too
-// (the caller decides to skip them).
+// bytes. A file may be gzip- or zstd-compressed (told by its first bytes; io/input_stream.h): it
+// reads as its decompressed content, and "a.jsonl.gz" / "a.jsonl.zst" count as JSONL. bzip2, xz
+// and zip are refused (io::open_input's message). Empty documents are returned too (the caller
+// decides to skip them).
 //
-// Memory: a JSONL file is memory-mapped and parsed line by line; a plain-text document is read
-// whole (one document = one file). One thread at a time; movable.
+// Memory: a plain JSONL file is memory-mapped and parsed line by line, a compressed one streamed
+// line by line (io::LineReader); a text document is read whole (one document = one file).
+// Progress (Document::input_bytes) counts bytes of the files as stored, compressed or not.
+// One thread at a time; movable.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lmt/base/status.h"
+#include "lmt/io/input_stream.h"
 #include "lmt/io/mapped_file.h"
 
 namespace lmt::data {
@@ -25,11 +32,12 @@ namespace lmt::data {
 struct InputFile {
   std::string path;
   bool jsonl = false;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // size of the file as stored (compressed or not)
+  io::InputFormat format = io::InputFormat::kPlain;
 };
 
-// Errors: kNotFound (a path that does not exist), kInvalidArgument (a compressed file; a directory
-// without files; no inputs), kIoError.
+// Errors: kNotFound (a path that does not exist), kInvalidArgument (a bzip2/xz/zip file; a
+// directory without files; no inputs), kDataLoss (named .gz/.zst but not compressed), kIoError.
 StatusOr<std::vector<InputFile>> list_input_files(const std::vector<std::string>& paths);
 
 struct Document {
@@ -46,7 +54,8 @@ class DocumentReader {
       : files_(std::move(files)), text_field_(std::move(text_field)) {}
 
   // Replaces *doc with the next document; false at the end of the input. Errors name the file and
-  // line (kInvalidArgument: a line that is not a JSON object or lacks the string field).
+  // line (kInvalidArgument: a line that is not a JSON object or lacks the string field; kDataLoss:
+// a truncated or corrupt compressed file, naming the offsets).
   StatusOr<bool> next(Document* doc);
 
   const std::vector<InputFile>& files() const { return files_; }
@@ -57,11 +66,14 @@ class DocumentReader {
   std::string where(const Document& doc) const;
 
  private:
+  Status parse_line(const std::string& path, std::string_view line, Document* doc);
+
   std::vector<InputFile> files_;
   std::string text_field_;
   size_t file_index_ = 0;      // the file being read
   bool file_open_ = false;
-  io::MappedFile map_;         // the current JSONL file
+  io::MappedFile map_;         // the current JSONL file, when plain
+  std::unique_ptr<io::LineReader> lines_;  // the current JSONL file, when compressed
   uint64_t offset_ = 0;        // next byte of it
   int64_t line_ = 0;
   bool keep_records_ = false;

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lmt/io/input_stream.h"
+
 namespace lmt::eval {
 namespace {
 
@@ -64,30 +66,44 @@ StatusOr<int> get_label(const json& v, int base, size_t n, const Where& w, const
   return static_cast<int>(x);
 }
 
-// The lines of a labels file (PIQA/WinoGrande "-labels.lst"), blank lines included as "".
+// The lines of a labels file (PIQA/WinoGrande "-labels.lst", plain or compressed), blank lines
+// included as "".
 StatusOr<std::vector<std::string>> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot open " + path);
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<io::InputStream> in, io::open_input(path));
+  io::LineReader reader(std::move(in));
   std::vector<std::string> lines;
-  for (std::string s; std::getline(in, s);) {
-    if (!s.empty() && s.back() == '\r') s.pop_back();
-    lines.push_back(s);
+  for (std::string_view s;;) {
+    LMT_ASSIGN_OR_RETURN(bool more, reader.next(&s));
+    if (!more) break;
+    if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+    lines.emplace_back(s);
   }
   return lines;
 }
 
+// FILE.jsonl (or FILE.jsonl.gz / .zst) -> FILE-labels.lst, or its .gz / .zst copy when only that exists.
 std::string labels_path_of(const std::string& path) {
-  std::string stem = path;
+  std::string stem = io::strip_compression_suffix(path);
   if (stem.size() > 6 && stem.ends_with(".jsonl")) stem.resize(stem.size() - 6);
-  return stem + "-labels.lst";
+  const std::string plain = stem + "-labels.lst";
+  std::error_code ec;
+  if (!std::filesystem::exists(plain, ec))
+    for (const char* ext : {".gz", ".zst"})
+      if (std::filesystem::exists(plain + ext, ec)) return plain + ext;
+  return plain;
 }
 
 // Calls parse(object, where) for every non-blank line of a JSONL file.
 Status for_each_object(const std::string& path, const std::function<Status(const json&, const Where&)>& parse) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot open eval file " + path, "check --data (the eval files are described in docs/EVAL.md)");
+  auto opened = io::open_input(path);  // plain, .gz or .zst
+  if (!opened.ok() && opened.status().code() == StatusCode::kNotFound)
+    return NotFound("cannot open eval file " + path, "check --data (the eval files are described in docs/EVAL.md)");
+  LMT_RETURN_IF_ERROR(opened.status());
+  io::LineReader reader(std::move(*opened));
   int64_t line = 0;
-  for (std::string s; std::getline(in, s);) {
+  for (std::string_view s;;) {
+    LMT_ASSIGN_OR_RETURN(bool more, reader.next(&s));
+    if (!more) break;
     ++line;
     if (s.find_first_not_of(" \t\r") == std::string::npos) continue;
     const Where w{path, line};

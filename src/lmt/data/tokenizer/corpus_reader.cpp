@@ -1,11 +1,12 @@
 #include "lmt/data/tokenizer/corpus_reader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
+
+#include "lmt/io/input_stream.h"
 
 namespace lmt::data {
 namespace fs = std::filesystem;
@@ -16,12 +17,6 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 }
 
 bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".ndjson"); }
-
-bool is_compressed(const std::string& path) {
-  for (std::string_view ext : {".gz", ".zst", ".bz2", ".xz", ".zip"})
-    if (ends_with(path, ext)) return true;
-  return false;
-}
 
 bool is_hidden(const fs::path& p) {
   const std::string name = p.filename().string();
@@ -107,10 +102,8 @@ StatusOr<CorpusReader> CorpusReader::open(CorpusOptions options) {
     }
   }
   for (const std::string& file : reader.files_) {
-    if (is_compressed(file))
-      return Unimplemented(file + ": compressed input is not read", "decompress it first (gunzip, zstd -d, ...)");
-    std::ifstream probe(file, std::ios::binary);
-    if (!probe) return IoError(file + ": cannot open: " + std::strerror(errno), "check that the file is readable");
+    // Plain, gzip or zstd by the first bytes; bzip2/xz/zip are refused there, with their command.
+    LMT_RETURN_IF_ERROR(io::detect_input_format(file).status());
     std::error_code ec;
     const uintmax_t size = fs::file_size(file, ec);
     if (ec) return IoError(file + ": cannot get its size: " + ec.message());
@@ -121,9 +114,14 @@ StatusOr<CorpusReader> CorpusReader::open(CorpusOptions options) {
 
 Status CorpusReader::open_next_file() {
   path_ = files_[file_index_++];
-  in_ = std::make_unique<std::ifstream>(path_, std::ios::binary);
-  if (!*in_) return IoError(path_ + ": cannot open: " + std::strerror(errno), "check that the file is readable");
-  jsonl_ = is_jsonl(path_);
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<io::InputStream> in, io::open_input(path_));
+  jsonl_ = is_jsonl(io::strip_compression_suffix(path_));
+  if (jsonl_) {
+    lines_ = std::make_unique<io::LineReader>(std::move(in));
+  } else {
+    in_ = std::move(in);
+  }
+  stream_offset_ = 0;
   line_ = 0;
   return Status::Ok();
 }
@@ -135,11 +133,15 @@ Status CorpusReader::read_plain_bytes(size_t n) {
   }
   const size_t old = pending_.size();
   pending_.resize(old + n);
-  in_->read(pending_.data() + old, static_cast<std::streamsize>(n));
-  const size_t got = static_cast<size_t>(in_->gcount());
+  auto got_or = in_->read(pending_.data() + old, n);
+  if (!got_or.ok()) {
+    pending_.resize(old);
+    return got_or.status();
+  }
+  const size_t got = *got_or;
   pending_.resize(old + got);
-  bytes_read_ += got;
-  if (in_->bad()) return IoError(path_ + ": read failed: " + std::strerror(errno));
+  bytes_read_ += in_->compressed_offset() - stream_offset_;  // bytes of the file as stored
+  stream_offset_ = in_->compressed_offset();
   if (got < n) {  // end of file: the document is complete
     pending_complete_ = true;
     in_.reset();
@@ -149,13 +151,16 @@ Status CorpusReader::read_plain_bytes(size_t n) {
 
 StatusOr<bool> CorpusReader::read_jsonl_document() {
   const std::string& field = options_.text_field;
-  while (std::getline(*in_, line_buffer_)) {
+  for (std::string_view line;;) {
+    LMT_ASSIGN_OR_RETURN(bool more, lines_->next(&line));
+    bytes_read_ += lines_->stream().compressed_offset() - stream_offset_;  // bytes of the file as stored
+    stream_offset_ = lines_->stream().compressed_offset();
+    if (!more) break;
     ++line_;
-    bytes_read_ += line_buffer_.size() + 1;
-    if (!line_buffer_.empty() && line_buffer_.back() == '\r') line_buffer_.pop_back();
-    if (line_buffer_.find_first_not_of(" \t") == std::string::npos) continue;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     const std::string where = path_ + ":" + std::to_string(line_);
-    nlohmann::json doc = nlohmann::json::parse(line_buffer_, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json doc = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded())
       return InvalidArgument(where + ": not valid JSON (or not UTF-8)",
                              "each line of a .jsonl file must be one JSON object such as {\"" + field + "\": \"...\"}");
@@ -178,16 +183,15 @@ StatusOr<bool> CorpusReader::read_jsonl_document() {
     ++documents_;
     return true;
   }
-  if (in_->bad()) return IoError(path_ + ": read failed after line " + std::to_string(line_) + ": " + std::strerror(errno));
   return false;
 }
 
 StatusOr<bool> CorpusReader::refill() {
   for (;;) {
-    if (in_ != nullptr && jsonl_) {
+    if (lines_ != nullptr) {
       LMT_ASSIGN_OR_RETURN(bool got, read_jsonl_document());
       if (got) return true;
-      in_.reset();
+      lines_.reset();
     }
     if (file_index_ == files_.size()) return false;
     LMT_RETURN_IF_ERROR(open_next_file());

@@ -4,8 +4,10 @@
 // Inputs: a path is a file or a directory (walked recursively, files in byte order of their paths,
 // names starting with '.' skipped). A *.jsonl / *.ndjson file holds one JSON object per line whose
 // string field `text_field` is one document (blank lines are skipped); any other file is one
-// document of raw bytes (any encoding; invalid UTF-8 is fine). Compressed files (.gz, .zst, .bz2,
-// .xz, .zip) are refused rather than counted as bytes.
+// document of raw bytes (any encoding; invalid UTF-8 is fine). gzip and zstd files (told by their
+// first bytes, io/input_stream.h) read as their decompressed content, "a.jsonl.gz" / "a.jsonl.zst"
+// as JSONL; bzip2, xz and zip are refused (io::open_input's message) rather than counted as bytes.
+// total_bytes()/bytes_read() count the files as stored (compressed bytes for compressed files).
 //
 // Blocks: next() hands out about `block_bytes` of text at a time, made of segments. A segment is
 // (part of) one document and is pre-tokenised on its own, so no piece ever spans two documents.
@@ -22,20 +24,21 @@
 // looking for a cut.
 //
 // Errors (Status, naming file and line): a missing or unreadable path, a directory without files,
-// a JSONL line that is not a JSON object, lacks the field, or whose field is not a string.
+// a JSONL line that is not a JSON object, lacks the field, or whose field is not a string; a
+// truncated or corrupt compressed file (kDataLoss, naming the compressed/uncompressed offsets).
 //
 // Threading: one thread at a time. Movable, not copyable.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "lmt/base/status.h"
+#include "lmt/io/input_stream.h"
 
 namespace lmt::data {
 
@@ -93,11 +96,12 @@ class CorpusReader {
   int64_t documents_ = 0;
 
   size_t file_index_ = 0;  // next file to open
-  std::unique_ptr<std::ifstream> in_;  // the open file, if any
+  std::unique_ptr<io::InputStream> in_;   // the open plain-text file, if any (plain, .gz or .zst)
+  std::unique_ptr<io::LineReader> lines_; // the open JSONL file, if any
+  uint64_t stream_offset_ = 0;            // its compressed_offset() already added to bytes_read_
   std::string path_;                   // its name, for errors
   bool jsonl_ = false;
   int64_t line_ = 0;  // last JSONL line read (1-based)
-  std::string line_buffer_;
 
   // The current document's text not yet handed out: pending_[pending_pos_, ...).
   std::string pending_;
