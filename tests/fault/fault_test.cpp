@@ -160,7 +160,9 @@ class FaultTest : public test::ScratchDirTest {
 };
 
 TEST_F(FaultTest, KilledAtRandomMomentsEveryResumeContinuesBitForBit) {
-  const int64_t kSteps = 60;
+  // Each launch advances 0-2 logged steps plus up to 30 ms of steps (a few, on an idle machine), and
+  // at most 24 launches are killed: 100 steps leave room for 20+ kills however fast the steps run.
+  const int64_t kSteps = 100;
   const auto want = reference(kSteps);
   ASSERT_EQ(static_cast<int64_t>(want.size()), kSteps);
   const std::string run = path("killed"), log = path("killed.log");
