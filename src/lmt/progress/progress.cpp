@@ -99,7 +99,7 @@ void Progress::update(int64_t done, std::vector<Field> fields) {
   fields_ = std::move(fields);
   // Samples closer than 50 ms replace the newest one: the window holds at most ~600 samples however
   // often update() is called (once per document, in data clean).
-  if (samples_.size() >= 2 && now - samples_[samples_.size() - 2].first < 0.05) samples_.back() = {now, done};
+  if (samples_.size() >= 2 && now - samples_[samples_.size() - 2].first < kMinSpan) samples_.back() = {now, done};
   else samples_.emplace_back(now, done);
   // Keep one sample at or before the window's start, so the rate always spans the whole window.
   while (samples_.size() > 2 && samples_[1].first <= now - options_.eta_window_seconds) samples_.pop_front();

@@ -478,7 +478,7 @@ Status Trainer::train_step() {
   rec["tokens_per_s"] = tps;
   rec["tflops"] = f.training * tps * 1e-12;
   rec["tflops_6n"] = f.six_n * tps * 1e-12;
-  rec["mfu"] = f.training * tps / (peak_flops_ * world);
+  rec["mfu"] = mfu(tps);
   rec["mfu_6n"] = f.six_n * tps / (peak_flops_ * world);
   rec["step_time"] = {{"step", secs}, {"data", res.time.data}, {"forward", res.time.forward}, {"backward", res.time.backward},
                  {"optimizer", res.time.update + res.time.gather}, {"checkpoint_wait", t_ckpt},
@@ -524,18 +524,21 @@ Status Trainer::bad_step(nlohmann::json* rec, const std::string& kind, const std
   return Status::Ok();
 }
 
+double Trainer::mfu(double tokens_per_s) const {
+  const model::FlopsPerToken f = model::flops_per_token(recipe_.model, recipe_.seq_len);
+  return f.training * tokens_per_s / (peak_flops_ * topology_->world_size());  // the peak counts every device
+}
+
 void Trainer::show_progress(double lr_mult) {
   if (!progress_) return;
   const double tps = token_window_.rate();
-  const model::FlopsPerToken f = model::flops_per_token(recipe_.model, recipe_.seq_len);
-  const double mfu = f.training * tps / (peak_flops_ * topology_->world_size());
   char lr[32];
   std::snprintf(lr, sizeof lr, "%.2e", recipe_.optim.lr * lr_mult);
   // On a narrow terminal the bar drops fields from the last: lr and gnorm go first.
   std::vector<progress::Field> fields = {progress::number("loss", loss_window_.mean(), 4)};
   if (!std::isnan(last_val_loss_)) fields.push_back(progress::number("val loss", last_val_loss_, 4));
   fields.push_back(progress::rate(tps, "tok/s"));
-  fields.push_back(progress::percent("MFU", mfu));
+  fields.push_back(progress::percent("MFU", mfu(tps)));
   fields.push_back(progress::number("gnorm", norm_window_.mean(), 3));
   fields.push_back({"lr", lr});
   progress_->update(step_, std::move(fields));

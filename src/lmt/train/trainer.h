@@ -107,6 +107,7 @@ class Trainer {
   // Rank 0, after every step: the progress bar (a TTY) or a line (step 1, every log_every steps, the
   // last step) on stderr, with loss, grad norm, tok/s and MFU averaged over the last log_every steps.
   void show_progress(double lr_mult);
+  double mfu(double tokens_per_s) const;  // model FLOP/s (flops_per_token().training) / the peak of all devices
   void clear_progress() { if (progress_) progress_->clear(); }  // before other output to a terminal
 
   Recipe recipe_;
