@@ -24,8 +24,7 @@ bool has_text_field(std::string_view line) {
 }
 
 bool is_jsonl(const std::string& path, const std::vector<std::string_view>& lines) {
-  const std::string name = io::strip_compression_suffix(path);  // a.jsonl.gz is JSONL
-  if (name.ends_with(".jsonl") || name.ends_with(".ndjson")) return true;
+  if (io::is_jsonl_name(path)) return true;  // a.jsonl.gz is JSONL
   for (std::string_view l : lines)
     if (l.find_first_not_of(" \t\r") != std::string_view::npos) return has_text_field(l);
   return false;

@@ -10,13 +10,6 @@ namespace lmt::data {
 namespace fs = std::filesystem;
 namespace {
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
-bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".ndjson"); }
-
 // The format comes from the file's first bytes (io::open_input's rules: gzip and zstd are read,
 // bzip2/xz/zip refused there with their command); JSONL-ness from the name without .gz/.zst.
 Status add_file(const fs::path& p, std::vector<InputFile>* out) {
@@ -25,7 +18,7 @@ Status add_file(const fs::path& p, std::vector<InputFile>* out) {
   std::error_code ec;
   const uintmax_t size = fs::file_size(p, ec);
   if (ec) return IoError("cannot read the size of input " + path + ": " + ec.message());
-  out->push_back({path, is_jsonl(io::strip_compression_suffix(path)), static_cast<uint64_t>(size), format});
+  out->push_back({path, io::is_jsonl_name(path), static_cast<uint64_t>(size), format});
   return Status::Ok();
 }
 
@@ -35,7 +28,7 @@ bool is_clean_metadata(const fs::path& p) {
   std::error_code ec;
   if (!fs::exists(p.parent_path() / "clean_report.json", ec)) return false;
   const std::string name = p.filename().string();
-  return !(name.starts_with("shard_") && ends_with(name, ".jsonl"));
+  return !(name.starts_with("shard_") && name.ends_with(".jsonl"));
 }
 
 }  // namespace

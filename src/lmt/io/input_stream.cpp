@@ -101,6 +101,11 @@ std::string strip_compression_suffix(const std::string& path) {
   return path;
 }
 
+bool is_jsonl_name(const std::string& path) {
+  const std::string name = strip_compression_suffix(path);
+  return ends_with(name, ".jsonl") || ends_with(name, ".ndjson");
+}
+
 StatusOr<std::unique_ptr<InputStream>> open_input(const std::string& path) {
   LMT_ASSIGN_OR_RETURN(auto opened, open_and_detect(path));
   switch (opened.second) {

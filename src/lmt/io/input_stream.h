@@ -40,6 +40,10 @@ StatusOr<InputFormat> detect_input_format(const std::string& path);
 // e.g. to tell JSONL from plain text by its suffix.
 std::string strip_compression_suffix(const std::string& path);
 
+// Whether `path` names a JSONL file (one JSON object per line): .jsonl or .ndjson, also with a
+// trailing .gz/.zst/.zstd. Every reader of user text tells JSONL from plain text by this.
+bool is_jsonl_name(const std::string& path);
+
 class InputStream {
  public:
   virtual ~InputStream() = default;

@@ -12,12 +12,6 @@ namespace lmt::data {
 namespace fs = std::filesystem;
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool is_jsonl(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".ndjson"); }
-
 bool is_hidden(const fs::path& p) {
   const std::string name = p.filename().string();
   return !name.empty() && name[0] == '.';
@@ -115,7 +109,7 @@ StatusOr<CorpusReader> CorpusReader::open(CorpusOptions options) {
 Status CorpusReader::open_next_file() {
   path_ = files_[file_index_++];
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<io::InputStream> in, io::open_input(path_));
-  jsonl_ = is_jsonl(io::strip_compression_suffix(path_));
+  jsonl_ = io::is_jsonl_name(path_);
   if (jsonl_) {
     lines_ = std::make_unique<io::LineReader>(std::move(in));
   } else {
