@@ -1,6 +1,7 @@
 #include "eval_progress.h"
 
 #include <algorithm>
+#include <span>
 
 #include "lmt/base/timer.h"
 #include "lmt/progress/progress.h"
@@ -19,8 +20,7 @@ StatusOr<eval::TaskResult> score_with_progress(model::Transformer& model, const 
   int64_t rows = 0, truncated = 0, correct = 0;
   for (size_t begin = 0; begin < n; begin += chunk) {
     const size_t end = std::min(n, begin + chunk);
-    const std::vector<eval::McItem> part(items.begin() + static_cast<std::ptrdiff_t>(begin),
-                                         items.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::span<const eval::McItem> part = std::span(items).subspan(begin, end - begin);
     auto r = eval::evaluate_multiple_choice(model, tokenizer, part, 0, options, task);
     if (!r.ok()) {
       bar.clear();

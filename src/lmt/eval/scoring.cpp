@@ -236,7 +236,7 @@ StatusOr<TaskResult> evaluate_encoded(model::Transformer& model, const std::vect
 }
 
 StatusOr<TaskResult> evaluate_multiple_choice(model::Transformer& model, const data::Tokenizer& tokenizer,
-                                              const std::vector<McItem>& items, int64_t limit,
+                                              std::span<const McItem> items, int64_t limit,
                                               const ScoreOptions& options, const std::string& task) {
   Timer timer;  // items/s includes tokenisation
   const size_t n = limit > 0 ? std::min(items.size(), static_cast<size_t>(limit)) : items.size();

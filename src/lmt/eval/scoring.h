@@ -122,9 +122,10 @@ struct TaskResult {
 // The accuracies of `scores` (items = scores.size(); timing fields left 0).
 TaskResult accuracy_of(const std::string& task, std::vector<ItemScores> scores);
 
-// Encodes and scores the first `limit` items (limit <= 0: all) and reports the accuracies.
+// Encodes and scores the first `limit` items (limit <= 0: all) and reports the accuracies. `items`
+// may be a slice of a task file (eval_progress scores one in chunks, without copying).
 StatusOr<TaskResult> evaluate_multiple_choice(model::Transformer& model, const data::Tokenizer& tokenizer,
-                                              const std::vector<McItem>& items, int64_t limit,
+                                              std::span<const McItem> items, int64_t limit,
                                               const ScoreOptions& options = {}, const std::string& task = "");
 
 // Scores already encoded items (what the periodic evaluation reuses to tokenise only once).
