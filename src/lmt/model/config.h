@@ -58,6 +58,37 @@ struct ModelLimits {
   static constexpr double kMaxParams = 1e13;  // 10 trillion
 };
 
+// Mixture-of-Experts FFN (docs/MOE.md). A layer l is an MoE layer when num_experts > 0 and
+// l % every == every - 1 (Hugging Face's decoder_sparse_step); other layers keep the dense FFN of
+// ModelConfig::ffn_hidden. Each routed expert is an FFN of the model's kind (ffn, activation) with
+// hidden size expert_ffn; shared_experts always-on experts of the same size run beside them.
+// Router: logits = x · router_wᵀ [N, E], p = softmax(logits); the top_k experts by p (ties: the
+// lower expert index wins; under kBiasUpdate by p + bias, the bias steering selection only);
+// weights = the chosen p, divided by their sum when renormalize.
+enum class MoeBalance : uint8_t {
+  kNone,
+  kAuxLoss,     // Switch/Qwen auxiliary loss: aux_loss_coef · E · Σ_e f_e · P_e
+  kBiasUpdate,  // DeepSeek-V3 aux-loss-free: bias_e += bias_update_rate · sign(mean load - load_e)
+};
+
+struct MoeConfig {
+  int64_t num_experts = 0;     // E; 0: a dense model
+  int64_t top_k = 0;           // K in [1, E]
+  int64_t expert_ffn = 0;      // hidden size of each expert
+  int64_t shared_experts = 0;  // always-on experts (hidden expert_ffn each)
+  int64_t every = 1;           // MoE layers: l % every == every - 1
+  bool renormalize = true;     // divide the top-k weights by their sum (Qwen3-MoE: true, OLMoE: false)
+  MoeBalance balance = MoeBalance::kAuxLoss;
+  float aux_loss_coef = 0.01f;       // kAuxLoss
+  float bias_update_rate = 1e-3f;    // kBiasUpdate
+  float router_z_loss = 0.0f;        // coefficient of mean(logsumexp(logits)²); 0: off
+  float capacity_factor = 0.0f;      // 0: dropless; else capacity = ceil(factor · N · K / E) tokens per expert
+
+  bool enabled() const { return num_experts > 0; }
+  bool is_moe_layer(int64_t layer) const { return enabled() && layer % every == every - 1; }
+  bool operator==(const MoeConfig&) const = default;
+};
+
 struct ModelConfig {
   std::string name;
   NamingFamily family = NamingFamily::kLlama;
@@ -84,10 +115,13 @@ struct ModelConfig {
   int64_t nope_every = 0;        // > 0: every N-th layer (l % N == N-1) uses no positions (NoPE)
 
   bool qk_norm = false;       // RMSNorm over each head of q and k (Qwen3)
+  bool qk_norm_full = false;  // with qk_norm: over the whole q [NH·HD] and k [G·HD] rows instead (OLMoE)
   bool attn_bias = false;     // biases on q, k, v
   bool attn_out_bias = false; // bias on the attention output projection
   bool mlp_bias = false;      // biases on the FFN matrices
   bool tied_embeddings = true;
+
+  MoeConfig moe;              // num_experts == 0: no MoE layers
 
   float init_std = 0.02f;
   bool scaled_residual_init = true;  // output projections get init_std / sqrt(2·n_layers)
