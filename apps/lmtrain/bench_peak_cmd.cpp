@@ -41,6 +41,8 @@ Status run_peak_bench(const PeakBenchArgs& a) {
     nlohmann::json j = {{"bench", "peak"},
                         {"cpu", cpu.brand},
                         {"vendor", cpu.vendor},
+                        {"family", cpu.family},
+                        {"model", cpu.model},
                         {"threads", cpu.threads},
                         {"key", key},
                         {"trials", a.trials},
@@ -53,8 +55,8 @@ Status run_peak_bench(const PeakBenchArgs& a) {
     if (previous) j["previous"] = {{"fp32_gflops", previous->fp32_gflops}, {"bf16_gflops", previous->bf16_gflops}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("machine: %s (%s), %d threads\n", cpu.brand.empty() ? "unknown CPU" : cpu.brand.c_str(), cpu.vendor.c_str(),
-                cpu.threads);
+    std::printf("machine: %s (%s family %d model %d), %d threads\n", cpu.brand.empty() ? "unknown CPU" : cpu.brand.c_str(),
+                cpu.vendor.c_str(), cpu.family, cpu.model, cpu.threads);
     std::printf("measured (best of %d trials per unit): fp32 %.0f GFLOP/s, bf16 (%s) %.0f GFLOP/s\n", a.trials,
                 measured.fp32_gflops, measured.bf16_unit.c_str(), measured.bf16_gflops);
     if (previous)

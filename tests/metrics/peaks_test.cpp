@@ -175,11 +175,50 @@ TEST(PeakCacheKey, NamesTheCpuItsIsaAndThreads) {
   CpuInfo info;
   info.vendor = "GenuineIntel";
   info.brand = "Intel(R) Xeon(R) Platinum 8480+";
+  info.family = 6;
+  info.model = 143;
   info.threads = 8;
   info.avx512f = info.avx512_bf16 = info.amx_bf16 = true;
-  EXPECT_EQ(peak_cache_key(info), "GenuineIntel Intel(R) Xeon(R) Platinum 8480+ | avx512f avx512_bf16 amx_bf16 | 8 threads");
+  EXPECT_EQ(peak_cache_key(info),
+            "GenuineIntel Intel(R) Xeon(R) Platinum 8480+ | family 6 model 143 | avx512f avx512_bf16 amx_bf16 | 8 threads");
   info.amx_bf16 = false;  // e.g. the OS no longer grants AMX: another key
-  EXPECT_EQ(peak_cache_key(info), "GenuineIntel Intel(R) Xeon(R) Platinum 8480+ | avx512f avx512_bf16 | 8 threads");
+  EXPECT_EQ(peak_cache_key(info),
+            "GenuineIntel Intel(R) Xeon(R) Platinum 8480+ | family 6 model 143 | avx512f avx512_bf16 | 8 threads");
+}
+
+// The same brand string on two CPU generations (VMs report "AMD EPYC" for Zen 4 and Zen 5, whose
+// AVX-512 peaks differ 2x) are two keys, so one machine's cached peak is never used on the other.
+TEST(PeakCacheKey, SameBrandOtherGenerationIsAnotherKey) {
+  CpuInfo zen4;
+  zen4.vendor = "AuthenticAMD";
+  zen4.brand = "AMD EPYC";
+  zen4.family = 25;
+  zen4.model = 17;
+  zen4.threads = 2;
+  zen4.avx512f = zen4.avx512_bf16 = true;
+  CpuInfo zen5 = zen4;
+  zen5.family = 26;
+  zen5.model = 2;
+  EXPECT_NE(peak_cache_key(zen4), peak_cache_key(zen5));
+  EXPECT_EQ(peak_cache_key(zen4), "AuthenticAMD AMD EPYC | family 25 model 17 | avx512f avx512_bf16 | 2 threads");
+}
+
+// This machine's family is what /proc/cpuinfo (the kernel's own CPUID decoding) says.
+TEST(CpuInfo, FamilyAndModelMatchProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  int family = -1, model = -1;
+  while (std::getline(in, line) && (family < 0 || model < 0)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    if (key == "cpu family") family = std::stoi(line.substr(colon + 1));
+    if (key == "model") model = std::stoi(line.substr(colon + 1));
+  }
+  if (family < 0 || model < 0) GTEST_SKIP() << "/proc/cpuinfo names no cpu family/model";
+  EXPECT_EQ(cpu_info().family, family);
+  EXPECT_EQ(cpu_info().model, model);
 }
 
 TEST(PeakOverride, MustBeAPositiveFiniteGflopsFigure) {

@@ -46,6 +46,12 @@ CpuInfo detect() {
   while (!info.brand.empty() && info.brand.back() == ' ') info.brand.pop_back();
   // OS must save zmm state (XCR0 bits 5-7 and 1-2).
   bool os_zmm = false;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    const int base_family = static_cast<int>((a >> 8) & 0xF), base_model = static_cast<int>((a >> 4) & 0xF);
+    info.family = base_family == 0xF ? base_family + static_cast<int>((a >> 20) & 0xFF) : base_family;
+    info.model = base_family == 0x6 || base_family == 0xF ? base_model | static_cast<int>(((a >> 16) & 0xF) << 4)
+                                                          : base_model;
+  }
   if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27))) {
     uint32_t xcr0_lo, xcr0_hi;
     __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
@@ -186,7 +192,8 @@ std::string machine_summary() {
   const Peaks& p = measured_peaks();
   std::ostringstream s;
   s.precision(0);
-  s << std::fixed << (c.brand.empty() ? "unknown CPU" : c.brand) << " (" << c.vendor << "), "
+  s << std::fixed << (c.brand.empty() ? "unknown CPU" : c.brand) << " (" << c.vendor << " family " << c.family
+    << " model " << c.model << "), "
     << c.threads << " threads," << (c.avx512f ? " avx512f" : "") << (c.avx512_bf16 ? " avx512_bf16" : "")
     << (c.amx_bf16 ? " amx_bf16" : "") << "; measured peaks fp32 " << p.fp32_gflops
     << " GFLOP/s, bf16 (" << p.bf16_unit << ") " << p.bf16_gflops << " GFLOP/s";

@@ -16,6 +16,12 @@ namespace lmt::metrics {
 struct CpuInfo {
   std::string vendor;  // "GenuineIntel", "AuthenticAMD"
   std::string brand;   // e.g. "Intel(R) Xeon(R) ..."
+  // CPUID leaf 1's display family and model (extended fields folded in), e.g. AMD family 25
+  // model 17 = Zen 4 "Genoa", family 26 = Zen 5. Virtual machines often report the same brand
+  // string ("AMD EPYC") for different generations, whose peaks differ 2x (Zen 4 runs AVX-512 on
+  // 256-bit units), so the peak cache keys on these too. 0 when unknown.
+  int family = 0;
+  int model = 0;
   int threads = 1;     // OpenMP threads this process uses
   bool avx512f = false;
   bool avx512_bf16 = false;

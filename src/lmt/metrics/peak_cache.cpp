@@ -86,8 +86,8 @@ Loaded load(const std::string& path) {
 }  // namespace
 
 std::string peak_cache_key(const CpuInfo& info) {
-  return (info.vendor.empty() ? "unknown" : info.vendor) + " " + (info.brand.empty() ? "unknown CPU" : info.brand) + " | " +
-         isa_flags(info) + " | " + std::to_string(info.threads) + " threads";
+  return (info.vendor.empty() ? "unknown" : info.vendor) + " " + (info.brand.empty() ? "unknown CPU" : info.brand) +
+         " | family " + std::to_string(info.family) + " model " + std::to_string(info.model) + " | " + isa_flags(info) + " | " + std::to_string(info.threads) + " threads";
 }
 
 std::string peak_cache_path() {
@@ -131,6 +131,8 @@ Status write_cached_peaks(const std::string& path, const CpuInfo& info, const Pe
                                        : std::move(f.doc);
   doc["machines"][peak_cache_key(info)] = {{"cpu", info.brand},
                                            {"vendor", info.vendor},
+                                           {"family", info.family},
+                                           {"model", info.model},
                                            {"isa", isa_flags(info)},
                                            {"threads", info.threads},
                                            {"fp32_gflops", peaks.fp32_gflops},
