@@ -17,9 +17,11 @@
 #include "commands.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/timer.h"
+#include "lmt/base/trace.h"
 #include "lmt/dist/topology.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/metrics/peaks.h"
+#include "lmt/metrics/profiler.h"
 #include "lmt/model/flops.h"
 #include "lmt/model/transformer.h"
 #include "lmt/optim/optimizer.h"
@@ -49,7 +51,7 @@ struct TrainBenchArgs {
   double bucket_mb = 25;
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
-  bool recompute = false, json = false, shared_memory = true;
+  bool recompute = false, json = false, shared_memory = true, profile = false;
 };
 
 Status run_train_bench(const TrainBenchArgs& a) {
@@ -103,9 +105,13 @@ Status run_train_bench(const TrainBenchArgs& a) {
   so.accum = a.accum;
   std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
+    if (a.profile && it == a.warmup) Tracer::start();
     Timer step;
     train::StepResult r;
-    LMT_RETURN_IF_ERROR(engine->step(source, so, 1.0f, it + 1, &r));
+    {
+      LMT_TRACE_SCOPE("train_step");
+      LMT_RETURN_IF_ERROR(engine->step(source, so, 1.0f, it + 1, &r));
+    }
     if (it >= a.warmup) {
       t_fwd.push_back(r.time.forward);
       t_bwd.push_back(r.time.backward);
@@ -115,6 +121,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
       t_step.push_back(step.seconds());
     }
   }
+  // Time per op family over the timed steps (--profile): where each percent of the step went.
+  const std::vector<TraceEvent> events = a.profile ? Tracer::stop() : std::vector<TraceEvent>();
+  const metrics::OpSplit ops = metrics::op_split(events, "train_step", "op:", a.iters);
   // The same reduction with nothing to hide behind (no backward between arm and finish): what the
   // exposed `grad reduce` time would be without overlap. Collective, so every rank runs it.
   std::vector<double> t_alone;
@@ -165,6 +174,11 @@ Status run_train_bench(const TrainBenchArgs& a) {
                         {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
+    if (a.profile) {
+      nlohmann::json rows = nlohmann::json::object();
+      for (const auto& [name, ms] : ops.rows) rows[name] = ms;
+      j["profile"] = {{"step_ms", ops.step_ms}, {"ms_per_step", rows}};
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
@@ -181,6 +195,11 @@ Status run_train_bench(const TrainBenchArgs& a) {
                 memory["mirror"].get<double>() * mib, memory["optimizer_state"].get<double>() * mib,
                 memory["plan_optimizer_state"].get<double>() * mib, memory["model_states"].get<double>() * mib,
                 memory["plan_model_states"].get<double>() * mib, memory["peak_rss"].get<double>() * mib);
+    if (a.profile) {
+      std::printf("time per step by op family (profiled; %.1f ms/step):\n", ops.step_ms);
+      for (const auto& [name, ms] : ops.rows)
+        std::printf("  %-16s %9.1f ms %6.1f%%\n", name.c_str(), ms, ops.step_ms > 0 ? 100.0 * ms / ops.step_ms : 0.0);
+    }
     if (dp_size > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);
@@ -208,6 +227,8 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();
   tb.peak_flag = t->add_option("--peak-flops", tb.peak_gflops, "GFLOP/s: dense peak of one rank that MFU divides by (default: this machine's, cached)");
   t->add_flag("--json", tb.json, "print one JSON object");
+  t->add_flag("--profile", tb.profile,
+              "also print the timed steps' time split by op family (gemm, attention, norm, ...; the kernel interface's ranges)");
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2)")->capture_default_str();
   t->add_flag("--shared-memory,!--no-shared-memory", tb.shared_memory,
               "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "

@@ -21,6 +21,8 @@ namespace {
 
 class PeakCache : public test::ScratchDirTest {};
 
+constexpr int kQuiet = 0;  // no other task running: a measurement may be stored
+
 // Distinctive figures no measurement produces.
 Peaks distinctive() {
   Peaks p;
@@ -40,7 +42,7 @@ using lmt::test::ScopedEnv;
 TEST_F(PeakCache, StoredPeaksAreWhatTheNextLookupReturnsWithoutMeasuring) {
   const std::string file = path("sub/dir/peaks.json");  // the directory is created
   ASSERT_TRUE(write_cached_peaks(file, cpu_info(), distinctive(), 7).ok());
-  const MachinePeaks m = resolve_peaks(cpu_info(), file);
+  const MachinePeaks m = resolve_peaks(cpu_info(), file, 5, kQuiet);
   EXPECT_EQ(m.source, PeakSource::kCache);
   EXPECT_EQ(m.peaks.fp32_gflops, 12345.25);
   EXPECT_EQ(m.peaks.bf16_gflops, 67890.5);
@@ -73,12 +75,12 @@ TEST_F(PeakCache, PeakFlopsReadsTheCacheNamedByLmtPeakCache) {
 
 TEST_F(PeakCache, MissMeasuresAndStoresThenTheSecondLookupHits) {
   const std::string file = path("peaks.json");
-  const MachinePeaks first = resolve_peaks(cpu_info(), file, /*trials=*/1);
+  const MachinePeaks first = resolve_peaks(cpu_info(), file, /*trials=*/1, kQuiet);
   EXPECT_EQ(first.source, PeakSource::kMeasured);
   EXPECT_TRUE(first.warning.empty()) << first.warning;
   EXPECT_GT(first.peaks.bf16_gflops, 0);  // every CPU here has AVX2+FMA at least
   EXPECT_GT(first.peaks.fp32_gflops, 0);
-  const MachinePeaks second = resolve_peaks(cpu_info(), file, 1);
+  const MachinePeaks second = resolve_peaks(cpu_info(), file, 1, kQuiet);
   EXPECT_EQ(second.source, PeakSource::kCache);
   EXPECT_EQ(second.peaks.fp32_gflops, first.peaks.fp32_gflops);
   EXPECT_EQ(second.peaks.bf16_gflops, first.peaks.bf16_gflops);
@@ -100,7 +102,7 @@ TEST_F(PeakCache, EntryOfAnotherThreadCountOrCpuIsNotUsed) {
   std::string warning;
   EXPECT_FALSE(read_cached_peaks(file, peak_cache_key(cpu_info()), &warning).has_value());
   EXPECT_TRUE(warning.empty()) << warning;
-  const MachinePeaks m = resolve_peaks(cpu_info(), file, 1);
+  const MachinePeaks m = resolve_peaks(cpu_info(), file, 1, kQuiet);
   EXPECT_EQ(m.source, PeakSource::kMeasured);
   EXPECT_NE(m.peaks.fp32_gflops, 12345.25);
   // All three entries are in the file now; the other machines' are intact.
@@ -128,7 +130,7 @@ TEST_F(PeakCache, DamagedFileIsIgnoredWithAWarningAndReplaced) {
   for (const std::string& bytes : damaged) {
     SCOPED_TRACE(bytes);
     test::write_bytes(file, bytes);
-    const MachinePeaks m = resolve_peaks(cpu_info(), file, 1);
+    const MachinePeaks m = resolve_peaks(cpu_info(), file, 1, kQuiet);
     EXPECT_EQ(m.source, PeakSource::kMeasured);
     EXPECT_NE(m.warning.find("peak cache " + file), std::string::npos) << m.warning;
     EXPECT_NE(m.warning.find("ignoring it"), std::string::npos) << m.warning;
@@ -145,7 +147,7 @@ TEST_F(PeakCache, DamagedFileIsIgnoredWithAWarningAndReplaced) {
 TEST_F(PeakCache, UnwritableCacheIsAWarningNotAnError) {
   test::write_bytes(path("not_a_dir"), "x");
   const std::string file = path("not_a_dir/peaks.json");
-  const MachinePeaks m = resolve_peaks(cpu_info(), file, 1);
+  const MachinePeaks m = resolve_peaks(cpu_info(), file, 1, kQuiet);
   EXPECT_EQ(m.source, PeakSource::kMeasured);
   EXPECT_GT(m.peaks.fp32_gflops, 0);
   EXPECT_NE(m.warning.find("not_a_dir"), std::string::npos) << m.warning;
@@ -169,6 +171,21 @@ TEST(PeakCachePath, EnvironmentChoosesTheFile) {
   ScopedEnv no_xdg("XDG_CACHE_HOME", nullptr);
   ScopedEnv home("HOME", "/home/someone");
   EXPECT_EQ(peak_cache_path(), "/home/someone/.cache/lmtrain/peaks.json");
+}
+
+// A measurement taken while other tasks run is used but not stored, with a warning that says why and
+// what to run; a quiet one is stored.
+TEST_F(PeakCache, MeasurementOnABusyMachineIsNotStored) {
+  const std::string file = path("peaks.json");
+  const MachinePeaks busy = resolve_peaks(cpu_info(), file, 1, /*others_running=*/2);
+  EXPECT_EQ(busy.source, PeakSource::kMeasured);
+  EXPECT_GT(busy.peaks.fp32_gflops, 0);
+  EXPECT_NE(busy.warning.find("2 other task(s)"), std::string::npos) << busy.warning;
+  EXPECT_NE(busy.warning.find("lmtrain bench peak"), std::string::npos) << busy.warning;
+  EXPECT_FALSE(std::filesystem::exists(file));
+  const MachinePeaks quiet = resolve_peaks(cpu_info(), file, 1, kQuiet);
+  EXPECT_TRUE(quiet.warning.empty()) << quiet.warning;
+  EXPECT_EQ(resolve_peaks(cpu_info(), file, 1, /*others_running=*/2).source, PeakSource::kCache);
 }
 
 TEST(PeakCacheKey, NamesTheCpuItsIsaAndThreads) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lmt/base/bf16.h"
+#include "lmt/base/trace.h"
 
 namespace lmt::kernels {
 
@@ -102,6 +103,7 @@ DType acc_dtype_for(DType in) { return in == DType::kF64 ? DType::kF64 : DType::
 
 void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                      bool trans_b, bool accumulate) {
+  LMT_TRACE_SCOPE("op:gemm");
   Ctx x("matmul", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
   x.dtype("a", a, kGemmIn);
   x.same_dtype("a", a, "b", b);
@@ -118,6 +120,7 @@ void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView&
 
 void Backend::matmul_batched(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                              bool trans_b, bool accumulate) {
+  LMT_TRACE_SCOPE("op:gemm");
   Ctx x("matmul_batched", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
   x.dtype("a", a, kGemmIn);
   x.same_dtype("a", a, "b", b);
@@ -144,6 +147,7 @@ void Backend::matmul_batched_impl(const TensorView& c, const TensorView& a, cons
 
 void Backend::linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
                              const TensorView& bias) {
+  LMT_TRACE_SCOPE("op:gemm");
   Ctx x("linear_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(bias));
   x.dtype("inp", inp, kGemmIn);
   x.same_dtype("inp", inp, "weight", weight);
@@ -162,6 +166,7 @@ void Backend::linear_forward(const TensorView& out, const TensorView& inp, const
 void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
                               const TensorView& dbias, const TensorView& dout,
                               const TensorView& inp, const TensorView& weight) {
+  LMT_TRACE_SCOPE("op:gemm");
   Ctx x("linear_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
         LMT_ARG(inp), LMT_ARG(weight));
   x.dtype("dout", dout, kGemmIn);
@@ -188,6 +193,7 @@ void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
 
 void Backend::embedding_forward(const TensorView& out, const TensorView& ids,
                                 const TensorView& table, bool accumulate) {
+  LMT_TRACE_SCOPE("op:embedding");
   Ctx x("embedding_forward", LMT_ARG(out), LMT_ARG(ids), LMT_ARG(table));
   x.dtype("table", table, kAct);
   x.same_dtype("out", out, "table", table);
@@ -200,6 +206,7 @@ void Backend::embedding_forward(const TensorView& out, const TensorView& ids,
 
 void Backend::embedding_backward(const TensorView& dtable, const TensorView& dout,
                                  const TensorView& ids) {
+  LMT_TRACE_SCOPE("op:embedding");
   Ctx x("embedding_backward", LMT_ARG(dtable), LMT_ARG(dout), LMT_ARG(ids));
   x.dtype("dout", dout, kAct);
   x.same_dtype("dtable", dtable, "dout", dout);
@@ -213,6 +220,7 @@ void Backend::embedding_backward(const TensorView& dtable, const TensorView& dou
 void Backend::layernorm_forward(const TensorView& out, const TensorView& mean,
                                 const TensorView& rstd, const TensorView& inp,
                                 const TensorView& weight, const TensorView& bias, float eps) {
+  LMT_TRACE_SCOPE("op:norm");
   Ctx x("layernorm_forward", LMT_ARG(out), LMT_ARG(mean), LMT_ARG(rstd), LMT_ARG(inp),
         LMT_ARG(weight), LMT_ARG(bias));
   x.dtype("inp", inp, kAct);
@@ -235,6 +243,7 @@ void Backend::layernorm_backward(const TensorView& dinp, const TensorView& dweig
                                  const TensorView& dbias, const TensorView& dout,
                                  const TensorView& inp, const TensorView& weight,
                                  const TensorView& mean, const TensorView& rstd, bool accumulate) {
+  LMT_TRACE_SCOPE("op:norm");
   Ctx x("layernorm_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
         LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(mean), LMT_ARG(rstd));
   x.dtype("inp", inp, kAct);
@@ -258,6 +267,7 @@ void Backend::layernorm_backward(const TensorView& dinp, const TensorView& dweig
 
 void Backend::rmsnorm_forward(const TensorView& out, const TensorView& rstd,
                               const TensorView& inp, const TensorView& weight, float eps) {
+  LMT_TRACE_SCOPE("op:norm");
   Ctx x("rmsnorm_forward", LMT_ARG(out), LMT_ARG(rstd), LMT_ARG(inp), LMT_ARG(weight));
   x.dtype("inp", inp, kAct);
   x.shape("inp", inp, {-1, -1});
@@ -273,6 +283,7 @@ void Backend::rmsnorm_forward(const TensorView& out, const TensorView& rstd,
 void Backend::rmsnorm_backward(const TensorView& dinp, const TensorView& dweight,
                                const TensorView& dout, const TensorView& inp,
                                const TensorView& weight, const TensorView& rstd, bool accumulate) {
+  LMT_TRACE_SCOPE("op:norm");
   Ctx x("rmsnorm_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dout), LMT_ARG(inp),
         LMT_ARG(weight), LMT_ARG(rstd));
   x.dtype("inp", inp, kAct);
@@ -290,6 +301,7 @@ void Backend::rmsnorm_backward(const TensorView& dinp, const TensorView& dweight
 }
 
 void Backend::activation_forward(Activation act, const TensorView& out, const TensorView& inp) {
+  LMT_TRACE_SCOPE("op:activation");
   Ctx x("activation_forward", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "out", out);
@@ -299,6 +311,7 @@ void Backend::activation_forward(Activation act, const TensorView& out, const Te
 
 void Backend::activation_backward(Activation act, const TensorView& dinp, const TensorView& dout,
                                   const TensorView& inp) {
+  LMT_TRACE_SCOPE("op:activation");
   Ctx x("activation_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "dinp", dinp);
@@ -310,6 +323,7 @@ void Backend::activation_backward(Activation act, const TensorView& dinp, const 
 }
 
 void Backend::glu_forward(Activation act, const TensorView& out, const TensorView& inp) {
+  LMT_TRACE_SCOPE("op:activation");
   Ctx x("glu_forward", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "out", out);
@@ -320,6 +334,7 @@ void Backend::glu_forward(Activation act, const TensorView& out, const TensorVie
 
 void Backend::glu_backward(Activation act, const TensorView& dinp, const TensorView& dout,
                            const TensorView& inp) {
+  LMT_TRACE_SCOPE("op:activation");
   Ctx x("glu_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "dinp", dinp);
@@ -360,6 +375,7 @@ RopeFreqs RopeFreqs::from_theta(double theta, int64_t rotary_dim) {
 
 void Backend::rope_forward(const TensorView& out, const TensorView& inp,
                            const TensorView& positions, const RopeFreqs& freqs) {
+  LMT_TRACE_SCOPE("op:rope");
   Ctx x("rope_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(positions));
   check_rope(x, out, inp, positions, freqs);
   rope_impl(out, inp, positions, freqs, /*inverse=*/false);
@@ -367,6 +383,7 @@ void Backend::rope_forward(const TensorView& out, const TensorView& inp,
 
 void Backend::rope_backward(const TensorView& dinp, const TensorView& dout,
                             const TensorView& positions, const RopeFreqs& freqs) {
+  LMT_TRACE_SCOPE("op:rope");
   Ctx x("rope_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(positions));
   check_rope(x, dinp, dout, positions, freqs);
   rope_impl(dinp, dout, positions, freqs, /*inverse=*/true);
@@ -397,6 +414,7 @@ void check_attention(const Ctx& x, const TensorView& q, const TensorView& k, con
 void Backend::attention_forward(AttentionBackend backend, const TensorView& out,
                                 const TensorView& lse, const TensorView& q, const TensorView& k,
                                 const TensorView& v, const TensorView& doc_ids, float scale) {
+  LMT_TRACE_SCOPE("op:attention");
   Ctx x("attention_forward", LMT_ARG(out), LMT_ARG(lse), LMT_ARG(q), LMT_ARG(k), LMT_ARG(v),
         LMT_ARG(doc_ids));
   check_attention(x, q, k, v, out, lse, doc_ids);
@@ -408,6 +426,7 @@ void Backend::attention_backward(AttentionBackend backend, const TensorView& dq,
                                  const TensorView& dout, const TensorView& q, const TensorView& k,
                                  const TensorView& v, const TensorView& out, const TensorView& lse,
                                  const TensorView& doc_ids, float scale) {
+  LMT_TRACE_SCOPE("op:attention");
   Ctx x("attention_backward", LMT_ARG(dq), LMT_ARG(dk), LMT_ARG(dv), LMT_ARG(dout), LMT_ARG(q),
         LMT_ARG(k), LMT_ARG(v), LMT_ARG(out), LMT_ARG(lse), LMT_ARG(doc_ids));
   check_attention(x, q, k, v, out, lse, doc_ids);
@@ -420,6 +439,7 @@ void Backend::attention_backward(AttentionBackend backend, const TensorView& dq,
 
 void Backend::attention_decode(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                                const TensorView& v_cache, int64_t length, float scale) {
+  LMT_TRACE_SCOPE("op:attention_decode");
   Ctx x("attention_decode", LMT_ARG(out), LMT_ARG(q), LMT_ARG(k_cache), LMT_ARG(v_cache));
   x.dtype("q", q, kAct);
   x.shape("q", q, {-1, -1, -1});
@@ -441,6 +461,7 @@ void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& 
                                     const TensorView& weight, const TensorView& targets,
                                     const CrossEntropyOptions& opts, const TensorView& dx,
                                     const TensorView& dweight) {
+  LMT_TRACE_SCOPE("op:lm_head_loss");
   const TensorView& x = x_in;
   Ctx c("lm_head_cross_entropy", LMT_ARG(losses), LMT_ARG(x), LMT_ARG(weight), LMT_ARG(targets),
         LMT_ARG(dx), LMT_ARG(dweight));
@@ -468,6 +489,7 @@ void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& 
 }
 
 void Backend::add(const TensorView& out, const TensorView& a, const TensorView& b) {
+  LMT_TRACE_SCOPE("op:elementwise");
   Ctx x("add", LMT_ARG(out), LMT_ARG(a), LMT_ARG(b));
   x.dtype("a", a, kAct);
   x.same_dtype("a", a, "b", b);
@@ -479,6 +501,7 @@ void Backend::add(const TensorView& out, const TensorView& a, const TensorView& 
 }
 
 void Backend::convert(const TensorView& out, const TensorView& inp) {
+  LMT_TRACE_SCOPE("op:convert");
   Ctx x("convert", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, {DType::kF32, DType::kBF16, DType::kF64});
   x.dtype("out", out, {DType::kF32, DType::kBF16, DType::kF64});
@@ -487,6 +510,7 @@ void Backend::convert(const TensorView& out, const TensorView& inp) {
 }
 
 double Backend::sum_squares(const TensorView& v) {
+  LMT_TRACE_SCOPE("op:reduce");
   Ctx x("sum_squares", LMT_ARG(v));
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");
@@ -494,6 +518,7 @@ double Backend::sum_squares(const TensorView& v) {
 }
 
 void Backend::scale(const TensorView& v, float s) {
+  LMT_TRACE_SCOPE("op:elementwise");
   Ctx x("scale", LMT_ARG(v));
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");
@@ -502,6 +527,7 @@ void Backend::scale(const TensorView& v, float s) {
 
 void Backend::axpby(const TensorView& out, float alpha, const TensorView& v, float beta, const TensorView& y,
                     const TensorView& out_bf16) {
+  LMT_TRACE_SCOPE("op:elementwise");
   Ctx x("axpby", LMT_ARG(out), LMT_ARG(v), LMT_ARG(y), LMT_ARG(out_bf16));
   x.dtype("x", v, kAct);
   x.same_dtype("x", v, "y", y);
@@ -536,6 +562,7 @@ void Backend::axpby_impl(const TensorView& out, float alpha, const TensorView& x
 
 void Backend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
                            const TensorView& v, const TensorView& param_bf16, const AdamWParams& p) {
+  LMT_TRACE_SCOPE("op:optimizer");
   Ctx x("adamw_update", LMT_ARG(param), LMT_ARG(grad), LMT_ARG(m), LMT_ARG(v), LMT_ARG(param_bf16));
   x.dtype("param", param, kAct);
   for (auto [n, t] : {std::pair{"grad", &grad}, {"m", &m}, {"v", &v}}) {
@@ -551,6 +578,7 @@ void Backend::adamw_update(const TensorView& param, const TensorView& grad, cons
 }
 
 void Backend::fill(const TensorView& t, double value) {
+  LMT_TRACE_SCOPE("op:elementwise");
   Ctx x("fill", LMT_ARG(t));
   x.dtype("x", t, {DType::kF32, DType::kF64, DType::kBF16, DType::kI32});
   x.require(t.present() || t.numel() == 0, "x must be present");
@@ -561,6 +589,7 @@ void Backend::fill(const TensorView& t, double value) {
 }
 
 void Backend::copy(const TensorView& out, const TensorView& inp) {
+  LMT_TRACE_SCOPE("op:elementwise");
   Ctx x("copy", LMT_ARG(out), LMT_ARG(inp));
   x.same_dtype("out", out, "inp", inp);
   x.require(out.numel() == inp.numel(), "out and inp must have one numel");
@@ -574,6 +603,7 @@ void Backend::copy(const TensorView& out, const TensorView& inp) {
 }
 
 void Backend::positions(const TensorView& out, const TensorView& given, int64_t T) {
+  LMT_TRACE_SCOPE("op:elementwise");
   Ctx x("positions", LMT_ARG(out), LMT_ARG(given));
   x.dtype("out", out, {DType::kI32});
   x.shape("out", out, {-1});
@@ -587,6 +617,7 @@ void Backend::positions(const TensorView& out, const TensorView& given, int64_t 
 }
 
 int64_t Backend::count_valid_targets(const TensorView& targets, int32_t ignore_index) {
+  LMT_TRACE_SCOPE("op:reduce");
   Ctx x("count_valid_targets", LMT_ARG(targets));
   x.dtype("targets", targets, {DType::kI32});
   x.shape("targets", targets, {-1});
@@ -594,6 +625,7 @@ int64_t Backend::count_valid_targets(const TensorView& targets, int32_t ignore_i
 }
 
 double Backend::sum(const TensorView& v) {
+  LMT_TRACE_SCOPE("op:reduce");
   Ctx x("sum", LMT_ARG(v));
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");

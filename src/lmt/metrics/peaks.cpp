@@ -1,14 +1,19 @@
 #include "lmt/metrics/peaks.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <limits>
+#include <thread>
 
 #include "lmt/base/log.h"
 #include "lmt/metrics/peak_cache.h"
 
 namespace lmt::metrics {
 
-MachinePeaks resolve_peaks(const CpuInfo& info, const std::string& cache_path, int trials) {
+MachinePeaks resolve_peaks(const CpuInfo& info, const std::string& cache_path, int trials, int others) {
   MachinePeaks m;
   m.cache_path = cache_path;
   if (!cache_path.empty()) {
@@ -20,11 +25,40 @@ MachinePeaks resolve_peaks(const CpuInfo& info, const std::string& cache_path, i
   }
   m.peaks = measure_peaks(info, trials);
   m.source = PeakSource::kMeasured;
+  if (!cache_path.empty() && others > 0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "the peak FLOP/s were measured while %d other task(s) ran, so they may read low and MFU high; not "
+                  "cached. hint: run `lmtrain bench peak` on a quiet machine",
+                  others);
+    m.warning += (m.warning.empty() ? "" : "; ") + std::string(buf);
+    return m;
+  }
   if (!cache_path.empty()) {
     Status s = write_cached_peaks(cache_path, info, m.peaks, trials);
     if (!s.ok()) m.warning += (m.warning.empty() ? "" : "; ") + s.message() + " (" + s.hint() + ")";
   }
   return m;
+}
+
+int others_running() {
+  int least = -1;
+  for (int sample = 0; sample < 5; ++sample) {
+    if (sample > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::ifstream in("/proc/stat");
+    std::string key;
+    int running = -1;
+    while (in >> key) {
+      if (key == "procs_running") {
+        in >> running;
+        break;
+      }
+      in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    if (running < 1) return 0;
+    least = least < 0 ? running - 1 : std::min(least, running - 1);
+  }
+  return std::max(least, 0);
 }
 
 const MachinePeaks& machine_peaks() {

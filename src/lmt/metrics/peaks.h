@@ -3,7 +3,7 @@
 // MFU = achieved model FLOP/s / (devices · dense peak of one device for the compute dtype). The
 // peak of this machine comes from the peak cache (metrics/peak_cache.h): a cached measurement for
 // this CPU and thread count is reused as is; without one it is measured (best of 5 single-core
-// trials, metrics/hardware.h) and stored. A user can pin the figure instead (`--peak-flops GFLOPS`
+// trials, metrics/hardware.h) and stored, unless other tasks were running (then it is not trusted enough to keep). A user can pin the figure instead (`--peak-flops GFLOPS`
 // on `train`, `bench train` and `bench model`; the recipe key `runtime.peak_gflops`), e.g. to
 // compare runs on different machines against one denominator, or to use a datasheet figure.
 // Threading: machine_peaks() and peak_flops() are safe to call from any thread (the first call
@@ -32,7 +32,14 @@ struct MachinePeaks {
 // Resolves the peaks of the CPU `info` describes through the cache file at `cache_path` ("" : no
 // cache): the entry for peak_cache_key(info) when there is one (nothing measured), else
 // measure_peaks(info, trials), stored in the cache (a failed store is a warning, not an error).
-MachinePeaks resolve_peaks(const CpuInfo& info, const std::string& cache_path, int trials = 5);
+// A measurement taken while other processes run (`others_running` >= 1: they compete for the
+// cores, and a peak measured then has read up to 3x low here) is used for this process only, not
+// stored, and `warning` says so and how to measure properly (`lmtrain bench peak` on a quiet
+// machine, which always stores).
+int others_running();  // runnable tasks besides this thread: the least of 5 samples of /proc/stat's
+                       // procs_running (1 ms apart) minus 1; 0 when unreadable
+MachinePeaks resolve_peaks(const CpuInfo& info, const std::string& cache_path, int trials = 5,
+                           int others_running = metrics::others_running());
 
 // This process's resolve_peaks(cpu_info(), peak_cache_path()): resolved on the first call (warnings
 // are logged then), the same object afterwards.

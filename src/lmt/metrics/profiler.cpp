@@ -46,4 +46,24 @@ std::string profile_summary(const std::vector<TraceEvent>& events, const std::st
   return out;
 }
 
+OpSplit op_split(const std::vector<TraceEvent>& events, const std::string& root, const std::string& prefix, int64_t steps) {
+  std::map<std::string, double> totals;
+  double root_total = 0, inside = 0;
+  for (const auto& e : events) {
+    const std::string name = e.name;
+    if (name == root) root_total += e.duration_us;
+    if (name.compare(0, prefix.size(), prefix) == 0) {
+      totals[name.substr(prefix.size())] += e.duration_us;
+      inside += e.duration_us;
+    }
+  }
+  const double per = 1e-3 / static_cast<double>(std::max<int64_t>(steps, 1));
+  OpSplit out;
+  out.step_ms = root_total * per;
+  for (const auto& [name, us] : totals) out.rows.emplace_back(name, us * per);
+  std::sort(out.rows.begin(), out.rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  out.rows.emplace_back("other", std::max(0.0, root_total - inside) * per);
+  return out;
+}
+
 }  // namespace lmt::metrics
