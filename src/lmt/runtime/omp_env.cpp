@@ -87,7 +87,7 @@ EnvMap current_environment() {
   EnvMap env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr) env.emplace(std::string(*e, eq), std::string(eq + 1));
+    if (eq != nullptr) env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
   }
   return env;
 }
