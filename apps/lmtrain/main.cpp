@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   {
     auto policy = lmt::runtime::wait_policy_from_env();
     if (!policy.ok()) return report(policy.status());
-    lmt::runtime::apply_wait_policy(*policy);
+    lmt::runtime::apply_startup_wait_policy(*policy);
   }
 
   // An absurd OMP_NUM_THREADS (70000) crashes the first parallel region: refuse it before any work.

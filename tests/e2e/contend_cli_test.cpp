@@ -39,11 +39,13 @@ CliResult run_env(const std::string& env, const std::string& args, bool with_std
   return r;
 }
 
+// The last line of `out` that is a JSON object (the --json record; log lines are interleaved).
 nlohmann::json last_json(const std::string& out) {
-  const size_t at = out.rfind("\n{\"bench\"");
-  const size_t start = at == std::string::npos ? out.find("{\"bench\"") : at + 1;
-  if (start == std::string::npos) return {};
-  return nlohmann::json::parse(out.substr(start, out.find('\n', start) - start));
+  std::istringstream in(out);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  return last.empty() ? nlohmann::json() : nlohmann::json::parse(last);
 }
 
 size_t count(const std::string& s, const std::string& what) {
@@ -85,7 +87,7 @@ TEST(WaitPolicyCli, AutoIsAppliedByOneRestartAndReported) {
   EXPECT_EQ(count(r.out, "restarting once"), 1u) << r.out;
   const nlohmann::json j = last_json(r.out);
   ASSERT_FALSE(j.is_null()) << r.out;
-  EXPECT_EQ(count(r.out, "{\"bench\""), 1u);  // stdout passed through once
+  EXPECT_EQ(count(r.out, "\"bench\":\"train\""), 1u);  // stdout passed through once
   EXPECT_EQ(j["omp"]["wait_policy"], "auto");
   EXPECT_EQ(j["omp"]["GOMP_SPINCOUNT"], "10000");
   EXPECT_EQ(j["omp"]["OMP_WAIT_POLICY"], "");

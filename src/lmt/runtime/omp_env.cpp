@@ -169,6 +169,12 @@ void apply_wait_policy(WaitPolicy policy) {
                    << std::strerror(err) << "; continuing with the OpenMP runtime's settings";
 }
 
+void apply_startup_wait_policy(WaitPolicy policy) {
+  const char* marker = std::getenv(kMarkerVar);
+  if (marker != nullptr && *marker != '\0') return;
+  apply_wait_policy(policy);
+}
+
 OmpEnvInfo omp_env_info() {
   const EnvMap env = current_environment();
   OmpEnvInfo info;

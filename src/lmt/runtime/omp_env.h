@@ -77,6 +77,12 @@ void set_program_args(int argc, char** argv);
 // buffered so far would be lost) and before starting threads or MPI.
 void apply_wait_policy(WaitPolicy policy);
 
+// main()'s call with the start-up policy (LMT_WAIT_POLICY, else auto): the same, except in a
+// process that lmtrain restarted itself (LMT_OMP_ENV present), where the policy chosen before the
+// restart (e.g. by --wait-policy) stays: otherwise the start-up default and the command's choice
+// would undo each other on every restart.
+void apply_startup_wait_policy(WaitPolicy policy);
+
 // The wait policy in effect, for benchmark records: {"policy": "auto"|"spin"|"passive"|"user",
 // "OMP_WAIT_POLICY": value or "", "GOMP_SPINCOUNT": value or ""} as "key=value" pairs.
 struct OmpEnvInfo {
