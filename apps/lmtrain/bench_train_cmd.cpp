@@ -6,6 +6,13 @@
 // --zero); tokens/s then counts all dp ranks and MFU is against the peak of all ranks' cores. It
 // also times the gradient reduction alone (nothing to overlap with) and reports how much of it
 // backward hid.
+//
+// --contend (issue #21, goal 3): a busy-loop process (runtime/busy_child.h) pinned to the last CPU
+// runs beside the benchmark, stopped during idle rounds and running during contended ones; each
+// round times one idle and one contended step, in alternating order, and the report gives both
+// tokens/s and the slowdown (contended step time / idle step time, medians over the rounds). The
+// busy loop dies with the command on every path (errors, signals). --wait-policy chooses the OpenMP
+// wait policy (runtime/omp_env.h) for the run.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -26,6 +33,8 @@
 #include "lmt/model/transformer.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/plan/memory.h"
+#include "lmt/runtime/busy_child.h"
+#include "lmt/runtime/omp_env.h"
 #include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/step_engine.h"
@@ -51,7 +60,9 @@ struct TrainBenchArgs {
   double bucket_mb = 25;
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
-  bool recompute = false, json = false, shared_memory = true, profile = false;
+  bool recompute = false, json = false, shared_memory = true, contend = false, profile = false;
+  int contend_cpu = -1;     // --contend-cpu; -1: the last CPU of this process's affinity mask
+  std::string wait_policy;  // --wait-policy; "": LMT_WAIT_POLICY, else auto (applied in main)
 };
 
 Status run_train_bench(const TrainBenchArgs& a) {
@@ -68,6 +79,17 @@ Status run_train_bench(const TrainBenchArgs& a) {
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
   LMT_RETURN_IF_ERROR(check_real_flag("--bucket-mb", a.bucket_mb, 0, 1e6, "MiB per all-reduce bucket; 0: one all-reduce"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
+  // The busy loop starts before the model is built, so every later error path passes through its
+  // destructor (the CLI tests fail the memory check below on purpose to see it reaped).
+  std::unique_ptr<runtime::BusyChild> busy;
+  if (a.contend) {
+    if (dist::launched_by_mpi())
+      return InvalidArgument("--contend runs in one process", "run lmtrain bench train --contend without mpirun");
+    const int cpu = a.contend_cpu >= 0 ? a.contend_cpu : runtime::last_allowed_cpu();
+    LMT_ASSIGN_OR_RETURN(busy, runtime::BusyChild::start(cpu));
+    std::fprintf(stderr, "contend: busy-loop process %d on cpu %d (running in the contended rounds only)\n",
+                 static_cast<int>(busy->pid()), busy->cpu());
+  }
   // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena.
   LMT_RETURN_IF_ERROR(model::activation_memory_check(
       config, a.batch, a.seq, o, (16.0 + (o.compute == DType::kBF16 ? 2.0 : 0.0)) * config.param_count_estimate(),
@@ -103,14 +125,34 @@ Status run_train_bench(const TrainBenchArgs& a) {
   RepeatedBatch source(std::move(batch));
   train::StepOptions so;
   so.accum = a.accum;
-  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended;
+  int64_t step_no = 0;
+  // One step, timed; with `contended`, the busy loop runs during it (and is stopped again after).
+  auto timed_step = [&](bool contended, train::StepResult* r) -> StatusOr<double> {
+    if (contended) LMT_RETURN_IF_ERROR(busy->resume());
+    Timer t;
+    Status st;
+    {
+      TraceScope scope(contended ? "train_step_contended" : "train_step");  // --profile splits idle steps
+      st = engine->step(source, so, 1.0f, ++step_no, r);
+    }
+    const double secs = t.seconds();
+    if (contended) LMT_RETURN_IF_ERROR(busy->pause());
+    LMT_RETURN_IF_ERROR(st);
+    return secs;
+  };
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     if (a.profile && it == a.warmup) Tracer::start();
-    Timer step;
-    train::StepResult r;
-    {
-      LMT_TRACE_SCOPE("train_step");
-      LMT_RETURN_IF_ERROR(engine->step(source, so, 1.0f, it + 1, &r));
+    train::StepResult r, rc;
+    // With --contend, a contended step after the idle one in even rounds, before it in odd ones.
+    const bool contended_first = busy != nullptr && it % 2 == 1;
+    double contended_s = 0;
+    if (contended_first) {
+      LMT_ASSIGN_OR_RETURN(contended_s, timed_step(true, &rc));
+    }
+    LMT_ASSIGN_OR_RETURN(const double idle_s, timed_step(false, &r));
+    if (busy != nullptr && !contended_first) {
+      LMT_ASSIGN_OR_RETURN(contended_s, timed_step(true, &rc));
     }
     if (it >= a.warmup) {
       t_fwd.push_back(r.time.forward);
@@ -118,12 +160,15 @@ Status run_train_bench(const TrainBenchArgs& a) {
       t_opt.push_back(r.time.norm + r.time.update);
       t_gather.push_back(r.time.gather);
       t_comm.push_back(r.time.reduce);
-      t_step.push_back(step.seconds());
+      t_step.push_back(idle_s);
+      if (busy != nullptr) t_contended.push_back(contended_s);
     }
   }
   // Time per op family over the timed steps (--profile): where each percent of the step went.
   const std::vector<TraceEvent> events = a.profile ? Tracer::stop() : std::vector<TraceEvent>();
   const metrics::OpSplit ops = metrics::op_split(events, "train_step", "op:", a.iters);
+  const int busy_pid = busy != nullptr ? static_cast<int>(busy->pid()) : -1, busy_cpu = busy != nullptr ? busy->cpu() : -1;
+  if (busy != nullptr) busy->stop();
   // The same reduction with nothing to hide behind (no backward between arm and finish): what the
   // exposed `grad reduce` time would be without overlap. Collective, so every rank runs it.
   std::vector<double> t_alone;
@@ -165,6 +210,16 @@ Status run_train_bench(const TrainBenchArgs& a) {
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
                                 {"param_gather", median(t_gather)}};
   if (comm->rank() != 0) return Status::Ok();
+  const runtime::OmpEnvInfo omp = runtime::omp_env_info();
+  const nlohmann::json omp_json = {{"wait_policy", omp.policy}, {"OMP_WAIT_POLICY", omp.omp_wait_policy},
+                                   {"GOMP_SPINCOUNT", omp.gomp_spincount}};
+  nlohmann::json contend;
+  if (!t_contended.empty()) {
+    const double csecs = median(t_contended);
+    contend = {{"idle_tokens_per_s", tps}, {"contended_tokens_per_s", static_cast<double>(N * a.accum) / csecs},
+               {"idle_seconds", secs}, {"contended_seconds", csecs}, {"slowdown", csecs / secs},
+               {"rounds", t_contended.size()}, {"busy_pid", busy_pid}, {"busy_cpu", busy_cpu}};
+  }
   if (a.json) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
@@ -172,13 +227,14 @@ Status run_train_bench(const TrainBenchArgs& a) {
                         {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero},
                         {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
-                        {"threads", metrics::cpu_info().threads},
+                        {"threads", metrics::cpu_info().threads}, {"omp", omp_json},
                         {"machine", metrics::machine_summary()}};
     if (a.profile) {
       nlohmann::json rows = nlohmann::json::object();
       for (const auto& [name, ms] : ops.rows) rows[name] = ms;
       j["profile"] = {{"step_ms", ops.step_ms}, {"ms_per_step", rows}};
     }
+    if (!contend.is_null()) j["contend"] = contend;
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
@@ -200,6 +256,11 @@ Status run_train_bench(const TrainBenchArgs& a) {
       for (const auto& [name, ms] : ops.rows)
         std::printf("  %-16s %9.1f ms %6.1f%%\n", name.c_str(), ms, ops.step_ms > 0 ? 100.0 * ms / ops.step_ms : 0.0);
     }
+    if (!contend.is_null())
+      std::printf("contended (busy loop on cpu %d, wait policy %s, %zu rounds): idle %.0f tokens/s, contended %.0f "
+                  "tokens/s, slowdown %.2fx\n",
+                  busy_cpu, omp.policy.c_str(), t_contended.size(), tps, contend["contended_tokens_per_s"].get<double>(),
+                  contend["slowdown"].get<double>());
     if (dp_size > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);
@@ -234,7 +295,22 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
               "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "
               "messages (dist.shared_memory)");
   t->add_option("--bucket-mb", tb.bucket_mb, "gradient all-reduce bucket size in MiB (0: one after backward)")->capture_default_str();
-  t->callback([&runner] { runner.set(run_train_bench(tb)); });
+  t->add_flag("--contend", tb.contend,
+              "run a busy-loop process beside the benchmark: each round times one idle and one contended step; reports "
+              "both tokens/s and the slowdown");
+  t->add_option("--contend-cpu", tb.contend_cpu, "with --contend: the CPU the busy loop is pinned to (default: the last one)");
+  t->add_option("--wait-policy", tb.wait_policy,
+                "OpenMP wait policy: auto, spin or passive (default: LMT_WAIT_POLICY, else auto; the user's "
+                "OMP_WAIT_POLICY / GOMP_SPINCOUNT win)");
+  t->callback([&runner] {
+    // Applied first: it may re-execute the program (runtime/omp_env.h).
+    if (!tb.wait_policy.empty()) {
+      auto p = runtime::parse_wait_policy(tb.wait_policy, "--wait-policy");
+      if (!p.ok()) return runner.set(p.status());
+      runtime::apply_wait_policy(*p);
+    }
+    runner.set(run_train_bench(tb));
+  });
 }
 
 }  // namespace lmt::cli

@@ -21,6 +21,7 @@
 #include "lmt/base/log.h"
 #include "lmt/base/status.h"
 #include "lmt/base/stop_signal.h"
+#include "lmt/runtime/omp_env.h"
 
 #ifndef LMT_VERSION
 #define LMT_VERSION "0.0.0"
@@ -99,6 +100,17 @@ int main(int argc, char** argv) {
   lmt::cli::add_log_flags(&app);  // --quiet/--verbose on every command
 
   if (const lmt::Status env = check_log_level_env(); !env.ok()) return report(env);
+
+  // The OpenMP wait policy (runtime/omp_env.h): LMT_WAIT_POLICY, else auto. libgomp read its
+  // environment when it was loaded, so this may re-execute the program once, before anything is
+  // read or written; a command with its own choice (--wait-policy, runtime.wait_policy) applies it
+  // again the same way. The user's OMP_WAIT_POLICY / GOMP_SPINCOUNT always win.
+  lmt::runtime::set_program_args(argc, argv);
+  {
+    auto policy = lmt::runtime::wait_policy_from_env();
+    if (!policy.ok()) return report(policy.status());
+    lmt::runtime::apply_startup_wait_policy(*policy);
+  }
 
   // An absurd OMP_NUM_THREADS (70000) crashes the first parallel region: refuse it before any work.
   if (const lmt::Status omp = lmt::check_omp_num_threads(); !omp.ok()) return report(omp);

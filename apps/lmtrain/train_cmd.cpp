@@ -21,6 +21,7 @@
 #include "lmt/config/config.h"
 #include "lmt/dist/communicator.h"
 #include "lmt/metrics/peaks.h"
+#include "lmt/runtime/omp_env.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/trainer.h"
 
@@ -58,7 +59,26 @@ std::string changes_text(const nlohmann::json& changes) {
 
 Status train_body(const TrainArgs& a, const JsonStdout& out);
 
+// An explicit runtime.wait_policy (recipe or --set) replaces the start-up choice (LMT_WAIT_POLICY or
+// auto). Applying it may re-execute the program (runtime/omp_env.h), so it runs first: before
+// JsonStdout moves stdout and before anything is written or started. A recipe that does not load
+// is left to train_body(), which reports it.
+void apply_recipe_wait_policy(const TrainArgs& a) {
+  const std::string saved_path = a.run_dir + "/config.toml";
+  const bool has_saved = a.resume && !a.run_dir.empty() && std::filesystem::exists(saved_path);
+  if (a.config.empty() && !has_saved) return;
+  auto c = config::Config::from_toml_file(a.config.empty() ? saved_path : a.config);
+  if (!c.ok()) return;
+  for (const auto& o : a.overrides)
+    if (!c->apply_override(o).ok()) return;
+  const std::string where = c->where("runtime.wait_policy");
+  if (where.ends_with(" (default)")) return;
+  if (auto p = runtime::parse_wait_policy(c->get_string("runtime.wait_policy"), "runtime.wait_policy"); p.ok())
+    runtime::apply_wait_policy(*p);
+}
+
 Status run_train(const TrainArgs& a) {
+  if (!a.print_keys) apply_recipe_wait_policy(a);
   JsonStdout out(a.json && !a.print_keys);
   return train_body(a, out);
 }

@@ -26,6 +26,7 @@ TEST(OpSplit, PerStepTotalsAndTheRemainderAsOther) {
       {"train_step", 0, 10000, 0},     {"op:gemm", 100, 6000, 0},     {"op:norm", 7000, 1000, 0},
       {"forward", 50, 8000, 0},        {"train_step", 20000, 10000, 0}, {"op:gemm", 20100, 5000, 0},
       {"op:norm", 26000, 1000, 0},
+      {"op:gemm", 40000, 3000, 0},  // outside every step (e.g. a contended step): not counted
   };
   const OpSplit s = op_split(ev, "train_step", "op:", 2);
   EXPECT_DOUBLE_EQ(s.step_ms, 10.0);

@@ -110,6 +110,7 @@ std::vector<KeyInfo> build() {
       key("dist.bucket_mb", 25.0, between(0, 1e6), "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
       // runtime: what the run computes on, not what it computes
       key("runtime.backend", std::string("cpu"), "kernel backend by name: \"cpu\" (fast) or \"ref\" (the test oracle: plain fp64 loops, slow); `--backend` sets it"),
+      key("runtime.wait_policy", std::string("auto"), "how OpenMP threads wait (docs/PERFORMANCE.md, \"OpenMP under contention\"): \"auto\" (spin about 0.1 ms, then sleep: no speed lost on an idle machine, robust when other processes share the cores), \"spin\" (the OpenMP runtime's default, a few ms) or \"passive\" (sleep at once); unset in a recipe, LMT_WAIT_POLICY decides; the user's OMP_WAIT_POLICY or GOMP_SPINCOUNT always win"),
       key("runtime.peak_gflops", 0.0, between(0, 1e9), "dense peak of one device in GFLOP/s that MFU divides by (also `--peak-flops`); 0: this machine's, measured once and cached per machine (`lmtrain bench peak`, docs/PERFORMANCE.md)"),
       // optim
       key("optim.name", std::string("adamw"), "\"adamw\", or \"muon\" (Muon for hidden matrices, AdamW for the rest)"),

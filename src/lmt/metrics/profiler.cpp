@@ -47,12 +47,25 @@ std::string profile_summary(const std::vector<TraceEvent>& events, const std::st
 }
 
 OpSplit op_split(const std::vector<TraceEvent>& events, const std::string& root, const std::string& prefix, int64_t steps) {
+  // The root ranges, by start: only op ranges inside one of them count (others, e.g. the
+  // contended steps of `bench train --contend`, are other work).
+  std::vector<std::pair<double, double>> roots;
+  double root_total = 0;
+  for (const auto& e : events)
+    if (e.name == root) {
+      roots.emplace_back(e.start_us, e.start_us + e.duration_us);
+      root_total += e.duration_us;
+    }
+  std::sort(roots.begin(), roots.end());
+  auto inside_root = [&](const TraceEvent& e) {
+    auto it = std::upper_bound(roots.begin(), roots.end(), std::make_pair(e.start_us, 1e300));
+    return it != roots.begin() && e.start_us + e.duration_us <= std::prev(it)->second;
+  };
   std::map<std::string, double> totals;
-  double root_total = 0, inside = 0;
+  double inside = 0;
   for (const auto& e : events) {
     const std::string name = e.name;
-    if (name == root) root_total += e.duration_us;
-    if (name.compare(0, prefix.size(), prefix) == 0) {
+    if (name.compare(0, prefix.size(), prefix) == 0 && inside_root(e)) {
       totals[name.substr(prefix.size())] += e.duration_us;
       inside += e.duration_us;
     }

@@ -17,7 +17,7 @@ Status write_chrome_trace(const std::string& path, const std::vector<TraceEvent>
 // ranges named `root` (e.g. "train_step"), or to the trace's span when there are none.
 std::string profile_summary(const std::vector<TraceEvent>& events, const std::string& root);
 
-// The time split of `steps` steps by op family: every range whose name starts with `prefix` (the
+// The time split of `steps` steps by op family: every range inside a `root` range whose name starts with `prefix` (the
 // kernel interface's entry points record "op:gemm", "op:attention", ... — kernels/backend.cpp), in
 // ms per step, plus "other" = the root ranges' time not inside any of them (host code, the
 // model's bookkeeping, waits). Op ranges never nest, so the rows add up to the step time.

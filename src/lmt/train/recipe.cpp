@@ -187,6 +187,11 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");
   r.peak_gflops = c.get_float("runtime.peak_gflops");
+  {
+    auto wp = runtime::parse_wait_policy(c.get_string("runtime.wait_policy"), "runtime.wait_policy");
+    if (!wp.ok()) return wp.status().WithContext(c.where("runtime.wait_policy"));
+    r.wait_policy = *wp;
+  }
   r.checkpoint_every = c.get_int("checkpoint.every");
   r.checkpoint_keep = c.get_int("checkpoint.keep");
   r.checkpoint_async = c.get_bool("checkpoint.async");

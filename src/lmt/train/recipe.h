@@ -12,6 +12,7 @@
 #include "lmt/model/config.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/optim/schedule.h"
+#include "lmt/runtime/omp_env.h"
 
 namespace lmt::train {
 
@@ -22,6 +23,9 @@ struct Recipe {
   std::string init_from;  // model.init_from: weights to start from ("" = random init; train/init_from.h)
   model::RunOptions run;
   std::string backend = "cpu";  // runtime.backend: the kernel backend's registry name (kernels/registry.h)
+  // runtime.wait_policy (runtime/omp_env.h), checked here; `lmtrain train` applies it before
+  // anything starts, when the recipe or --set gives it (else LMT_WAIT_POLICY decides).
+  runtime::WaitPolicy wait_policy = runtime::WaitPolicy::kAuto;
   int64_t max_steps = 0, micro_batch = 0, seq_len = 0, grad_accum = 1, batch_warmup_tokens = 0, log_every = 1;
   uint64_t seed = 0;
   bool doc_masking = true;
