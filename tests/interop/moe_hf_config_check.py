@@ -4,7 +4,9 @@ right ModelConfig; the config.json lmtrain writes back (its "hf_config") rebuild
 transformers; and the parameter counts of transformers' own models built from those configs (sum of
 numel; active = total minus (E - top_k) of each MoE layer's E experts) equal lmtrain's
 param_count() and active_param_count(). Configs lmtrain cannot compute (mlp_only_layers listing an
-MoE layer, OLMoE's clip_qkv) are refused with the key named.
+MoE layer, OLMoE's clip_qkv) are refused with the key named. The full-size presets (olmoe-1b-7b,
+qwen3-30b-a3b), exported as config.json, build transformers models (meta device) with the published
+total and active counts.
 """
 import json
 import os
@@ -140,6 +142,22 @@ def check_olmoe():
     check(r.returncode != 0 and "clip_qkv" in r.stderr, "olmoe: clip_qkv refused by name")
 
 
+def check_presets():
+    """The full-size presets: the config.json lmtrain writes for them builds, in transformers (on the
+    meta device: no memory), models with the issue's published total and active counts."""
+    import torch
+    from transformers import OlmoeForCausalLM, Qwen3MoeForCausalLM
+
+    for preset, cls, total, active, experts in (("olmoe-1b-7b", OlmoeForCausalLM, 6919161856, 1282017280, 64),
+                                                ("qwen3-30b-a3b", Qwen3MoeForCausalLM, 30532122624, 3353032704, 128)):
+        j = info(preset)
+        check((j["params"], j["active_params"]) == (total, active), f"{preset}: lmtrain counts {total} / {active}")
+        with torch.device("meta"):
+            model = cls(rebuilt(j["hf_config"]))
+        check(hf_counts(model, experts, 8) == (total, active), f"{preset}: transformers' model of lmtrain's config.json "
+                                                               f"has {hf_counts(model, experts, 8)}")
+
+
 def main():
     try:
         import transformers  # noqa: F401
@@ -148,6 +166,7 @@ def main():
         sys.exit(77)
     check_qwen3_moe()
     check_olmoe()
+    check_presets()
     if FAILED:
         print(f"{len(FAILED)} check(s) failed")
         sys.exit(1)
