@@ -1,5 +1,8 @@
-// `lmtrain model info --preset NAME [--seq-len N] [--json]`: a preset's configuration, exact parameter count and
-// the parameters (and fp32 bytes) of each component.
+// `lmtrain model info --preset NAME|FILE [--seq-len N] [--json]`: a preset's (or a model config file's:
+// lmtrain JSON or a Hugging Face config.json, as `lmtrain plan --preset`) configuration, exact total
+// and active parameter counts (equal for dense models; MoE: docs/MOE.md), the parameters (and fp32
+// bytes) of each component, the FLOPs per token (active) and, in --json, the Hugging Face
+// config.json the model exports as ("hf_config"; null with "hf_config_error" when none computes it).
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -12,6 +15,7 @@
 #include "lmt/model/flops.h"
 #include "lmt/model/hf_checkpoint.h"
 #include "lmt/model/params.h"
+#include "lmt/plan/model_source.h"
 
 namespace lmt::cli {
 namespace {
@@ -46,7 +50,7 @@ double f7(float v) {
 }
 
 Status run_model_info(const ModelInfoArgs& a) {
-  LMT_ASSIGN_OR_RETURN(model::ModelConfig c, model::preset(a.preset));
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig c, plan::load_model(a.preset));
   LMT_RETURN_IF_ERROR(check_flag("--seq-len", a.seq, 0, model::ModelLimits::kMaxSeqLen, "0: the model's max_seq_len"));
   model::ParamLayout layout(c);
   std::map<std::string, int64_t> counts;
@@ -66,22 +70,36 @@ Status run_model_info(const ModelInfoArgs& a) {
       {"nope_every", c.nope_every},
       {"qk_norm", c.qk_norm}, {"attn_bias", c.attn_bias}, {"attn_out_bias", c.attn_out_bias},
       {"mlp_bias", c.mlp_bias}, {"tied_embeddings", c.tied_embeddings}, {"init_std", f7(c.init_std)}};
+  if (c.qk_norm_full) cfg["qk_norm_full"] = true;
+  if (c.moe.enabled()) {
+    cfg["moe"] = {{"num_experts", c.moe.num_experts}, {"top_k", c.moe.top_k}, {"expert_ffn", c.moe.expert_ffn},
+                  {"shared_experts", c.moe.shared_experts}, {"every", c.moe.every}, {"moe_layers", c.moe_layer_count()},
+                  {"renormalize", c.moe.renormalize}};
+  }
+  const int64_t total = c.param_count(), active = c.active_param_count();
   if (a.json) {
-    nlohmann::json j = {{"preset", a.preset}, {"params", c.param_count()}, {"bytes_fp32", 4 * c.param_count()},
+    nlohmann::json j = {{"preset", a.preset}, {"params", total}, {"active_params", active}, {"bytes_fp32", 4 * total},
                         {"config", cfg}, {"components", comps}, {"seq_len", seq},
                         {"flops_per_token_6n", f.six_n}, {"flops_per_token_training", f.training}};
+    auto hf = model::config_to_hf(c);
+    j["hf_config"] = hf.ok() ? *hf : nlohmann::json(nullptr);
+    if (!hf.ok()) j["hf_config_error"] = hf.status().message();
     std::printf("%s\n", j.dump().c_str());
     return Status::Ok();
   }
-  std::printf("model %s: %lld parameters (%.2f M), %.1f MiB in fp32\n", a.preset.c_str(),
-              static_cast<long long>(c.param_count()), c.param_count() / 1e6, 4.0 * c.param_count() / 1048576.0);
+  std::printf("model %s: %lld parameters (%.2f M), %.1f MiB in fp32\n", a.preset.c_str(), static_cast<long long>(total),
+              total / 1e6, 4.0 * total / 1048576.0);
+  if (c.moe.enabled())
+    std::printf("active: %lld parameters per token (%.2f M, %.1f%%): top %lld of %lld experts in %lld MoE layers\n",
+                static_cast<long long>(active), active / 1e6, 100.0 * active / total, static_cast<long long>(c.moe.top_k),
+                static_cast<long long>(c.moe.num_experts), static_cast<long long>(c.moe_layer_count()));
   for (auto it = cfg.begin(); it != cfg.end(); ++it) std::printf("  %-16s %s\n", it.key().c_str(), it.value().dump().c_str());
   std::printf("components:\n");
   for (const auto& [k, n] : counts)
     std::printf("  %-20s %14lld params  %10.1f MiB fp32  %5.1f%%\n", k.c_str(), static_cast<long long>(n),
-                4.0 * n / 1048576.0, 100.0 * n / c.param_count());
-  std::printf("FLOPs per token at seq %lld: 6N %.3e, training (detailed) %.3e\n", static_cast<long long>(seq), f.six_n,
-              f.training);
+                4.0 * n / 1048576.0, 100.0 * n / total);
+  std::printf("FLOPs per token at seq %lld%s: 6N %.3e, training (detailed) %.3e\n", static_cast<long long>(seq),
+              c.moe.enabled() ? " (active parameters)" : "", f.six_n, f.training);
   return Status::Ok();
 }
 
@@ -92,7 +110,7 @@ void add_model_command(CLI::App& app, Runner& runner) {
   model->require_subcommand(1);
   static ModelInfoArgs args;
   CLI::App* info = model->add_subcommand("info", "configuration, parameter count and bytes per component");
-  info->add_option("--preset", args.preset, "preset name")->required();
+  info->add_option("--preset", args.preset, "preset name, or a model config file (lmtrain JSON or a Hugging Face config.json)")->required();
   info->add_option("--seq-len", args.seq, "sequence length for the FLOP count (default: max_seq_len)");
   add_deprecated_option(info, "--seq", "--seq-len", args.seq);
   info->add_flag("--json", args.json, "print one compact JSON object");

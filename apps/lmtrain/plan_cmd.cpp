@@ -20,7 +20,7 @@ namespace {
 struct PlanArgs {
   std::string model, hardware, precision = "bf16", mfu_from, flops_basis = "detailed", attention = "flash";
   double params = 0, hours = 0, tokens = 0, mfu = 0, throughput = 0, price = 0;
-  int64_t devices = 1, devices_per_node = 0, seq_len = 0, micro_batch = 1, global_batch = 0, tp = 1, pp = 1;
+  int64_t devices = 1, devices_per_node = 0, seq_len = 0, micro_batch = 1, global_batch = 0, tp = 1, pp = 1, ep = 1;
   int zero = 0;
   bool recompute = false, no_flash = false, json = false;
   // Which optional flags were given.
@@ -58,6 +58,7 @@ Status run_plan(const PlanArgs& a) {
   in.zero_stage = a.zero;
   if (a.o_tp->count()) in.tp = a.tp;
   if (a.o_pp->count()) in.pp = a.pp;
+  in.ep = a.ep;
   in.recompute = a.recompute;
   if (a.no_flash) in.flash_attention = false;
   else if (a.attention == "flash") in.flash_attention = true;
@@ -99,6 +100,8 @@ void add_plan_command(CLI::App& app, Runner& runner) {
   p->add_option("--zero", a.zero, "ZeRO stage 0-3")->capture_default_str();
   a.o_tp = p->add_option("--tp", a.tp, "tensor-parallel degree (default: best of the search)");
   a.o_pp = p->add_option("--pp", a.pp, "pipeline-parallel degree (default: best of the search)");
+  p->add_option("--ep", a.ep, "expert-parallel degree for MoE models, within DP: routed experts split over EP ranks "
+                              "(divides DP and moe.num_experts)")->capture_default_str();
   p->add_flag("--recompute", a.recompute, "full activation checkpointing");
   CLI::Option* attention = p->add_option("--attention", a.attention, "flash, or naive: attention materialises the s x s probabilities")->capture_default_str();
   CLI::Option* no_flash = p->add_flag("--no-flash", a.no_flash, "deprecated: use --attention naive")->group("");

@@ -235,6 +235,11 @@ TEST(ConfigRanges, ModelKeysAgreeWithTheModelsLimits) {
       {"model.d_model", L::kMaxDModel},     {"model.n_heads", L::kMaxHeads},      {"model.n_kv_heads", L::kMaxHeads},
       {"model.head_dim", L::kMaxHeadDim},   {"model.ffn_hidden", L::kMaxFfnHidden}, {"model.nope_every", L::kMaxLayers},
       {"model.rope_theta", L::kMaxRopeTheta}, {"model.init_std", L::kMaxInitStd},
+      {"model.moe.num_experts", L::kMaxExperts}, {"model.moe.top_k", L::kMaxExperts},
+      {"model.moe.shared_experts", L::kMaxExperts}, {"model.moe.expert_ffn", L::kMaxFfnHidden},
+      {"model.moe.every", L::kMaxLayers}, {"model.moe.aux_loss_coef", L::kMaxMoeCoef},
+      {"model.moe.bias_update_rate", L::kMaxMoeCoef}, {"model.moe.router_z_loss", L::kMaxMoeCoef},
+      {"model.moe.capacity_factor", L::kMaxExperts},  // num_experts / top_k at most
   };
   for (const auto& [key, max] : maxima) {
     const KeyInfo* k = find_key(key);

@@ -98,6 +98,31 @@ TEST(Cli, ModelInfoGivesExactParamsAndComponents) {
   EXPECT_NE(text.out.find("1829195776"), std::string::npos) << text.out;
 }
 
+// MoE presets (docs/MOE.md): total and active counts, by hand in tests/model/moe_config_test.cpp;
+// FLOPs on active parameters; commands that would build the model refuse it until the MoE block lands.
+TEST(Cli, ModelInfoGivesTotalAndActiveParamsOfMoePresets) {
+  Result r = run("model info --preset tiny-moe --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["params"].get<int64_t>(), 8136960);
+  EXPECT_EQ(j["active_params"].get<int64_t>(), 3418368);
+  EXPECT_DOUBLE_EQ(j["flops_per_token_6n"].get<double>(), 6.0 * 3418368);
+  EXPECT_EQ(j["config"]["moe"]["num_experts"], 8);
+  EXPECT_EQ(j["config"]["moe"]["top_k"], 2);
+  Result dense = run("model info --preset tiny --json");
+  auto d = nlohmann::json::parse(dense.out);
+  EXPECT_EQ(d["active_params"], d["params"]);
+  Result text = run("model info --preset olmoe-1b-7b");
+  EXPECT_NE(text.out.find("6919161856 parameters"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("active: 1282017280 parameters per token"), std::string::npos) << text.out;
+  Result qwen = run("model info --preset qwen3-30b-a3b");
+  EXPECT_NE(qwen.out.find("30532122624 parameters"), std::string::npos) << qwen.out;
+  EXPECT_NE(qwen.out.find("active: 3353032704 parameters per token"), std::string::npos) << qwen.out;
+  Result bench = run("bench model --preset tiny-moe --micro-batch 1 --seq-len 32 --iters 1 --warmup 0", true);
+  EXPECT_NE(bench.code, 0);
+  EXPECT_NE(bench.out.find("mixture-of-experts layers"), std::string::npos) << bench.out;
+}
+
 TEST(Cli, BenchModelJsonHasTokensPerSecondAndMfu) {
   Result r = run("bench model --preset tiny --micro-batch 1 --seq-len 32 --iters 1 --warmup 0 --json");
   ASSERT_EQ(r.code, 0);

@@ -96,8 +96,8 @@ CONFIG_DEFAULTS = {
     "name": "", "family": "llama", "vocab_size": 0, "vocab_pad_to": 64, "max_seq_len": 0, "n_layers": 0,
     "d_model": 0, "n_heads": 0, "n_kv_heads": 0, "head_dim": 0, "ffn_hidden": 0, "nope_every": 0,
     "norm": "rmsnorm", "ffn": "glu", "activation": "silu", "positions": "rope", "norm_eps": 1e-5,
-    "rope_theta": 10000.0, "rotary_fraction": 1.0, "init_std": 0.02, "qk_norm": False, "attn_bias": False,
-    "attn_out_bias": False, "mlp_bias": False, "tied_embeddings": True, "scaled_residual_init": True,
+    "rope_theta": 10000.0, "rotary_fraction": 1.0, "init_std": 0.02, "qk_norm": False, "qk_norm_full": False,
+    "attn_bias": False, "attn_out_bias": False, "mlp_bias": False, "tied_embeddings": True, "scaled_residual_init": True,
 }
 
 
@@ -168,9 +168,10 @@ def param_specs(c):
         if c["attn_bias"]:
             specs += [(p + "self_attn.q_proj.bias", [q_dim], "bias"), (p + "self_attn.k_proj.bias", [kv_dim], "bias"),
                       (p + "self_attn.v_proj.bias", [kv_dim], "bias")]
-        if c["qk_norm"]:
-            specs += [(p + "self_attn.q_norm.weight", [c["head_dim"]], "norm"),
-                      (p + "self_attn.k_norm.weight", [c["head_dim"]], "norm")]
+        if c["qk_norm"]:  # per head [HD]; qk_norm_full (OLMoE): the whole row [NH*HD], [G*HD]
+            full = c["qk_norm_full"]
+            specs += [(p + "self_attn.q_norm.weight", [q_dim if full else c["head_dim"]], "norm"),
+                      (p + "self_attn.k_norm.weight", [kv_dim if full else c["head_dim"]], "norm")]
         specs.append((p + "self_attn.o_proj.weight", [C, q_dim], "matrix"))
         if c["attn_out_bias"]:
             specs.append((p + "self_attn.o_proj.bias", [C], "bias"))
@@ -298,8 +299,13 @@ def forward_logits(c, P, tokens, doc_ids, compute):
             q = lin(h, P[p + "q_proj.weight"], P.get(p + "q_proj.bias"))
             k = lin(h, P[p + "k_proj.weight"], P.get(p + "k_proj.bias"))
             v = lin(h, P[p + "v_proj.weight"], P.get(p + "v_proj.bias"))
+        if c["qk_norm"] and c["qk_norm_full"]:
+            # OLMoE (transformers' OlmoeAttention): q_norm/k_norm on the projection outputs
+            # [.., NH*HD] and [.., G*HD], before they are split into heads.
+            q = rms_norm(q, P[p + "q_norm.weight"], eps)
+            k = rms_norm(k, P[p + "k_norm.weight"], eps)
         q, k, v = q.reshape(B, T, NH, HD), k.reshape(B, T, G, HD), v.reshape(B, T, G, HD)
-        if c["qk_norm"]:
+        if c["qk_norm"] and not c["qk_norm_full"]:
             q = rms_norm(q, P[p + "q_norm.weight"], eps)
             k = rms_norm(k, P[p + "k_norm.weight"], eps)
         if layer_uses_rope(c, l):
@@ -401,6 +407,9 @@ VARIANTS = {
     "biases_geglu_learned": (dict(tiny_base("biases_geglu_learned"), positions="learned", norm="layernorm",
                                   activation="gelu_tanh", attn_bias=True, attn_out_bias=True, mlp_bias=True,
                                   vocab_size=64), "f32", 0.0, False, False),
+    # OLMoE's QK-norm over the whole q [NH*HD = 32] and k [G*HD = 16] rows (issue #18).
+    "olmoe_qknorm_full": (dict(tiny_base("olmoe_qknorm_full"), qk_norm=True, qk_norm_full=True, tied_embeddings=False,
+                               head_dim=8), "f32", 0.0, False, False),
     "llama_gqa_bf16": (tiny_base("llama_gqa_bf16"), "bf16", 0.0, False, False),
     "gpt2_style_bf16": (gpt2_config("gpt2_style_bf16"), "bf16", 0.0, False, False),
 }
@@ -456,9 +465,11 @@ def reference_tensors(inputs, outputs):
     return tensors
 
 
-def generate(root):
+def generate(root, only=None):
     torch.set_num_threads(1)
     for name in VARIANTS:
+        if only and name not in only:
+            continue
         config, weights, inputs, compute, z_loss = variant_files(name)
         c = load_config(config)
         d = os.path.join(root, name)
@@ -599,6 +610,7 @@ def main():
     mode.add_argument("--check", metavar="DIR")
     mode.add_argument("--run", action="store_true")
     mode.add_argument("--autocast-report", metavar="DIR")
+    ap.add_argument("--only", nargs="+", metavar="VARIANT", help="--generate: only these variants")
     ap.add_argument("--config")
     ap.add_argument("--weights")
     ap.add_argument("--inputs", help="safetensors with tokens, targets [B,T] I32 and optional doc_ids")
@@ -607,7 +619,7 @@ def main():
     ap.add_argument("--z-loss", type=float, default=0.0)
     a = ap.parse_args()
     if a.generate:
-        generate(a.generate)
+        generate(a.generate, a.only)
         return 0
     if a.check:
         return check(a.check)

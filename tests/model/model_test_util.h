@@ -59,6 +59,13 @@ inline std::vector<Variant> tiny_variants() {
     v.push_back({"qwen3_qknorm_untied", c});
   }
   {
+    ModelConfig c = base("olmoe_qknorm_full");  // OLMoE's QK-norm over whole q [32] and k [16] rows
+    c.qk_norm = c.qk_norm_full = true;
+    c.tied_embeddings = false;
+    c.head_dim = 8;
+    v.push_back({"olmoe_qknorm_full", c});
+  }
+  {
     ModelConfig c = base("partial_rope_nope");
     c.rotary_fraction = 0.5f;
     c.nope_every = 2;

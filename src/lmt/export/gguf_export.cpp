@@ -139,6 +139,8 @@ Status Exporter::choose_arch() {
     arch_ = "gpt2";
     return Status::Ok();
   }
+  if (c_.moe.enabled()) return refuse("mixture-of-experts layers (GGUF export of MoE models is not implemented)");
+  if (c_.qk_norm_full) return refuse("QK-norm over whole q/k rows (qk_norm_full) in a dense model");
   if (c_.positions == model::PositionKind::kLearned) return refuse("learned positions in a llama-family model");
   if (c_.positions == model::PositionKind::kNone) return refuse("a model without positions (NoPE in every layer)");
   if (c_.nope_every > 0) return refuse("NoPE every " + std::to_string(c_.nope_every) + " layers");

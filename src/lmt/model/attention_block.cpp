@@ -56,6 +56,13 @@ kernels::RopeFreqs AttentionBlock::rope_freqs(const TensorView& positions) const
   return rope_frequencies(c_, seq_len);
 }
 
+// QK-norm rows: per head, N·NH rows of HD (and N·G for k); qk_norm_full, N rows of NH·HD (G·HD).
+AttentionBlock::QkNormRows AttentionBlock::qk_norm_rows(int64_t N) const {
+  const int64_t NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  if (c_.qk_norm_full) return {Shape{N, NH * HD}, Shape{N, G * HD}};
+  return {Shape{N * NH, HD}, Shape{N * G, HD}};
+}
+
 float AttentionBlock::scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
 
 void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w,
@@ -70,8 +77,9 @@ void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const Atte
   be_.linear_forward(c_.qk_norm ? a.k_pre : k, a.h, w.k_w, w.k_b);
   be_.linear_forward(a.v.reshape({N, G * HD}), a.h, w.v_w, w.v_b);
   if (c_.qk_norm) {
-    be_.rmsnorm_forward(a.q.reshape({N * NH, HD}), a.q_rstd, a.q_pre.reshape({N * NH, HD}), w.q_norm_w, c_.norm_eps);
-    be_.rmsnorm_forward(a.k.reshape({N * G, HD}), a.k_rstd, a.k_pre.reshape({N * G, HD}), w.k_norm_w, c_.norm_eps);
+    const QkNormRows r = qk_norm_rows(N);
+    be_.rmsnorm_forward(a.q.reshape(r.q), a.q_rstd.slice_rows(0, r.q[0]), a.q_pre.reshape(r.q), w.q_norm_w, c_.norm_eps);
+    be_.rmsnorm_forward(a.k.reshape(r.k), a.k_rstd.slice_rows(0, r.k[0]), a.k_pre.reshape(r.k), w.k_norm_w, c_.norm_eps);
   }
   if (c_.layer_uses_rope(layer_)) {
     const TensorView q3 = a.q.reshape({N, NH, HD}), k3 = a.k.reshape({N, G, HD});
@@ -113,10 +121,11 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
   }
   TensorView dq = s.dq.reshape({N, NH * HD}), dk = s.dk.reshape({N, G * HD});
   if (c_.qk_norm) {
-    be_.rmsnorm_backward(s.dq_pre.reshape({N * NH, HD}), g.q_norm_w, s.dq.reshape({N * NH, HD}),
-                         a.q_pre.reshape({N * NH, HD}), w.q_norm_w, a.q_rstd, false);
-    be_.rmsnorm_backward(s.dk_pre.reshape({N * G, HD}), g.k_norm_w, s.dk.reshape({N * G, HD}),
-                         a.k_pre.reshape({N * G, HD}), w.k_norm_w, a.k_rstd, false);
+    const QkNormRows r = qk_norm_rows(N);
+    be_.rmsnorm_backward(s.dq_pre.reshape(r.q), g.q_norm_w, s.dq.reshape(r.q), a.q_pre.reshape(r.q), w.q_norm_w,
+                         a.q_rstd.slice_rows(0, r.q[0]), false);
+    be_.rmsnorm_backward(s.dk_pre.reshape(r.k), g.k_norm_w, s.dk.reshape(r.k), a.k_pre.reshape(r.k), w.k_norm_w,
+                         a.k_rstd.slice_rows(0, r.k[0]), false);
     dq = s.dq_pre;
     dk = s.dk_pre;
   }

@@ -1,6 +1,8 @@
 // The attention sub-block of a pre-norm transformer block:
 //   res_out = res_in + o_proj(attention(rope(qk_norm(q), qk_norm(k)), v)),  q, k, v = proj(norm(res_in))
-// norm: config.norm; QK-norm: RMSNorm of every head over HD (qk_norm configs only); RoPE on the first
+// norm: config.norm; QK-norm: RMSNorm of every head over HD (qk_norm configs only), or with
+// qk_norm_full of the whole q row [NH·HD] and k row [G·HD] (OLMoE: q_norm/k_norm on the projection
+// outputs before they are split into heads); RoPE on the first
 // rotary_dim dims of every head at the rows' positions, with the config's RoPE scaling (model/rope.h;
 // rope configs, skipped in NoPE layers);
 // causal attention with grouped-query heads (query head h reads kv head h/(NH/G)), scale 1/sqrt(HD).
@@ -50,7 +52,7 @@ struct AttentionWeights {
   TensorView norm_w, norm_b;      // [C], [C] (LayerNorm with bias only)            master
   TensorView q_w, k_w, v_w;       // [NH·HD, C], [G·HD, C], [G·HD, C]               GEMM
   TensorView q_b, k_b, v_b;       // [NH·HD], [G·HD], [G·HD] (attn_bias only)       master
-  TensorView q_norm_w, k_norm_w;  // [HD] (qk_norm only)                            master
+  TensorView q_norm_w, k_norm_w;  // [HD] (qk_norm only; qk_norm_full: [NH·HD], [G·HD]) master
   TensorView o_w;                 // [C, NH·HD]                                     GEMM
   TensorView o_b;                 // [C] (attn_out_bias only)                       master
 
@@ -65,7 +67,7 @@ struct AttentionActs {
   TensorView norm_mean, norm_rstd;  // [N] f32 (norm_mean: LayerNorm only)
   TensorView h;                     // [N,C] compute: the norm output, the projections' input
   TensorView q_pre, k_pre;          // [N,NH·HD], [N,G·HD] f32 before QK-norm (qk_norm only)
-  TensorView q_rstd, k_rstd;        // [N·NH], [N·G] f32 (qk_norm only)
+  TensorView q_rstd, k_rstd;        // [N·NH], [N·G] f32 (qk_norm only; qk_norm_full uses their first N)
   TensorView q, k, v;               // [B,T,NH,HD], [B,T,G,HD], [B,T,G,HD] f32 after QK-norm and RoPE
                                     // (decode: q [n,NH·HD]; k, v are set to the cache rows)
   TensorView att, lse;              // [B,T,NH,HD] f32 attention output, [B,NH,T] f32 (training only)
@@ -118,6 +120,11 @@ class AttentionBlock {
   void project_out(int64_t N, const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
                    const AttentionActs& a, bool bf16, const TensorView& f32_nc);
   float scale() const;
+  // The [rows, width] shapes q and k take for the QK-norm: per head or (qk_norm_full) per row.
+  struct QkNormRows {
+    Shape q, k;
+  };
+  QkNormRows qk_norm_rows(int64_t N) const;
   // The RoPE frequencies for a call over rows at `positions` (model/rope.h: the same for forward,
   // backward and decode; dynamic scaling follows the call's largest position).
   kernels::RopeFreqs rope_freqs(const TensorView& positions) const;

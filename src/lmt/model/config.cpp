@@ -47,6 +47,65 @@ bool ModelConfig::layer_uses_rope(int64_t layer) const {
   return nope_every <= 0 || layer % nope_every != nope_every - 1;
 }
 
+namespace {
+
+// The moe.* fields (docs/MOE.md). Nothing is checked for a dense model (num_experts == 0) beyond
+// num_experts itself: the other fields are then unused.
+Status validate_moe(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  auto bad = [&](const std::string& what, const std::string& hint) {
+    return InvalidArgument("model '" + c.name + "': " + what, hint);
+  };
+  auto size = [&](const char* key, int64_t v, int64_t min, int64_t max) -> Status {
+    if (v < min || v > max)
+      return bad(std::string("moe.") + key + " = " + std::to_string(v) + " is out of range: it must be in [" +
+                     std::to_string(min) + ", " + std::to_string(max) + "]",
+                 std::string("set model.moe.") + key + " to a value in that range");
+    return Status::Ok();
+  };
+  using L = ModelLimits;
+  LMT_RETURN_IF_ERROR(size("num_experts", m.num_experts, 0, L::kMaxExperts));
+  if (!m.enabled()) return Status::Ok();
+  LMT_RETURN_IF_ERROR(size("top_k", m.top_k, 1, m.num_experts));
+  LMT_RETURN_IF_ERROR(size("expert_ffn", m.expert_ffn, 1, L::kMaxFfnHidden));
+  LMT_RETURN_IF_ERROR(size("shared_experts", m.shared_experts, 0, L::kMaxExperts));
+  LMT_RETURN_IF_ERROR(size("every", m.every, 1, L::kMaxLayers));
+  if (m.every > c.n_layers)
+    return bad("moe.every = " + std::to_string(m.every) + " is above n_layers = " + std::to_string(c.n_layers) +
+                   ": no layer would be an MoE layer",
+               "MoE layers are those with l % every == every - 1; set model.moe.every <= n_layers, or "
+               "model.moe.num_experts = 0 for a dense model");
+  auto coef = [&](const char* key, float v) -> Status {
+    if (!std::isfinite(v) || v < 0.0f || v > L::kMaxMoeCoef)
+      return bad(std::string("moe.") + key + " = " + std::to_string(v) + " must be finite and in [0, 1000]",
+                 std::string("e.g. model.moe.") + key + " = 0.001 (0: off)");
+    return Status::Ok();
+  };
+  LMT_RETURN_IF_ERROR(coef("aux_loss_coef", m.aux_loss_coef));
+  LMT_RETURN_IF_ERROR(coef("bias_update_rate", m.bias_update_rate));
+  LMT_RETURN_IF_ERROR(coef("router_z_loss", m.router_z_loss));
+  // capacity = ceil(f·N·K/E) per expert, E·capacity ≈ f·N·K slots in all. Below f = 1/K there are
+  // fewer slots than tokens, so even a perfectly balanced router must drop every expert of some
+  // tokens; above f = E/K the capacity exceeds N and nothing can be dropped (dropless, spelled 0).
+  const double f = m.capacity_factor, lo = 1.0 / static_cast<double>(m.top_k),
+               hi = static_cast<double>(m.num_experts) / static_cast<double>(m.top_k);
+  if (!std::isfinite(f) || (f != 0.0 && (f < lo * (1 - 1e-6) || f > hi * (1 + 1e-6)))) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "moe.capacity_factor = %g must be 0 (dropless) or in [1/top_k, num_experts/top_k] = [%g, %g]",
+                  f, lo, hi);
+    return bad(buf, "below 1/top_k the experts have fewer slots than there are tokens; above num_experts/top_k nothing "
+                    "can be dropped: use 0 (dropless) or e.g. 1.25");
+  }
+  if (c.mlp_bias)
+    return bad("mlp_bias is set on an MoE model: experts have no biases (as in Qwen3-MoE and OLMoE)",
+               "set model.mlp_bias = false, or model.moe.num_experts = 0");
+  if (c.family == NamingFamily::kGpt2)
+    return bad("the gpt2 naming family has no expert tensor names", "use family = \"llama\" for an MoE model");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ModelConfig::validate() const {
   auto bad = [&](const std::string& what, const std::string& hint) {
     return InvalidArgument("model '" + name + "': " + what, hint);
@@ -95,6 +154,10 @@ Status ModelConfig::validate() const {
                  "multi-head attention with n_heads·head_dim = d_model and no QK-norm",
                  "use family = \"llama\" for other architectures (its names cover every variant)");
   }
+  if (qk_norm_full && !qk_norm)
+    return bad("qk_norm_full is set but qk_norm is not", "set model.qk_norm = true (qk_norm_full chooses its width), or "
+                                                         "model.qk_norm_full = false");
+  LMT_RETURN_IF_ERROR(validate_moe(*this));
   if (!(norm_eps > 0.0f) || norm_eps > 1.0f) return bad("norm_eps must be in (0, 1]", "e.g. 1e-5");
   if (!(init_std > 0.0f) || init_std > L::kMaxInitStd) return bad("init_std must be in (0, 10]", "e.g. 0.02");
   const double params = param_count_estimate();
@@ -109,23 +172,38 @@ Status ModelConfig::validate() const {
 
 namespace {
 
-// The parameter count in T (int64_t: exact; double: never overflows).
+// The parameter count in T (int64_t: exact; double: never overflows). active: only the top_k routed
+// experts of each MoE layer.
 template <typename T>
-T count_params(const ModelConfig& c) {
+T ffn_params(const ModelConfig& c, T H) {
+  const T C = static_cast<T>(c.d_model);
+  const T up_rows = c.ffn == FfnKind::kGlu ? 2 * H : H;       // gate+up or up
+  return up_rows * C + (c.mlp_bias ? up_rows : 0) + H * C + (c.mlp_bias ? C : 0);  // + down
+}
+
+template <typename T>
+T count_params(const ModelConfig& c, bool active) {
   const T C = static_cast<T>(c.d_model), H = static_cast<T>(c.ffn_hidden), HD = static_cast<T>(c.head_dim);
   const T q = static_cast<T>(c.n_heads) * HD, kv = static_cast<T>(c.n_kv_heads) * HD;
   const T norm_params = c.has_norm_bias() ? 2 * C : C;
-  T per_layer = 0;
-  per_layer += norm_params;                                   // attention norm
-  per_layer += C * (q + 2 * kv);                              // q, k, v
-  if (c.attn_bias) per_layer += q + 2 * kv;
-  if (c.qk_norm) per_layer += 2 * HD;
-  per_layer += q * C + (c.attn_out_bias ? C : 0);             // output projection
-  per_layer += norm_params;                                   // FFN norm
-  const T up_rows = c.ffn == FfnKind::kGlu ? 2 * H : H;       // gate+up or up
-  per_layer += up_rows * C + (c.mlp_bias ? up_rows : 0);
-  per_layer += H * C + (c.mlp_bias ? C : 0);                  // down
-  T total = per_layer * static_cast<T>(c.n_layers);
+  T attn = 0;  // every layer: norms, attention
+  attn += norm_params;                                        // attention norm
+  attn += C * (q + 2 * kv);                                   // q, k, v
+  if (c.attn_bias) attn += q + 2 * kv;
+  if (c.qk_norm) attn += c.qk_norm_full ? q + kv : 2 * HD;    // q_norm, k_norm: [NH·HD], [G·HD] or [HD] each
+  attn += q * C + (c.attn_out_bias ? C : 0);                  // output projection
+  attn += norm_params;                                        // FFN norm
+  const T dense_ffn = ffn_params<T>(c, H);
+  T moe_ffn = 0;
+  if (c.moe.enabled()) {
+    const T E = static_cast<T>(c.moe.num_experts);
+    const T routed = active ? static_cast<T>(c.moe.top_k) : E;
+    moe_ffn = E * C                                           // router [E, C]
+              + (routed + static_cast<T>(c.moe.shared_experts)) * ffn_params<T>(c, static_cast<T>(c.moe.expert_ffn));
+  }
+  const T moe_layers = static_cast<T>(c.moe_layer_count());
+  const T layers = static_cast<T>(c.n_layers);
+  T total = attn * layers + dense_ffn * (layers - moe_layers) + moe_ffn * moe_layers;
   total += static_cast<T>(c.vocab_size) * C;                  // token embedding
   if (c.positions == PositionKind::kLearned) total += static_cast<T>(c.max_seq_len) * C;
   total += norm_params;                                       // final norm
@@ -135,8 +213,25 @@ T count_params(const ModelConfig& c) {
 
 }  // namespace
 
-int64_t ModelConfig::param_count() const { return count_params<int64_t>(*this); }
-double ModelConfig::param_count_estimate() const { return count_params<double>(*this); }
+int64_t ModelConfig::param_count() const { return count_params<int64_t>(*this, false); }
+double ModelConfig::param_count_estimate() const { return count_params<double>(*this, false); }
+int64_t ModelConfig::active_param_count() const { return count_params<int64_t>(*this, true); }
+double ModelConfig::active_param_count_estimate() const { return count_params<double>(*this, true); }
+int64_t ModelConfig::ffn_param_count(int64_t h) const { return ffn_params<int64_t>(*this, h); }
+
+int64_t ModelConfig::moe_layer_count() const {
+  if (!moe.enabled() || moe.every < 1 || n_layers < 1) return 0;
+  return n_layers / moe.every;  // l = every-1, 2·every-1, ... < n_layers
+}
+
+Status check_computable(const ModelConfig& c, const std::string& what) {
+  if (c.moe.enabled() && !kMoeBlockAvailable)
+    return Unimplemented(what + ": model '" + c.name + "' has mixture-of-experts layers (moe.num_experts = " +
+                             std::to_string(c.moe.num_experts) + "), which this build does not compute yet",
+                         "MoE models can be inspected and planned (`lmtrain model info`, `lmtrain plan`); train a "
+                         "dense preset, or set model.moe.num_experts = 0");
+  return Status::Ok();
+}
 
 Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what) {
   const double params = c.param_count_estimate();

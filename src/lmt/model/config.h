@@ -56,6 +56,8 @@ struct ModelLimits {
   static constexpr double kMaxRopeTheta = 1e12;
   static constexpr double kMaxInitStd = 10;
   static constexpr double kMaxParams = 1e13;  // 10 trillion
+  static constexpr int64_t kMaxExperts = int64_t{1} << 16;        // moe.num_experts, moe.shared_experts
+  static constexpr double kMaxMoeCoef = 1e3;                      // aux_loss_coef, bias_update_rate, router_z_loss
 };
 
 // Mixture-of-Experts FFN (docs/MOE.md). A layer l is an MoE layer when num_experts > 0 and
@@ -135,11 +137,29 @@ struct ModelConfig {
 
   // Checks every constraint; the message names the offending values and the hint says how to fix.
   Status validate() const;
-  // Exact trainable parameter count (unpadded vocabulary; tied embeddings counted once).
+  // Exact trainable parameter count (unpadded vocabulary; tied embeddings counted once). MoE layers
+  // count every routed expert, the router [E, C] and the shared experts.
   int64_t param_count() const;
   // The same count in floating point: defined (no overflow) for any field values.
   double param_count_estimate() const;
+  // Parameters one token uses: param_count() minus (E - top_k) routed experts per MoE layer (router,
+  // shared experts, embeddings and the LM head counted in full). == param_count() for dense models.
+  int64_t active_param_count() const;
+  double active_param_count_estimate() const;
+  // Parameters of one FFN of hidden size h of this model's kind (ffn, mlp_bias): up (+gate) and down.
+  int64_t ffn_param_count(int64_t h) const;
+  // Layers l with moe.is_moe_layer(l).
+  int64_t moe_layer_count() const;
 };
+
+// Whether this build computes MoE layers (the MoE block, issue #18: the branch that adds it sets
+// this to true and removes the guard below). Until then a config with moe.num_experts > 0 is
+// parsed, validated, counted, planned and mapped to/from Hugging Face configs, but not run.
+inline constexpr bool kMoeBlockAvailable = false;
+
+// OK unless `c` needs a block this build does not compute (MoE layers while !kMoeBlockAvailable):
+// then Unimplemented naming `what`. Every command that builds a Transformer calls it first.
+Status check_computable(const ModelConfig& c, const std::string& what);
 
 // OK when a model of `c` (parameters in `bytes_per_param` bytes each, plus `extra_bytes`) fits in
 // this machine's memory; otherwise an error naming `what`, the sizes and the model's shape. Run
@@ -147,7 +167,7 @@ struct ModelConfig {
 Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what);
 
 // Known presets: gpt2-124m, gpt2-350m, gpt2-1.3b, llama-124m, llama2-1.3b, llama3-2.2b,
-// llama3.2-1b, smollm-360m, smollm2-135m, qwen3-1.8b, tiny.
+// llama3.2-1b, smollm-360m, smollm2-135m, qwen3-1.8b, tiny; MoE: olmoe-1b-7b, qwen3-30b-a3b, tiny-moe.
 StatusOr<ModelConfig> preset(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string_view>
 #include <vector>
@@ -96,6 +97,7 @@ std::map<std::string, Setter> setters(const std::string& src) {
       {"rotary_fraction", real("rotary_fraction", &ModelConfig::rotary_fraction)},
       {"init_std", real("init_std", &ModelConfig::init_std)},
       {"qk_norm", boolean("qk_norm", &ModelConfig::qk_norm)},
+      {"qk_norm_full", boolean("qk_norm_full", &ModelConfig::qk_norm_full)},
       {"attn_bias", boolean("attn_bias", &ModelConfig::attn_bias)},
       {"attn_out_bias", boolean("attn_out_bias", &ModelConfig::attn_out_bias)},
       {"mlp_bias", boolean("mlp_bias", &ModelConfig::mlp_bias)},
@@ -143,6 +145,51 @@ Status set_rope_scaling(const std::string& src, const std::string& sub, const js
 }
 
 constexpr std::string_view kRopeScalingPrefix = "rope_scaling.";
+constexpr std::string_view kMoePrefix = "moe.";
+
+constexpr const char* kRouterNames[] = {"softmax_topk", "softmax_topk_renorm"};  // renormalize false, true
+constexpr const char* kBalanceNames[] = {"none", "aux_loss", "bias_update"};      // MoeBalance order
+
+// One key of the moe object (recipes: model.moe.KEY).
+Status set_moe(const std::string& src, const std::string& sub, const json& v, MoeConfig& m) {
+  const std::string key = "moe." + sub;
+  auto integer = [&](int64_t* field) -> Status {
+    if (!v.is_number_integer()) return type_error(src, key, "an integer", v);
+    *field = v.get<int64_t>();
+    return Status::Ok();
+  };
+  auto real = [&](float* field) -> Status {
+    if (!v.is_number()) return type_error(src, key, "a number", v);
+    *field = v.get<float>();
+    return Status::Ok();
+  };
+  // A string naming one of `names`: its index.
+  auto choice = [&](const auto& names, auto set) -> Status {
+    std::string all;
+    for (const char* n : names) all += (all.empty() ? "\"" : ", \"") + std::string(n) + "\"";
+    if (v.is_string())
+      for (size_t i = 0; i < std::size(names); ++i)
+        if (v.get<std::string>() == names[i]) {
+          set(i);
+          return Status::Ok();
+        }
+    return InvalidArgument(src + ": key '" + key + "' has value " + v.dump(), "valid values: " + all);
+  };
+  if (sub == "num_experts") return integer(&m.num_experts);
+  if (sub == "top_k") return integer(&m.top_k);
+  if (sub == "expert_ffn") return integer(&m.expert_ffn);
+  if (sub == "shared_experts") return integer(&m.shared_experts);
+  if (sub == "every") return integer(&m.every);
+  if (sub == "router") return choice(kRouterNames, [&](size_t i) { m.renormalize = i == 1; });
+  if (sub == "balance") return choice(kBalanceNames, [&](size_t i) { m.balance = static_cast<MoeBalance>(i); });
+  if (sub == "aux_loss_coef") return real(&m.aux_loss_coef);
+  if (sub == "bias_update_rate") return real(&m.bias_update_rate);
+  if (sub == "router_z_loss") return real(&m.router_z_loss);
+  if (sub == "capacity_factor") return real(&m.capacity_factor);
+  return InvalidArgument(src + ": unknown key '" + key + "'",
+                         "valid moe keys: num_experts, top_k, expert_ffn, shared_experts, every, router, balance, "
+                         "aux_loss_coef, bias_update_rate, router_z_loss, capacity_factor");
+}
 
 }  // namespace
 
@@ -156,23 +203,32 @@ StatusOr<ModelConfig> model_config_from_json(const json& j, const std::string& s
   // rope_scaling: an object of its keys, or (recipes: model.rope_scaling.KEY) dotted "rope_scaling.KEY"
   // keys, applied after the object so that they override it.
   for (const auto& [key, value] : j.items()) {
-    if (key.rfind(kRopeScalingPrefix, 0) == 0) continue;
+    if (key.rfind(kRopeScalingPrefix, 0) == 0 || key.rfind(kMoePrefix, 0) == 0) continue;
     if (key == "rope_scaling") {
       if (!value.is_object()) return type_error(source, key, "an object", value);
       for (const auto& [sub, v] : value.items()) LMT_RETURN_IF_ERROR(set_rope_scaling(source, sub, v, c.rope_scaling));
+      continue;
+    }
+    if (key == "moe") {
+      if (!value.is_object()) return type_error(source, key, "an object", value);
+      for (const auto& [sub, v] : value.items()) LMT_RETURN_IF_ERROR(set_moe(source, sub, v, c.moe));
       continue;
     }
     auto it = table.find(key);
     if (it == table.end()) {
       std::string valid;
       for (const auto& [k, s] : table) valid += (valid.empty() ? "" : ", ") + k;
-      return InvalidArgument(source + ": unknown key '" + key + "'", "valid keys: " + valid + ", rope_scaling");
+      return InvalidArgument(source + ": unknown key '" + key + "'", "valid keys: " + valid + ", rope_scaling, moe");
     }
     LMT_RETURN_IF_ERROR(it->second(value, c));
   }
   for (const auto& [key, value] : j.items()) {
     if (key.rfind(kRopeScalingPrefix, 0) != 0) continue;
     LMT_RETURN_IF_ERROR(set_rope_scaling(source, key.substr(kRopeScalingPrefix.size()), value, c.rope_scaling));
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key.rfind(kMoePrefix, 0) != 0) continue;
+    LMT_RETURN_IF_ERROR(set_moe(source, key.substr(kMoePrefix.size()), value, c.moe));
   }
   if (c.n_kv_heads == 0) c.n_kv_heads = c.n_heads;
   if (c.head_dim == 0 && c.n_heads > 0) c.head_dim = c.d_model / c.n_heads;
@@ -204,6 +260,7 @@ json model_config_to_json(const ModelConfig& c) {
               {"rotary_fraction", c.rotary_fraction},
               {"init_std", c.init_std},
               {"qk_norm", c.qk_norm},
+              {"qk_norm_full", c.qk_norm_full},
               {"attn_bias", c.attn_bias},
               {"attn_out_bias", c.attn_out_bias},
               {"mlp_bias", c.mlp_bias},
@@ -219,7 +276,18 @@ json model_config_to_json(const ModelConfig& c) {
                                     {"attention_factor", c.rope_scaling.attention_factor},
                                     {"mscale", c.rope_scaling.mscale},
                                     {"mscale_all_dim", c.rope_scaling.mscale_all_dim},
-                                    {"truncate", c.rope_scaling.truncate}}}};
+                                    {"truncate", c.rope_scaling.truncate}}},
+              {"moe", json{{"num_experts", c.moe.num_experts},
+                           {"top_k", c.moe.top_k},
+                           {"expert_ffn", c.moe.expert_ffn},
+                           {"shared_experts", c.moe.shared_experts},
+                           {"every", c.moe.every},
+                           {"router", kRouterNames[c.moe.renormalize ? 1 : 0]},
+                           {"balance", kBalanceNames[static_cast<size_t>(c.moe.balance)]},
+                           {"aux_loss_coef", c.moe.aux_loss_coef},
+                           {"bias_update_rate", c.moe.bias_update_rate},
+                           {"router_z_loss", c.moe.router_z_loss},
+                           {"capacity_factor", c.moe.capacity_factor}}}};
 }
 
 }  // namespace lmt::model

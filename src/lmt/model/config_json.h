@@ -1,5 +1,9 @@
 // ModelConfig <-> JSON with our own key names (those of ModelConfig: vocab_size, n_layers,
 // d_model, n_heads, n_kv_heads, head_dim, ffn_hidden, ffn "glu"|"mlp", norm, positions, ...).
+// Nested objects: rope_scaling {type, factor, ...} and moe {num_experts, top_k, expert_ffn,
+// shared_experts, every, router "softmax_topk"|"softmax_topk_renorm" (= renormalize false|true),
+// balance "none"|"aux_loss"|"bias_update", aux_loss_coef, bias_update_rate, router_z_loss,
+// capacity_factor}; dotted keys "rope_scaling.KEY" / "moe.KEY" (recipes) override the objects.
 // Used by model config files, checkpoints (the resolved config) and golden-test dumps.
 //
 // from_json: unknown keys are errors naming the key and listing the valid ones (typos must not

@@ -204,6 +204,59 @@ Status gpt2_like(const json& j, const std::string& path, ModelConfig* c) {
   return Status::Ok();
 }
 
+// The MoE keys of Qwen3MoeForCausalLM (model_type qwen3_moe) and OlmoeForCausalLM (olmoe), after
+// llama_like(). Both route with softmax top-k (norm_topk_prob: renormalise) and balance with
+// router_aux_loss_coef; what lmtrain cannot compute is refused by key.
+Status moe_from_hf(const json& j, const std::string& path, const std::string& type, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  // transformers 5 writes Qwen3-MoE's num_experts as num_local_experts; published configs say num_experts.
+  int64_t experts = 0;
+  LMT_RETURN_IF_ERROR(get(j, path, "num_local_experts", &experts, &experts));
+  LMT_RETURN_IF_ERROR(get(j, path, "num_experts", &m.num_experts, &experts));
+  LMT_RETURN_IF_ERROR(get(j, path, "num_experts_per_tok", &m.top_k));
+  const bool no = false;
+  LMT_RETURN_IF_ERROR(get(j, path, "norm_topk_prob", &m.renormalize, &no));
+  double aux = 0.0;
+  LMT_RETURN_IF_ERROR(get(j, path, "router_aux_loss_coef", &aux, &aux));
+  m.aux_loss_coef = static_cast<float>(aux);
+  m.balance = MoeBalance::kAuxLoss;
+  if (type == "olmoe") {
+    m.expert_ffn = c->ffn_hidden;  // OLMoE's intermediate_size is the experts'
+    m.every = 1;
+    c->qk_norm = c->qk_norm_full = true;  // q_norm over hidden_size, k_norm over kv heads · head_dim
+    c->attn_out_bias = c->attn_bias;      // attention_bias covers q, k, v and o
+    auto clip = j.find("clip_qkv");
+    if (clip != j.end() && !clip->is_null())
+      return Unimplemented(path + ": clip_qkv = " + clip->dump() + " (clamping q, k, v) is not supported",
+                           "lmtrain computes OLMoE without clip_qkv; use a checkpoint trained with clip_qkv = null");
+    return Status::Ok();
+  }
+  // qwen3_moe
+  c->qk_norm = true;
+  c->attn_out_bias = c->attn_bias;
+  LMT_RETURN_IF_ERROR(get(j, path, "moe_intermediate_size", &m.expert_ffn));
+  const int64_t one = 1;
+  LMT_RETURN_IF_ERROR(get(j, path, "decoder_sparse_step", &m.every, &one));
+  int64_t shared = 0;
+  LMT_RETURN_IF_ERROR(get(j, path, "shared_expert_intermediate_size", &shared, &shared));
+  if (shared != 0)
+    return Unimplemented(path + ": shared_expert_intermediate_size = " + std::to_string(shared) +
+                             " (Qwen2-MoE's sigmoid-gated shared expert) is not supported",
+                         "lmtrain's shared experts (moe.shared_experts) are ungated; Qwen3-MoE has none");
+  std::vector<int64_t> dense_layers;
+  LMT_RETURN_IF_ERROR(get(j, path, "mlp_only_layers", &dense_layers, &dense_layers));
+  // HF: layer l is sparse when l is not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0.
+  // Expressible only when every listed layer is already dense by the step rule.
+  for (int64_t l : dense_layers) {
+    if (m.every >= 1 && m.is_moe_layer(l) && l < c->n_layers)
+      return Unimplemented(path + ": mlp_only_layers lists layer " + std::to_string(l) +
+                               ", which decoder_sparse_step = " + std::to_string(m.every) + " makes an MoE layer",
+                           "lmtrain's MoE layers are every decoder_sparse_step-th layer (moe.every) without exceptions; "
+                           "mlp_only_layers may only list layers that are dense anyway");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ModelConfig> config_from_hf(const std::string& path) {
@@ -224,11 +277,14 @@ StatusOr<ModelConfig> config_from_hf(const std::string& path) {
     if (type == "qwen3") c.qk_norm = true;
     // Llama's and Qwen3's attention_bias puts a bias on o_proj too; Qwen2's and Mistral's o_proj has none.
     if (type == "llama" || type == "qwen3") c.attn_out_bias = c.attn_bias;
+  } else if (type == "qwen3_moe" || type == "olmoe") {
+    LMT_RETURN_IF_ERROR(llama_like(j, path, &c));
+    LMT_RETURN_IF_ERROR(moe_from_hf(j, path, type, &c));
   } else if (type == "gpt2") {
     LMT_RETURN_IF_ERROR(gpt2_like(j, path, &c));
   } else {
     return Unimplemented(path + ": model_type '" + type + "' is not supported",
-                         "supported: llama, mistral, qwen2, qwen3, gpt2");
+                         "supported: llama, mistral, qwen2, qwen3, qwen3_moe, olmoe, gpt2");
   }
   Status valid = c.validate();
   if (!valid.ok()) return valid.WithContext(path);

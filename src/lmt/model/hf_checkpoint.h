@@ -1,7 +1,7 @@
 // Hugging Face checkpoints: a directory with config.json and model.safetensors.
 //
 // config_from_hf() maps the architectures this project models (LlamaForCausalLM, Qwen2/Qwen3,
-// MistralForCausalLM, GPT2LMHeadModel) to a ModelConfig. load_hf_weights() copies every tensor
+// MistralForCausalLM, GPT2LMHeadModel; MoE: Qwen3MoeForCausalLM, OlmoeForCausalLM) to a ModelConfig. load_hf_weights() copies every tensor
 // the layout names into a flat f32 buffer, transposing GPT-2's Conv1D weights and leaving padded
 // vocabulary rows at zero. A config and weights that disagree (a missing tensor, a wrong shape, an
 // extra tensor the config has no place for) are rejected with the tensor named.
@@ -43,6 +43,14 @@ int64_t hf_max_position_embeddings(const ModelConfig& c);
 // The inverse of config_from_hf: the config.json that makes transformers build this model. The
 // family decides the architecture: gpt2 -> GPT2LMHeadModel; llama naming with q/k norms ->
 // Qwen3ForCausalLM; with q/k/v biases but none on the output projection -> Qwen2ForCausalLM;
+// MoE (moe.num_experts > 0) with per-head q/k norms -> Qwen3MoeForCausalLM (moe_intermediate_size,
+// decoder_sparse_step = moe.every, mlp_only_layers []), with full-width ones (qk_norm_full) ->
+// OlmoeForCausalLM (intermediate_size = moe.expert_ffn, every layer MoE); both: num_experts,
+// num_experts_per_tok, norm_topk_prob = moe.renormalize, router_aux_loss_coef (0 unless
+// balance = aux_loss). Shared experts and MoE models without q/k norms are refused. Reading:
+// Qwen3-MoE's mlp_only_layers must list only layers the step makes dense anyway, a non-zero
+// shared_expert_intermediate_size (Qwen2-MoE) and OLMoE's clip_qkv are refused;
+// num_local_experts (transformers 5) is read as num_experts;
 // otherwise LlamaForCausalLM (attention_bias covers q, k, v and o; mlp_bias the MLP). Layouts no
 // HF architecture computes (NoPE layers, partial rotary, LayerNorm or a plain MLP in the llama
 // family, ...) are refused with kUnimplemented naming the feature. `torch_dtype` ("float32",

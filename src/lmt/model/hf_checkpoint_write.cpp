@@ -82,7 +82,24 @@ StatusOr<json> config_to_hf(const ModelConfig& c, const std::string& torch_dtype
   if (c.attn_out_bias && !c.attn_bias)
     return refuse(c, "a bias on the attention output without q/k/v biases", "Llama's attention_bias covers q, k, v and o together");
   std::string type = "llama", arch = "LlamaForCausalLM";
-  if (c.qk_norm) {
+  if (c.qk_norm_full && !c.moe.enabled())
+    return refuse(c, "full-width q/k norms in a dense model", "set model.qk_norm_full = false (OLMoE, an MoE model, has them)");
+  if (c.moe.enabled()) {
+    const MoeConfig& m = c.moe;
+    if (m.shared_experts > 0)
+      return refuse(c, "shared experts (model.moe.shared_experts)", "Qwen3-MoE and OLMoE have none");
+    if (!c.qk_norm) return refuse(c, "an MoE model without q/k norms", "Qwen3-MoE (per head) and OLMoE (full width) have them");
+    if (c.attn_bias != c.attn_out_bias)
+      return refuse(c, "q/k/v biases without an output bias", "Qwen3-MoE's and OLMoE's attention_bias covers q, k, v and o");
+    if (c.qk_norm_full) {
+      if (m.every != 1) return refuse(c, "dense layers between MoE layers with full-width q/k norms (OLMoE)", "OLMoE: every layer is MoE");
+      if (c.head_dim * c.n_heads != c.d_model)
+        return refuse(c, "n_heads * head_dim != d_model with full-width q/k norms (OLMoE)", "OLMoE splits hidden_size into heads");
+      type = "olmoe", arch = "OlmoeForCausalLM";
+    } else {
+      type = "qwen3_moe", arch = "Qwen3MoeForCausalLM";
+    }
+  } else if (c.qk_norm) {
     if (c.attn_bias != c.attn_out_bias)
       return refuse(c, "q/k norms with q/k/v biases but none on the output", "Qwen3's attention_bias covers q, k, v and o");
     if (c.mlp_bias) return refuse(c, "q/k norms with MLP biases", "Qwen3's MLP has no biases");
@@ -94,7 +111,7 @@ StatusOr<json> config_to_hf(const ModelConfig& c, const std::string& torch_dtype
   j["model_type"] = type;
   j["architectures"] = {arch};
   j["hidden_size"] = c.d_model;
-  j["intermediate_size"] = c.ffn_hidden;
+  j["intermediate_size"] = type == "olmoe" ? c.moe.expert_ffn : c.ffn_hidden;
   j["num_hidden_layers"] = c.n_layers;
   j["num_attention_heads"] = c.n_heads;
   j["num_key_value_heads"] = c.n_kv_heads;
@@ -105,9 +122,23 @@ StatusOr<json> config_to_hf(const ModelConfig& c, const std::string& torch_dtype
   if (nlohmann::json rope = rope_scaling_to_hf(c); !rope.is_null()) j["rope_parameters"] = std::move(rope);
   j["hidden_act"] = "silu";
   j["tie_word_embeddings"] = c.tied_embeddings;
-  if (type == "llama" || type == "qwen3") j["attention_bias"] = c.attn_bias;
+  if (type != "qwen2") j["attention_bias"] = c.attn_bias;
   if (type == "llama") j["mlp_bias"] = c.mlp_bias;
   j["attention_dropout"] = 0.0;
+  if (c.moe.enabled()) {
+    j["num_experts"] = c.moe.num_experts;
+    j["num_experts_per_tok"] = c.moe.top_k;
+    j["norm_topk_prob"] = c.moe.renormalize;
+    j["router_aux_loss_coef"] = c.moe.balance == MoeBalance::kAuxLoss ? short_float(c.moe.aux_loss_coef) : 0.0;
+    j["output_router_logits"] = false;
+    if (type == "olmoe") {
+      j["clip_qkv"] = nullptr;
+      return j;
+    }
+    j["moe_intermediate_size"] = c.moe.expert_ffn;
+    j["decoder_sparse_step"] = c.moe.every;
+    j["mlp_only_layers"] = json::array();
+  }
   if (type != "llama") {
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;

@@ -78,8 +78,8 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
       add(p + "self_attn.v_proj.bias", {c.kv_dim()}, ParamRole::kBias, l, 0);
     }
     if (c.qk_norm) {
-      add(p + "self_attn.q_norm.weight", {c.head_dim}, ParamRole::kNorm, l, 0);
-      add(p + "self_attn.k_norm.weight", {c.head_dim}, ParamRole::kNorm, l, 0);
+      add(p + "self_attn.q_norm.weight", {c.qk_norm_full ? c.q_dim() : c.head_dim}, ParamRole::kNorm, l, 0);
+      add(p + "self_attn.k_norm.weight", {c.qk_norm_full ? c.kv_dim() : c.head_dim}, ParamRole::kNorm, l, 0);
     }
     add(p + "self_attn.o_proj.weight", {C, c.q_dim()}, ParamRole::kMatrix, l, out_std);
     if (c.attn_out_bias) add(p + "self_attn.o_proj.bias", {C}, ParamRole::kBias, l, 0);

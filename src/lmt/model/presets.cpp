@@ -85,6 +85,41 @@ const std::map<std::string, std::function<ModelConfig()>>& registry() {
       // Llama-style block at GPT-2 small's size (SwiGLU H = 2048, RoPE, RMSNorm, tied): the
       // "Llama-style 124M" of the benchmarks, same shape as bench/torch_baseline.py's llama-124m.
       {"llama-124m", [] { return llama("llama-124m", 50257, 12, 768, 12, 12, 64, 2048, true, 10000.f, 1024); }},
+      // OLMoE-1B-7B (allenai/OLMoE-1B-7B-0924 config.json): 16 layers, all MoE, 64 experts of 1024, top-8
+      // without renormalisation, QK-norm over the whole q and k rows, untied 50304-token vocabulary.
+      {"olmoe-1b-7b", [] {
+         ModelConfig c = llama("olmoe-1b-7b", 50304, 16, 2048, 16, 16, 128, 1024, false, 10000.f, 4096);
+         c.qk_norm = c.qk_norm_full = true;
+         c.moe.num_experts = 64;
+         c.moe.top_k = 8;
+         c.moe.expert_ffn = 1024;
+         c.moe.renormalize = false;  // norm_topk_prob: false
+         c.moe.aux_loss_coef = 0.01f;
+         c.moe.router_z_loss = 0.001f;  // router_z_loss_coef
+         return c;
+       }},
+      // Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json): 48 layers, all MoE (decoder_sparse_step 1,
+      // mlp_only_layers []), 128 experts of 768, top-8 renormalised, per-head QK-norm, GQA 32/4.
+      // ffn_hidden is HF's intermediate_size (used by no layer here).
+      {"qwen3-30b-a3b", [] {
+         ModelConfig c = llama("qwen3-30b-a3b", 151936, 48, 2048, 32, 4, 128, 6144, false, 1000000.f, 40960);
+         c.qk_norm = true;
+         c.norm_eps = 1e-6f;
+         c.moe.num_experts = 128;
+         c.moe.top_k = 8;
+         c.moe.expert_ffn = 768;
+         c.moe.renormalize = true;  // norm_topk_prob: true
+         c.moe.aux_loss_coef = 0.001f;  // router_aux_loss_coef
+         return c;
+       }},
+      // `tiny` with every FFN replaced by 8 experts of 256, top-2: trains here in seconds.
+      {"tiny-moe", [] {
+         ModelConfig c = llama("tiny-moe", 4096, 4, 256, 8, 4, 32, 688, true, 10000.f, 256);
+         c.moe.num_experts = 8;
+         c.moe.top_k = 2;
+         c.moe.expert_ffn = 256;
+         return c;
+       }},
       // For tests and the demo: small enough to train for real in minutes on 2 cores.
       {"tiny", [] {
          ModelConfig c = llama("tiny", 4096, 4, 256, 8, 4, 32, 688, true, 10000.f, 256);

@@ -23,23 +23,26 @@ ParamSplit split_params(const model::ModelConfig& c) {
   return s;
 }
 
-// Parameters held by the first and the last pipeline stage of one TP rank.
+// Parameters held by the first and the last pipeline stage of one TP rank (all experts), and the
+// routed experts among them (before the EP split).
 struct StageParams {
   double first = 0, last = 0;
+  double experts = 0;  // the same on every stage
 };
 
 StageParams stage_params(const MemoryInputs& in) {
   const double tp = static_cast<double>(in.tp), pp = static_cast<double>(in.pp);
-  if (!in.config) return {in.params / (tp * pp), in.params / (tp * pp)};
+  if (!in.config) return {in.params / (tp * pp), in.params / (tp * pp), 0};
   const model::ModelConfig& c = *in.config;
+  const double experts = routed_expert_params(c) / (tp * pp);
   if (in.pp == 1) {
     const double all = static_cast<double>(c.param_count()) / tp;
-    return {all, all};
+    return {all, all, experts};
   }
   const ParamSplit s = split_params(c);
   const double layers = static_cast<double>(c.n_layers) / pp * s.per_layer;
   const double head_copy = c.tied_embeddings ? static_cast<double>(c.vocab_size) * static_cast<double>(c.d_model) : s.head;
-  return {(s.embedding + layers) / tp, (layers + head_copy) / tp + s.final_norm};
+  return {(s.embedding + layers) / tp, (layers + head_copy) / tp + s.final_norm, experts};
 }
 
 struct StageActivations {
@@ -79,6 +82,12 @@ StateBytes state_bytes_per_param(Precision p) {
   return {2, 2, 4, 4, 4};  // bf16 (and fp8, V100 fp16): mixed-precision Adam
 }
 
+double routed_expert_params(const model::ModelConfig& c) {
+  if (!c.moe.enabled()) return 0;
+  return static_cast<double>(c.moe_layer_count()) * static_cast<double>(c.moe.num_experts) *
+         static_cast<double>(c.ffn_param_count(c.moe.expert_ffn));
+}
+
 double layer_activation_bytes(const model::ModelConfig& c, int64_t seq_len, int64_t micro_batch, bool flash,
                               bool dropout, double e) {
   const double s = static_cast<double>(seq_len), b = static_cast<double>(micro_batch);
@@ -93,7 +102,18 @@ double layer_activation_bytes(const model::ModelConfig& c, int64_t seq_len, int6
   bytes += e * sb * kv;                    // V
   bytes += e * sb * q;                     // attention output = out-projection input
   bytes += e * sb * h;                     // FFN input
-  bytes += (c.ffn == model::FfnKind::kGlu ? 3 : 2) * e * sb * H;  // FFN hidden tensors
+  const double hidden_tensors = c.ffn == model::FfnKind::kGlu ? 3 : 2;
+  const double dense_ffn = hidden_tensors * e * sb * H;  // FFN hidden tensors
+  if (c.moe.enabled()) {
+    const double k = static_cast<double>(c.moe.top_k), F = static_cast<double>(c.moe.expert_ffn);
+    const double moe_ffn = (k + static_cast<double>(c.moe.shared_experts)) * hidden_tensors * e * sb * F  // experts' hidden
+                           + k * e * sb * h                                                             // permuted inputs
+                           + 4 * sb * static_cast<double>(c.moe.num_experts);                          // router probs
+    const double L = static_cast<double>(c.n_layers), moe_layers = static_cast<double>(c.moe_layer_count());
+    bytes += (moe_layers * moe_ffn + (L - moe_layers) * dense_ffn) / L;
+  } else {
+    bytes += dense_ffn;
+  }
   if (dropout) bytes += 2 * sb * h;        // attention-output and FFN-output dropout masks (1 B)
   if (flash) {
     bytes += 4 * a * sb;                   // fp32 log-sum-exp per query row
@@ -110,18 +130,29 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
   const double w_div = in.zero_stage >= 3 ? dp : 1, g_div = in.zero_stage >= 2 ? dp : 1,
                o_div = in.zero_stage >= 1 ? dp : 1;
   const StageParams params = stage_params(in);
+  // Routed experts: split over ep, replicated (and ZeRO-sharded) over dp/ep.
+  const double ep = static_cast<double>(std::max<int64_t>(in.ep, 1));
+  const double edp = std::max(dp / ep, 1.0);
+  const double ew_div = in.zero_stage >= 3 ? edp : 1, eg_div = in.zero_stage >= 2 ? edp : 1,
+               eo_div = in.zero_stage >= 1 ? edp : 1;
 
-  auto states_for = [&](double n, MemoryBreakdown& m) {
-    m.stage_params = n;
-    m.weights = sb.weights * n / w_div;
-    m.grads = sb.grads * n / g_div;
-    m.master = sb.master * n / o_div;
-    m.adam_m = sb.adam_m * n / o_div;
-    m.adam_v = sb.adam_v * n / o_div;
+  auto states_for = [&](double all, MemoryBreakdown& m) {
+    const double n = all - params.experts, x = params.experts / ep;  // replicated over DP | expert shard
+    m.stage_params = n + x;
+    m.expert_params = x;
+    m.weights = sb.weights * (n / w_div + x / ew_div);
+    m.grads = sb.grads * (n / g_div + x / eg_div);
+    m.master = sb.master * (n / o_div + x / eo_div);
+    m.adam_m = sb.adam_m * (n / o_div + x / eo_div);
+    m.adam_v = sb.adam_v * (n / o_div + x / eo_div);
     m.zero3_gather = 0;
     if (in.zero_stage >= 3) {
-      const double per_layer = in.config ? split_params(*in.config).per_layer / static_cast<double>(in.tp)
-                                         : n / 32.0;  // no shape: assume ~32 layers
+      // A layer's weights with its routed experts split over ep.
+      const double per_layer = in.config ? (split_params(*in.config).per_layer -
+                                            routed_expert_params(*in.config) / static_cast<double>(in.config->n_layers) *
+                                                (1 - 1 / ep)) /
+                                               static_cast<double>(in.tp)
+                                         : m.stage_params / 32.0;  // no shape: assume ~32 layers
       m.zero3_gather = 2 * sb.weights * per_layer;
     }
   };

@@ -27,6 +27,18 @@
 // Under 1F1B the first pipeline stage holds min(p, m) micro-batches in flight for its L/p layers
 // (so its stash equals L layers' worth when m ≥ p); the last stage holds one plus the fp32 logits
 // 4·sb·V/t for the (vocab-parallel) cross-entropy. The device total is the larger of the two.
+//
+// Mixture-of-Experts (docs/MOE.md): model states count EVERY expert (param_count(): all routed
+// experts, the routers and the shared experts). Expert parallelism (ep > 1) is assumed carved out of
+// the data-parallel group, as in Megatron-Core and torchtitan: the routed experts of each MoE layer
+// are split over ep ranks (each holds num_experts/ep of them), and each expert shard is replicated
+// over dp/ep ranks; everything else (attention, routers, shared experts, embeddings) is replicated
+// over DP as for a dense model. ZeRO shards the routed experts' states over those dp/ep replicas,
+// the rest over DP. Pipeline stages get an equal share of the routed experts. Activations of an MoE
+// layer: the FFN hidden tensors of the (top_k + shared_experts) experts each token runs (capacity
+// padding and the all-to-all buffers are not counted), top_k permuted copies of the FFN input and
+// the fp32 router probabilities [s·b, E]; with moe.every > 1 the per-layer figure is the average of
+// the dense and the MoE layers.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +57,7 @@ struct MemoryInputs {
   int64_t micro_batches_per_step = 1;  // m: gradient-accumulation micro-batches per DP rank and step
   int zero_stage = 0;                  // 0..3
   int64_t tp = 1, pp = 1, dp = 1;
+  int64_t ep = 1;                      // expert parallelism within DP: divides dp and moe.num_experts
   bool recompute = false;              // full activation checkpointing (per layer)
   bool flash_attention = true;
   bool dropout = false;                // Llama-style pre-training uses none
@@ -62,7 +75,9 @@ struct ActivationVariants {
 };
 
 struct MemoryBreakdown {
-  double stage_params = 0;  // parameters this device's model-parallel shard holds (before ZeRO)
+  double stage_params = 0;  // parameters this device's model-parallel shard holds (before ZeRO; routed
+                            // experts divided by ep)
+  double expert_params = 0; // of which routed experts (0 for dense models)
   int64_t stage = 0;        // pipeline stage the figures are for (the larger of first and last)
   double weights = 0, grads = 0, master = 0, adam_m = 0, adam_v = 0;
   double zero3_gather = 0;  // transient all-gathered weights under ZeRO-3
@@ -82,7 +97,11 @@ struct StateBytes {
 };
 StateBytes state_bytes_per_param(metrics::Precision p);
 
-// Activation bytes of one transformer layer for one micro-batch, before TP (no recompute).
+// Routed-expert parameters of the whole model: MoE layers × num_experts × one expert (0 if dense).
+double routed_expert_params(const model::ModelConfig& c);
+
+// Activation bytes of one transformer layer for one micro-batch, before TP (no recompute); for MoE
+// models the average over the layers (see above).
 double layer_activation_bytes(const model::ModelConfig& c, int64_t seq_len, int64_t micro_batch, bool flash,
                               bool dropout, double element_bytes);
 

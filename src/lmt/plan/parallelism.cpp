@@ -37,9 +37,15 @@ std::string layout_problem(const ParallelismInputs& in, int64_t tp, int64_t pp) 
     const model::ModelConfig& c = *in.memory.config;
     if (c.n_heads % tp != 0) return "TP " + str(tp) + " does not divide n_heads = " + str(c.n_heads);
     if (c.n_kv_heads % tp != 0) return "TP " + str(tp) + " does not divide n_kv_heads = " + str(c.n_kv_heads);
-    if (c.ffn_hidden % tp != 0) return "TP " + str(tp) + " does not divide ffn_hidden = " + str(c.ffn_hidden);
+    if (c.ffn_hidden % tp != 0 && c.moe_layer_count() < c.n_layers)
+      return "TP " + str(tp) + " does not divide ffn_hidden = " + str(c.ffn_hidden);
+    if (c.moe.enabled() && c.moe.expert_ffn % tp != 0)
+      return "TP " + str(tp) + " does not divide moe.expert_ffn = " + str(c.moe.expert_ffn);
     if (c.n_layers % pp != 0) return "PP " + str(pp) + " does not divide n_layers = " + str(c.n_layers);
   }
+  const int64_t ep = in.memory.ep, dp = in.devices / (tp * pp);
+  if (ep > 1 && dp % ep != 0)
+    return "EP " + str(ep) + " does not divide DP " + str(dp) + " (expert parallelism is carved out of data parallelism)";
   return "";
 }
 

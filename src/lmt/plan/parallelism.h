@@ -5,6 +5,8 @@
 //   critical path of every layer and need NVLink-class bandwidth), n_heads, n_kv_heads (KV-head
 //   replication is not modelled) and ffn_hidden;
 //   PP divides n_layers (equal stages);
+//   MoE: TP divides moe.expert_ffn (experts are split like the dense FFN); EP (MemoryInputs::ep,
+//   given, not searched) divides DP;
 //   DP = devices / (TP·PP) is whole, and micro_batch × DP divides the global batch, giving
 //   gradient accumulation m = global_batch / (micro_batch × DP), which is also the number of
 //   micro-batches a pipeline sees per step.

@@ -81,6 +81,19 @@ Status check_inputs(const PlanInputs& in) {
     Status v = in.model->validate();
     if (!v.ok()) return v;
   }
+  if (in.ep < 1) return InvalidArgument("--ep " + std::to_string(in.ep) + " must be at least 1", "e.g. --ep 8");
+  if (in.ep > 1) {
+    if (!in.model || !in.model->moe.enabled())
+      return InvalidArgument("--ep " + std::to_string(in.ep) + " needs a mixture-of-experts model",
+                             "expert parallelism splits routed experts; use a model with moe.num_experts > 0 "
+                             "(e.g. --preset olmoe-1b-7b), or drop --ep");
+    if (in.model->moe.num_experts % in.ep != 0)
+      return InvalidArgument("--ep " + std::to_string(in.ep) + " does not divide moe.num_experts = " +
+                                 std::to_string(in.model->moe.num_experts),
+                             "each EP rank holds num_experts / ep whole experts: choose a divisor");
+    if (in.ep > in.devices)
+      return InvalidArgument("--ep must be at most --devices (" + std::to_string(in.devices) + ")", "e.g. --ep 8");
+  }
   return Status::Ok();
 }
 
@@ -120,7 +133,8 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
   // FLOPs per token.
   r.model_name = in.model ? in.model->name : "params";
   r.params = in.model ? static_cast<double>(in.model->param_count()) : in.params;
-  r.flops_per_token_6n = 6 * r.params;
+  r.active_params = in.model ? static_cast<double>(in.model->active_param_count()) : in.params;
+  r.flops_per_token_6n = 6 * r.active_params;
   if (in.model) r.flops_per_token_detailed = model::flops_per_token(*in.model, in.seq_len).training;
   const bool detailed = r.flops_per_token_detailed && in.flops_basis == FlopsBasis::kDetailed;
   r.flops_per_token = detailed ? *r.flops_per_token_detailed : r.flops_per_token_6n;
@@ -186,6 +200,7 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
   pin.memory.seq_len = in.seq_len;
   pin.memory.micro_batch = in.micro_batch;
   pin.memory.zero_stage = in.zero_stage;
+  pin.memory.ep = in.ep;
   pin.memory.recompute = in.recompute;
   pin.memory.flash_attention = in.flash_attention;
   pin.memory.precision = r.precision;

@@ -10,6 +10,9 @@
 // Throughput is devices × dense peak × MFU ÷ FLOPs per token, or the claimed --throughput (whose
 // implied MFU is reported and flagged above 100%). FLOPs per token are the detailed count when the
 // model's shape is known (it includes attention, which 6N omits), else 6N; `flops_basis` says which.
+// Both count ACTIVE parameters (MoE: model/flops.h), so time and MFU follow the work a token does;
+// memory counts every expert (memory.h, with --ep). The 20-tokens-per-parameter default target
+// uses the total parameter count.
 // The layout (TP, PP, DP) is the requested one, or the best-ranked of the search when neither --tp
 // nor --pp is given. The assumed MFU is the MFU of the best layout; other layouts' step times scale
 // by their step_factor relative to it.
@@ -47,6 +50,7 @@ struct PlanInputs {
   int64_t global_batch = 0;                 // sequences; 0: ≈1M tokens, rounded up to micro_batch·devices
   int zero_stage = 0;
   std::optional<int64_t> tp, pp;           // absent: the best-ranked layout
+  int64_t ep = 1;                           // expert parallelism (MoE models): divides DP and num_experts
   bool recompute = false;
   bool flash_attention = true;
 };
@@ -56,7 +60,8 @@ inline constexpr double kDefaultMfu = 0.40;
 struct PlanReport {
   PlanInputs inputs;                 // as resolved (defaults filled in)
   std::string model_name;            // preset / file stem, or "params"
-  double params = 0;
+  double params = 0;                 // all parameters (every expert)
+  double active_params = 0;          // per token (MoE: top_k experts; == params for dense models)
   metrics::DeviceSpec device;
   metrics::Precision precision = metrics::Precision::kBf16;
   double peak_flops_per_device = 0;  // dense

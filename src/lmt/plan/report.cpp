@@ -29,6 +29,7 @@ json memory_json(const MemoryBreakdown& m) {
             {"fragmentation", m.fragmentation},
             {"total", m.total},
             {"stage_params", m.stage_params},
+            {"expert_params", m.expert_params},
             {"pipeline_stage", m.stage}};
   if (m.activations_known) {
     const ActivationVariants& v = m.activation_variants;
@@ -95,6 +96,8 @@ json to_json(const PlanReport& r) {
   json j;
   j["model"] = r.model_name;
   j["params"] = r.params;
+  j["active_params"] = r.active_params;
+  j["ep"] = in.ep;
   j["hardware"] = {{"name", r.device.name},
                    {"description", r.device.description},
                    {"memory_bytes", r.device.memory_bytes},
@@ -172,6 +175,12 @@ std::string format_report(const PlanReport& r) {
                          std::to_string(c.n_heads) + " heads / " + std::to_string(c.n_kv_heads) + " kv, ffn " +
                          std::to_string(c.ffn_hidden) + " " + std::string(model::ffn_name(c.ffn)) + ", vocab " +
                          std::to_string(c.vocab_size));
+    if (c.moe.enabled()) {
+      line(o, "active parameters", grouped(r.active_params) + " (" + si(r.active_params) + ") per token: FLOPs, time, MFU");
+      line(o, "experts", std::to_string(c.moe.num_experts) + " of " + std::to_string(c.moe.expert_ffn) + ", top " +
+                             std::to_string(c.moe.top_k) + ", in " + std::to_string(c.moe_layer_count()) + " layers; EP " +
+                             std::to_string(in.ep) + " (memory: all experts, split over EP)");
+    }
   }
   o += "\nhardware\n";
   line(o, "dense peak / device", f("%.1f TFLOP/s", r.peak_flops_per_device / 1e12) + " (" +
@@ -206,6 +215,7 @@ std::string format_report(const PlanReport& r) {
 
   const Layout& l = r.layout;
   o += "\nmemory per device (TP " + std::to_string(l.tp) + ", PP " + std::to_string(l.pp) + ", DP " + std::to_string(l.dp) +
+       (in.ep > 1 ? ", EP " + std::to_string(in.ep) : std::string()) +
        ", ZeRO " + std::to_string(in.zero_stage) + ", micro-batch " + std::to_string(in.micro_batch) + " x seq " +
        std::to_string(in.seq_len) + (in.recompute ? ", recompute" : "") + (in.flash_attention ? ", flash" : "") + ")\n";
   char hdr[160];

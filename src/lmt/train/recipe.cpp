@@ -45,7 +45,10 @@ StatusOr<model::ModelConfig> build_model(const config::Config& c, int64_t data_v
     std::visit([&](const auto& v) { j[key.substr(6)] = v; }, value);
   }
   if (!c.has("model.vocab_size")) j["vocab_size"] = data_vocab;
-  return model::model_config_from_json(j, where_section(c, "model.") + " [model]");
+  const std::string where = where_section(c, "model.") + " [model]";
+  LMT_ASSIGN_OR_RETURN(model::ModelConfig m, model::model_config_from_json(j, where));
+  LMT_RETURN_IF_ERROR(model::check_computable(m, where));
+  return m;
 }
 
 StatusOr<data::DataSource> parse_mixture_entry(const std::string& entry, const config::Config& c) {
