@@ -82,6 +82,9 @@ class Trainer {
   // changes that `lmtrain train --resume --allow-changes` applied).
   Status record_event(nlohmann::json event);
   model::Transformer& model() { return *model_; }
+  // The parallel plan and the step engine (tests: ZeRO-3's gathered parameters, memory counts).
+  DataParallel& data_parallel() { return *dp_; }
+  StepEngine& engine() { return *engine_; }
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
