@@ -103,7 +103,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   RepeatedBatch source(std::move(batch));
   train::StepOptions so;
   so.accum = a.accum;
-  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_z3;
   for (int it = 0; it < a.warmup + a.iters; ++it) {
     Timer step;
     train::StepResult r;
@@ -114,6 +114,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
       t_opt.push_back(r.time.norm + r.time.update);
       t_gather.push_back(r.time.gather);
       t_comm.push_back(r.time.reduce);
+      t_z3.push_back(r.time.zero3_comm);
       t_step.push_back(step.seconds());
     }
   }
@@ -148,7 +149,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const nlohmann::json split = {{"forward", median(t_fwd)},         {"backward", median(t_bwd)},
                                 {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
-                                {"param_gather", median(t_gather)}};
+                                {"param_gather", median(t_gather)},   {"zero3_comm", median(t_z3)}};
   if (comm->rank() != 0) return Status::Ok();
   if (a.json) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
@@ -175,6 +176,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
                 memory["optimizer_state"].get<double>() * mib, memory["plan_optimizer_state"].get<double>() * mib,
                 memory["gather_buffers"].get<double>() * mib, memory["model_states"].get<double>() * mib,
                 memory["plan_model_states"].get<double>() * mib, memory["peak_rss"].get<double>() * mib);
+    if (a.zero == 3)
+      std::printf("ZeRO 3: %.1f ms/step in block gathers and reduce-scatters (inside forward and backward)\n",
+                  median(t_z3) * 1e3);
     if (dp_size > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);

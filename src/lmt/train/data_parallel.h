@@ -78,6 +78,8 @@ class DataParallel {
   // ZeRO 3: collective; after m.prepare(). No-op for other stages.
   Status shard_parameters(model::Transformer& m);
   bool zero3() const { return z3_ != nullptr; }
+  // ZeRO 3: seconds in gathers and reduce-scatters since the last call (0 otherwise).
+  double take_zero3_comm_seconds() { return z3_ ? z3_->take_comm_seconds() : 0.0; }
   // Zeroes the gradients the plan accumulates into (the model's, and the ZeRO-3 shard).
   void zero_grads(model::Transformer& m);
   // What the optimizer updates: the model's flat buffers, or under ZeRO 3 views of total elements

@@ -63,6 +63,7 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
     LMT_RETURN_IF_ERROR(plan_.finish(model_, options.full_grads));
     LMT_ASSIGN_OR_RETURN(r->loss, plan_.mean(loss));
     r->time.reduce = t.seconds();
+    r->time.zero3_comm = plan_.take_zero3_comm_seconds();
   }
   {
     LMT_TRACE_SCOPE("clip");

@@ -63,6 +63,7 @@ struct StepTimes {
   double norm = 0;      // global gradient norm
   double update = 0;    // optimizer pass (and bf16 mirror refresh)
   double gather = 0;    // parameter gather after the update (ZeRO 1/2)
+  double zero3_comm = 0;  // ZeRO 3: gathers waited on and reduce-scatters, inside forward and backward
 };
 
 struct StepResult {

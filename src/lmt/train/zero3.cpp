@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "lmt/base/check.h"
+#include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 
 namespace lmt::train {
@@ -138,8 +139,10 @@ void Zero3::launch(int slot, int64_t layer) {
 void Zero3::wait(int slot) {
   if (slot_req_[slot]) {
     LMT_TRACE_SCOPE("zero3_gather_wait");
+    Timer t;
     keep(slot_req_[slot]->wait());
     slot_req_[slot].reset();
+    comm_seconds_ += t.seconds();
   }
   if (!slot_ready_[slot] && slot_layer_[slot] >= 0) {
     if (bf16_) {
@@ -153,6 +156,7 @@ void Zero3::wait(int slot) {
 void Zero3::ensure_ends() {
   if (ends_ready_) return;
   LMT_TRACE_SCOPE("zero3_gather_ends");
+  Timer t;
   float* dst = ends_p_.as<float>();
   const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
   for (const Range* r : {&ends_lo_, &ends_hi_}) {
@@ -161,6 +165,7 @@ void Zero3::ensure_ends() {
     if (own > 0) std::memcpy(at + r->own_at, shard_at(pshard_.as<float>(), r->begin + r->own_at), static_cast<size_t>(own) * 4);
     if (r->end > r->begin) keep(comm_.all_gather(at, r->counts));
   }
+  comm_seconds_ += t.seconds();
   const int64_t n = n_lo + (ends_hi_.end - ends_hi_.begin);
   if (bf16_ && n > 0) m_.backend().convert(span(ends_c_, n), span(ends_p_, n));
   m_.bind_ends(ew_, eg_, ec_);
@@ -196,6 +201,12 @@ void Zero3::on_params_needed(int64_t layer, bool backward) {
 
 void Zero3::on_grads_ready(int64_t layer) {
   LMT_TRACE_SCOPE("zero3_reduce_scatter");
+  Timer t;
+  struct Add {  // comm_seconds_ += t on every return
+    double& to;
+    Timer& t;
+    ~Add() { to += t.seconds(); }
+  } add_time{comm_seconds_, t};
   for (auto& r : slot_req_)
     if (r) r->test();  // progress the prefetch
   const Range& r = blocks_[layer];
@@ -225,12 +236,14 @@ void Zero3::zero_grads() {
 Status Zero3::finish() {
   LMT_TRACE_SCOPE("zero3_reduce_ends");
   for (int s = 0; s < 2; ++s) wait(s);
+  Timer t;
   const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
   for (const Range* r : {&ends_lo_, &ends_hi_}) {
     if (r->end <= r->begin) continue;
     const float* g = ends_g_.as<float>() + (r == &ends_lo_ ? 0 : n_lo);
     keep(comm_.reduce_scatter_sum(g, shard_at(gshard_.as<float>(), r->begin + r->own_at), r->counts));
   }
+  comm_seconds_ += t.seconds();
   Status s = error_;
   error_ = Status::Ok();
   return s;

@@ -69,6 +69,13 @@ class Zero3 {
   // This rank's slice of full[total] into its shard.
   void load_full(const float* full);
   int64_t bytes() const;     // every buffer above
+  // Seconds this rank spent in gathers (waiting on them) and reduce-scatters since the last call
+  // (inside forward and backward, so already part of their times).
+  double take_comm_seconds() {
+    const double s = comm_seconds_;
+    comm_seconds_ = 0;
+    return s;
+  }
   int64_t shard_bytes() const { return static_cast<int64_t>(pshard_.bytes() + gshard_.bytes()); }  // params + grads shards
 
  private:
@@ -105,6 +112,7 @@ class Zero3 {
   bool ends_ready_ = false;
   std::vector<bool> reduced_;             // block reduced into gshard_ since zero_grads()
   Status error_ = Status::Ok();
+  double comm_seconds_ = 0;
 };
 
 }  // namespace lmt::train
