@@ -167,7 +167,8 @@ TEST_F(Zero3Test, OneProcessZero3EqualsZero0BitForBit) {
 }
 
 // bf16: the working slots hold bf16(gathered f32), the GEMMs read them. Finite, and within bf16
-// rounding of one bf16 process (the summation orders differ, and bf16 GEMMs magnify that).
+// rounding of one bf16 process (the summation orders differ, and bf16 GEMMs magnify that; 1e-3
+// relative, where ~2e-7 is seen on this machine).
 TEST_F(Zero3Test, Bf16RunsFiniteAndCloseToOneProcess) {
   const int64_t steps = 5;
   auto ref = reference("ref_bf16", steps, "bf16");
@@ -178,7 +179,7 @@ TEST_F(Zero3Test, Bf16RunsFiniteAndCloseToOneProcess) {
   Status s = t->run();
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(g_comm->barrier().ok());
-  expect_losses(ref_dir("ref_bf16"), run, steps, 1e-2);
+  expect_losses(ref_dir("ref_bf16"), run, steps, 1e-3);  // observed: ~2e-7
 }
 
 // Saved by the ZeRO-3 ranks at step 3 (parameters gathered into full tensors), resumed by one

@@ -40,7 +40,8 @@
 // Checkpoints stay world-size independent: gather_state() assembles full optimizer state buffers
 // (collective: every rank calls it), load_state_slice() copies a full buffer's slice into a shard.
 //
-// Ownership: references the communicator (must outlive it). Threading: the Trainer's thread.
+// Ownership: references the communicator (must outlive it); under ZeRO 3 also the model, whose
+// hooks it removes when destroyed (destroy it before the model). Threading: the Trainer's thread.
 #pragma once
 
 #include <cstdint>

@@ -120,8 +120,8 @@ class Trainer {
   dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
   bool root_ = true;                              // rank 0: logs, metrics, checkpoints
-  std::unique_ptr<DataParallel> dp_;              // over topology_->dp()
   std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<DataParallel> dp_;              // over topology_->dp(); destroyed before model_ (ZeRO 3 unhooks it)
   std::unique_ptr<StepEngine> engine_;            // owns the optimizer; borrows model_ and dp_
   std::unique_ptr<data::Loader> train_loader_;
   std::unique_ptr<LoaderMicroBatches> batches_;   // from train_loader_
