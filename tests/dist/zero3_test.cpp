@@ -259,6 +259,20 @@ TEST_F(Zero3Test, OneProcessCheckpointResumesOnZero3Ranks) {
   expect_params(params_of(*ref), mine);
 }
 
+// Per-layer gradient norms need every gradient, which ZeRO 3 never holds: refused naming the key.
+TEST_F(Zero3Test, LayerGradNormsAreRefusedWithAHint) {
+  config::Config c = recipe_config(2, kB, 3);
+  ASSERT_TRUE(c.apply_override("metrics.layer_grad_norm_every=2").ok());
+  auto recipe = train::recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(recipe.ok());
+  auto t = train::Trainer::create(*recipe, c.to_toml(), (root_ / "z3_layer_norms").string(), false, g_comm);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().ToString().find("metrics.layer_grad_norm_every"), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().ToString().find("train.zero = 3"), std::string::npos) << t.status().ToString();
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
 // Model-state bytes per rank, counted from the allocated buffers, on a deep narrow model (32
 // blocks: two gathered blocks and a gradient slot are ~4% of the model) after one step.
 TEST_F(Zero3Test, ModelStateMemoryShrinksAsPlanned) {
