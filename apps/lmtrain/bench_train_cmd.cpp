@@ -35,6 +35,7 @@
 #include "lmt/plan/memory.h"
 #include "lmt/runtime/busy_child.h"
 #include "lmt/runtime/omp_env.h"
+#include "lmt/train/memory_report.h"
 #include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/step_engine.h"
@@ -102,13 +103,14 @@ Status run_train_bench(const TrainBenchArgs& a) {
   m.prepare(a.batch, a.seq, o);
   optim::OptimizerConfig oc;
   oc.name = a.optimizer;
-  if (a.zero < 0 || a.zero > 2) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1 or 2");
+  if (a.zero < 0 || a.zero > 3) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1, 2 or 3");
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world()));  // tp = pp = 1
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*comm, sizes));
   const int world = topo->world_size(), dp_size = topo->dp_size();
   train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
+  LMT_RETURN_IF_ERROR(dp.shard_parameters(m));  // --zero 3
   train::StepEngineConfig ec;
   ec.grad_clip = 1.0f;
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<train::StepEngine> engine, train::StepEngine::create(m, dp, oc, ec));
@@ -126,7 +128,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   RepeatedBatch source(std::move(batch));
   train::StepOptions so;
   so.accum = a.accum;
-  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended, t_z3;
   int64_t step_no = 0;
   // One step, timed; with `contended`, the busy loop runs during it (and is stopped again after).
   auto timed_step = [&](bool contended, train::StepResult* r) -> StatusOr<double> {
@@ -163,6 +165,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
       t_comm.push_back(r.time.reduce);
       t_step.push_back(idle_s);
       if (busy != nullptr) t_contended.push_back(contended_s);
+      t_z3.push_back(r.time.zero3_comm);
     }
   }
   // Time per op family over the timed steps (--profile): where each percent of the step went.
@@ -184,32 +187,24 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
   const double peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops}) * world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
-  // Model-state memory this rank holds, against the planner's per-device prediction (plan/memory.h:
-  // 16 B/param mixed precision, ZeRO shards over the ranks).
-  int64_t state_bytes = 0;
-  for (const auto& [name, v] : engine->optimizer().state()) state_bytes += static_cast<int64_t>(v.bytes());
-  plan::MemoryInputs mi;
-  mi.config = config;
-  mi.seq_len = a.seq;
-  mi.micro_batch = a.batch;
-  mi.zero_stage = dp_size > 1 ? a.zero : 0;
-  mi.dp = dp_size;
-  mi.precision = o.compute == DType::kBF16 ? metrics::Precision::kBf16 : metrics::Precision::kFp32;
-  const plan::MemoryBreakdown predicted = plan::estimate_memory(mi);
-  const int64_t mirror_bytes = m.compute_mirror().present() ? static_cast<int64_t>(m.compute_mirror().bytes()) : 0;
+  // Model-state memory this rank holds (counted from its buffers), against the planner's
+  // per-device prediction (plan/memory.h: 16 B/param, ZeRO shards over the ranks, two gathered
+  // layers under ZeRO 3).
+  const train::DataParallel::StateMemory sm = dp.model_state_memory(m, engine->optimizer());
+  const train::PlannedStateMemory predicted = train::planned_state_memory(config, a.zero, dp_size, o.compute);
   const nlohmann::json memory = {
-      {"params", m.params().bytes()},
-      {"grads", m.grads().bytes()},
-      {"mirror", mirror_bytes},
-      {"optimizer_state", state_bytes},
-      {"model_states", static_cast<int64_t>(m.params().bytes() + m.grads().bytes()) + mirror_bytes + state_bytes},
-      {"plan_model_states", predicted.model_states()},
-      {"plan_optimizer_state", predicted.adam_m + predicted.adam_v},
+      {"params_grads", sm.params_grads},
+      {"mirror", sm.mirror},
+      {"optimizer_state", sm.optimizer_state},
+      {"gather_buffers", sm.gather_buffers},
+      {"model_states", sm.total()},
+      {"plan_model_states", predicted.total()},
+      {"plan_optimizer_state", predicted.optimizer_state},
       {"peak_rss", metrics::peak_rss_bytes()}};
   const nlohmann::json split = {{"forward", median(t_fwd)},         {"backward", median(t_bwd)},
                                 {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
-                                {"param_gather", median(t_gather)}};
+                                {"param_gather", median(t_gather)},   {"zero3_comm", median(t_z3)}};
   if (comm->rank() != 0) return Status::Ok();
   const runtime::OmpEnvInfo omp = runtime::omp_env_info();
   const nlohmann::json omp_json = {{"wait_policy", omp.policy}, {"OMP_WAIT_POLICY", omp.omp_wait_policy},
@@ -246,11 +241,11 @@ Status run_train_bench(const TrainBenchArgs& a) {
                 median(t_fwd) * 1e3, median(t_bwd) * 1e3, exposed * 1e3, median(t_opt) * 1e3, median(t_gather) * 1e3,
                 tps, mfu * 100, mfu_6n * 100);
     const double mib = 1.0 / (1 << 20);
-    std::printf("memory per rank (MiB): params %.0f, grads %.0f, bf16 mirror %.0f, optimizer state %.0f (plan: %.0f)"
-                "; model states %.0f (plan: %.0f); peak RSS %.0f\n",
-                memory["params"].get<double>() * mib, memory["grads"].get<double>() * mib,
-                memory["mirror"].get<double>() * mib, memory["optimizer_state"].get<double>() * mib,
-                memory["plan_optimizer_state"].get<double>() * mib, memory["model_states"].get<double>() * mib,
+    std::printf("memory per rank (MiB): params+grads %.2f, bf16 mirror %.2f, optimizer state %.2f (plan: %.2f), "
+                "gather buffers %.2f; model states %.2f (plan: %.2f); peak RSS %.0f\n",
+                memory["params_grads"].get<double>() * mib, memory["mirror"].get<double>() * mib,
+                memory["optimizer_state"].get<double>() * mib, memory["plan_optimizer_state"].get<double>() * mib,
+                memory["gather_buffers"].get<double>() * mib, memory["model_states"].get<double>() * mib,
                 memory["plan_model_states"].get<double>() * mib, memory["peak_rss"].get<double>() * mib);
     if (a.profile) {
       std::printf("time per step by op family (profiled; %.1f ms/step):\n", ops.step_ms);
@@ -262,6 +257,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
                   "tokens/s, slowdown %.2fx\n",
                   busy_cpu, omp.policy.c_str(), t_contended.size(), tps, contend["contended_tokens_per_s"].get<double>(),
                   contend["slowdown"].get<double>());
+    if (a.zero == 3)
+      std::printf("ZeRO 3: %.1f ms/step in block gathers and reduce-scatters (inside forward and backward)\n",
+                  median(t_z3) * 1e3);
     if (dp_size > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);
@@ -291,7 +289,7 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_flag("--json", tb.json, "print one JSON object");
   t->add_flag("--profile", tb.profile,
               "also print the timed steps' time split by op family (gemm, attention, norm, ...; the kernel interface's ranges)");
-  t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2)")->capture_default_str();
+  t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2, 3: parameters sharded too)")->capture_default_str();
   t->add_flag("--shared-memory,!--no-shared-memory", tb.shared_memory,
               "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "
               "messages (dist.shared_memory)");

@@ -424,7 +424,7 @@ TEST_F(DistTest, ResumingWithAnotherGlobalBatchIsRefusedWithAHint) {
 }
 
 TEST_F(DistTest, BadZeroStageAndBucketSizeNameTheKey) {
-  for (const auto& [kv, key] : {std::pair<std::string, std::string>{"train.zero=3", "train.zero"},
+  for (const auto& [kv, key] : {std::pair<std::string, std::string>{"train.zero=4", "train.zero"},
                                 {"dist.bucket_mb=-1", "dist.bucket_mb"}}) {
     config::Config c = recipe_config(2, kB, 0);
     const Status s = c.apply_override(kv);  // refused where it is set: the key's range (config/schema.cpp)

@@ -230,6 +230,48 @@ TEST(Transformer, SetStorageMovesEveryBufferAndKeepsResults) {
   EXPECT_EQ(b.params().data(), before) << "a failed set_storage keeps the old buffers";
 }
 
+// The parameter-residency hook (ZeRO-3's seam): called before the ends are read and before every
+// block's forward and backward (and recompute), in that order; views bound from it are what the
+// passes read and write, even after the model released its own buffers.
+TEST(Transformer, ParamsNeededHookBindsViewsBeforeEveryUse) {
+  const Variant v = testing::tiny_variants()[0];
+  Transformer a(v.config, kernels::cpu_backend()), b(v.config, kernels::cpu_backend());
+  RunOptions o = options_for(v, DType::kF32);
+  o.recompute = true;
+  for (Transformer* m : {&a, &b}) {
+    m->init(5);
+    m->prepare(kB, kT, o);
+  }
+  // b's parameters and gradients live elsewhere; the hook binds them unit by unit.
+  Tensor p2({b.layout().total_numel()}, DType::kF32), g2({b.layout().total_numel()}, DType::kF32);
+  kernels::cpu_backend().copy(p2, b.params());
+  const ModelViews w = b.layout().views(p2.view().data(), DType::kF32);
+  const ModelViews g = b.layout().views(g2.view().data(), DType::kF32);
+  std::vector<std::pair<int64_t, bool>> calls;
+  b.set_params_needed([&](int64_t layer, bool backward) {
+    calls.emplace_back(layer, backward);
+    if (layer < 0) b.bind_ends(w, g, w);
+    else b.bind_block(layer, w.blocks[layer], g.blocks[layer], w.blocks[layer]);
+  });
+  b.release_storage();
+  EXPECT_FALSE(b.params().present());
+  EXPECT_EQ(b.storage_bytes(), 0);
+  Batch x = testing::random_batch(kB, kT, v.config.vocab_size, 9);
+  a.zero_grads();
+  b.zero_grads();  // nothing of its own to clear
+  EXPECT_EQ(a.forward(x.tokens.data(), x.targets.data(), nullptr, true),
+            b.forward(x.tokens.data(), x.targets.data(), nullptr, true));
+  a.backward();
+  b.backward();
+  for (int64_t i = 0; i < a.grads().numel(); ++i)
+    ASSERT_EQ(a.grads().as<float>()[i], g2.as<float>()[i]) << "gradient element " << i;
+  const int64_t L = v.config.n_layers;
+  std::vector<std::pair<int64_t, bool>> want = {{-1, false}};
+  for (int64_t l = 0; l < L; ++l) want.emplace_back(l, false);
+  for (int64_t l = L - 1; l >= 0; --l) want.emplace_back(l, true);
+  EXPECT_EQ(calls, want);
+}
+
 TEST(AttentionChoice, AutoTakesFlashWhereTheBackendHasItElseNaive) {
   EXPECT_EQ(resolve_attention(AttentionChoice::kAuto, kernels::cpu_backend()), kernels::AttentionBackend::kFlash);
   EXPECT_EQ(resolve_attention(AttentionChoice::kAuto, kernels::ref_backend()), kernels::AttentionBackend::kNaive);

@@ -115,7 +115,7 @@ std::vector<KeyInfo> build() {
       key("train.z_loss", 0.0, between(0, 1), "z-loss coefficient (adds z·logsumexp² per token)"),
       key("train.grad_clip", 1.0, between(0, 1e6), "clip the global gradient norm to this (0: off)"),
       key("train.log_every", I{1}, between(1, kMaxSteps), "progress: a line on stderr every N steps (and after step 1 and the last) when it is not a terminal; loss, tok/s, MFU averaged over the last N steps (metrics.jsonl gets every step, raw)"),
-      key("train.zero", I{0}, between(0, 2), "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded) or 2 (and gradients)"),
+      key("train.zero", I{0}, between(0, 3), "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters, gathered block by block)"),
       key("train.save_on_signal", true, "on SIGTERM or SIGINT, finish the step, save a checkpoint and exit with status 3 (docs/RELIABILITY.md); false: the signal ends the process at once"),
       // dist
       key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),

@@ -63,6 +63,40 @@ Status Transformer::set_storage(StorageAllocator alloc) {
   return Status::Ok();
 }
 
+void Transformer::bind_block(int64_t layer, const BlockViews& w, const BlockViews& g, const BlockViews& wc) {
+  w_.blocks[layer] = w;
+  gw_.blocks[layer] = g;
+  wc_.blocks[layer] = wc;
+}
+
+void Transformer::bind_ends(const ModelViews& w, const ModelViews& g, const ModelViews& wc) {
+  auto ends = [](ModelViews& dst, const ModelViews& src) {
+    dst.embed = src.embed;
+    dst.pos_embed = src.pos_embed;
+    dst.final_norm_w = src.final_norm_w;
+    dst.final_norm_b = src.final_norm_b;
+    dst.lm_head = src.lm_head;
+  };
+  ends(w_, w);
+  ends(gw_, g);
+  ends(wc_, wc);
+}
+
+void Transformer::release_storage() {
+  LMT_CHECK(params_needed_ != nullptr) << "release_storage() without a set_params_needed() hook";
+  params_ = Tensor();
+  grads_ = Tensor();
+  mirror_ = Tensor();
+  released_ = true;
+}
+
+int64_t Transformer::storage_bytes() const {
+  int64_t b = 0;
+  for (const Tensor* t : {&params_, &grads_, &mirror_})
+    if (t->view().present()) b += static_cast<int64_t>(t->view().bytes());
+  return b;
+}
+
 void Transformer::init(uint64_t seed) {
   if (master_ == DType::kF32) {
     init_params(layout_, params_.as<float>(), seed);
@@ -80,14 +114,18 @@ void Transformer::refresh_compute_weights() {
 
 // Written as zeros, not scaled by 0: a NaN gradient times 0 is still NaN, and one bad step
 // would poison every later one.
-void Transformer::zero_grads() { backend_.fill(grads_, 0.0); }
+void Transformer::zero_grads() {
+  if (!released_) backend_.fill(grads_, 0.0);
+}
 
 void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
   LMT_CHECK(B > 0 && T > 0 && T <= config().max_seq_len)
       << "prepare(B=" << B << ", T=" << T << "): T must be in [1, max_seq_len=" << config().max_seq_len << "]";
   LMT_CHECK((options.compute == DType::kF64) == (master_ == DType::kF64))
       << "compute dtype f64 goes with an f64 master, and only with it";
-  if (options.compute == DType::kBF16) {
+  if (released_) {
+    // Views are bound by the params_needed_ hook before every use.
+  } else if (options.compute == DType::kBF16) {
     if (!mirror_.view().present()) {
       if (storage_) {
         StatusOr<Tensor> t = storage_(Storage::kMirror, layout_.total_numel(), DType::kBF16);
@@ -125,6 +163,7 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
   LMT_CHECK(arena_ != nullptr) << "forward before prepare()";
   const int64_t B = plan_.B, T = plan_.T, N = B * T;
   Scratch& s = plan_.scratch;
+  if (params_needed_) params_needed_(-1, false);
   tokens_ = TensorView(const_cast<int32_t*>(tokens), Shape{N}, DType::kI32);
   doc_ids_ = doc_ids ? TensorView(const_cast<int32_t*>(doc_ids), Shape{B, T}, DType::kI32) : TensorView();
   // Positions n % T stay in the arena from prepare(); given ones replace them for this pass, and the
@@ -139,7 +178,10 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
   backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
   if (config().positions == PositionKind::kLearned)
     backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
-  for (int64_t l = 0; l < config().n_layers; ++l) forward_block(l, plan_.block(l));
+  for (int64_t l = 0; l < config().n_layers; ++l) {
+    if (params_needed_) params_needed_(l, false);
+    forward_block(l, plan_.block(l));
+  }
   const bool bf = plan_.options.compute == DType::kBF16;
   const TensorView hf = bf ? s.f32_nc : s.final_h;
   norm_forward(hf, s.final_mean, s.final_rstd, plan_.residual[config().n_layers], w_.final_norm_w, w_.final_norm_b);
@@ -186,6 +228,7 @@ void Transformer::backward() {
                 s.final_mean, s.final_rstd, /*accumulate=*/false);
   for (int64_t l = L - 1; l >= 0; --l) {
     BlockActs& acts = plan_.block(l);
+    if (params_needed_) params_needed_(l, true);
     if (plan_.options.recompute) forward_block(l, acts);  // rebuild what the checkpoint dropped
     backward_block(l, acts);
     if (block_grads_ready_) block_grads_ready_(l);

@@ -94,6 +94,25 @@ class Transformer {
   // (blocks finish from last to first; embeddings and the final norm finish after block 0).
   void set_block_grads_ready(std::function<void(int64_t layer)> hook) { block_grads_ready_ = std::move(hook); }
 
+  // Parameter residency (seam 4; ZeRO-3, train::DataParallel): when set, called with layer -1 at the
+  // start of every forward/logits pass (before the embeddings, final norm and LM head are read),
+  // with (l, false) before block l's forward and with (l, true) before its backward (before its
+  // recompute too). The hook must bind what is about to be used (bind_ends / bind_block) to
+  // buffers that stay valid until the next call for the same unit; every pass calls it again.
+  void set_params_needed(std::function<void(int64_t layer, bool backward)> hook) { params_needed_ = std::move(hook); }
+  // Points the master (w), gradient (g) and GEMM (wc: bf16 in bf16 mode, else == w) views of block
+  // `layer`, or of the non-block tensors (embed, pos_embed, final norm, LM head; `blocks` ignored).
+  void bind_block(int64_t layer, const BlockViews& w, const BlockViews& g, const BlockViews& wc);
+  void bind_ends(const ModelViews& w, const ModelViews& g, const ModelViews& wc);
+  // Frees the flat params, grads and bf16 mirror (ZeRO-3: their owner shards them): params(),
+  // grads() and compute_mirror() are then absent, zero_grads() and refresh_compute_weights() do
+  // nothing, prepare() allocates no mirror, and every forward/backward reads only bound views.
+  // Needs set_params_needed() first.
+  void release_storage();
+  bool storage_released() const { return released_; }
+  // Bytes of the flat params, grads and mirror this model holds (0 after release_storage()).
+  int64_t storage_bytes() const;
+
  private:
   // Embeddings, every block and the final norm (into plan_.scratch.final_h).
   void forward_trunk(const int32_t* tokens, const int32_t* doc_ids, const int32_t* positions);
@@ -120,6 +139,8 @@ class Transformer {
   bool positions_given_ = false;  // plan_.scratch.positions holds given positions, not n % T
   bool have_train_forward_ = false;
   std::function<void(int64_t)> block_grads_ready_;
+  std::function<void(int64_t, bool)> params_needed_;
+  bool released_ = false;
 };
 
 }  // namespace lmt::model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/base/log.h"
@@ -20,7 +21,7 @@ TensorView f32_span(const TensorView& flat, int64_t begin, int64_t n) {
 DataParallel::DataParallel(dist::Communicator& comm, const model::ParamLayout& layout, const optim::OptimizerConfig& oc,
                            int zero, int64_t bucket_bytes)
     : comm_(comm), zero_(zero), total_(layout.total_numel()), bucket_elems_(bucket_bytes / 4) {
-  if (zero_ > 0 && comm_.world() > 1) {
+  if ((zero_ > 0 && comm_.world() > 1) || zero_ == 3) {  // ZeRO 3 also on one process (its whole buffer)
     cuts_ = optim::balanced_cuts(oc, layout, comm_.world());
   } else {  // every rank updates the whole buffer: its "shard" is [0, total)
     cuts_.assign(comm_.world() + 1, total_);
@@ -43,7 +44,54 @@ DataParallel::DataParallel(dist::Communicator& comm, const model::ParamLayout& l
   bucketing_ = ok;
 }
 
+DataParallel::~DataParallel() = default;
+
+Status DataParallel::shard_parameters(model::Transformer& m) {
+  if (zero_ != 3 || z3_) return Status::Ok();
+  LMT_ASSIGN_OR_RETURN(z3_, Zero3::create(comm_, m, cuts_));
+  return Status::Ok();
+}
+
+void DataParallel::zero_grads(model::Transformer& m) {
+  m.zero_grads();
+  if (z3_) z3_->zero_grads();
+}
+
+TensorView DataParallel::update_params(model::Transformer& m) const { return z3_ ? z3_->shard_params() : m.params(); }
+TensorView DataParallel::update_grads(model::Transformer& m) const { return z3_ ? z3_->shard_grads() : m.grads(); }
+TensorView DataParallel::update_mirror(model::Transformer& m) const { return z3_ ? TensorView() : m.compute_mirror(); }
+
+Status DataParallel::gather_params(model::Transformer& m, float* full) {
+  if (z3_) return z3_->gather_full(full);
+  std::memcpy(full, m.params().as<float>(), static_cast<size_t>(total_) * 4);
+  return Status::Ok();
+}
+
+void DataParallel::load_params(model::Transformer& m, const float* full) {
+  if (z3_) return z3_->load_full(full);
+  std::memcpy(m.params().as<float>(), full, static_cast<size_t>(total_) * 4);
+  m.refresh_compute_weights();
+}
+
+DataParallel::StateMemory DataParallel::model_state_memory(const model::Transformer& m, optim::Optimizer& o) const {
+  StateMemory s;
+  s.mirror = m.compute_mirror().present() ? static_cast<int64_t>(m.compute_mirror().bytes()) : 0;
+  s.params_grads = m.storage_bytes() - s.mirror;
+  if (z3_) {
+    s.params_grads += z3_->shard_bytes();
+    s.gather_buffers = z3_->bytes() - z3_->shard_bytes();
+  }
+  for (const auto& [name, v] : o.state()) s.optimizer_state += static_cast<int64_t>(v.bytes());
+  return s;
+}
+
 Status DataParallel::use_shared_memory(model::Transformer& m) {
+  if (zero_ == 3) {
+    if (comm_.is_root() && comm_.world() > 1) {  // braces: LMT_LOG is an if/else macro
+      LMT_LOG(INFO) << "data parallel: ZeRO 3 gathers and reduce-scatters with MPI messages (no shared-memory path yet)";
+    }
+    return Status::Ok();
+  }
   if (comm_.world() == 1 || shared_memory()) return Status::Ok();
   using Storage = model::Transformer::Storage;
   std::shared_ptr<dist::SymmetricBuffer> bufs[3];
@@ -73,7 +121,7 @@ Status DataParallel::use_shared_memory(model::Transformer& m) {
 }
 
 void DataParallel::arm(model::Transformer& m) {
-  if (comm_.world() == 1) return;
+  if (comm_.world() == 1 || z3_) return;
   inflight_.clear();
   if (!bucketing_ || shared_memory()) return;
   const int64_t L = static_cast<int64_t>(layer_lo_.size());
@@ -100,6 +148,11 @@ void DataParallel::on_block_ready(model::Transformer& m, int64_t layer) {
 
 Status DataParallel::finish(model::Transformer& m, bool full_grads) {
   grads_sharded_ = false;
+  if (z3_) {
+    grads_sharded_ = true;
+    LMT_TRACE_SCOPE("grad_reduce");
+    return z3_->finish();
+  }
   if (comm_.world() == 1) return Status::Ok();
   LMT_TRACE_SCOPE("grad_reduce");
   float* g = m.grads().as<float>();
@@ -136,6 +189,11 @@ Status DataParallel::finish(model::Transformer& m, bool full_grads) {
 }
 
 StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
+  if (z3_) {
+    double ss = z3_->grad_sum_squares(m.backend());
+    if (comm_.world() > 1) LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));
+    return std::sqrt(ss);
+  }
   if (!grads_sharded_) return optim::global_grad_norm(m.backend(), m.grads());
   double ss = 0;
   if (shard_end() > shard_begin())
@@ -145,6 +203,10 @@ StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
 }
 
 Status DataParallel::after_update(model::Transformer& m) {
+  if (z3_) {  // each rank updated its own shard in place; the gathered copies are stale
+    z3_->invalidate();
+    return Status::Ok();
+  }
   if (!sharded()) return Status::Ok();
   LMT_TRACE_SCOPE("param_gather");
   const std::vector<int64_t> counts = shard_counts();

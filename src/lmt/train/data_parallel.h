@@ -27,13 +27,21 @@
 //   after_update()    ZeRO 1/2: all-gathers the parameter shards and the bf16 mirror's (shared
 //                     memory), or the parameters then refreshes the mirror (message passing).
 //
+// ZeRO 3 (zero3.h): shard_parameters(model) once after prepare() shards the parameters and
+// gradients too and releases the model's flat buffers; blocks are gathered just in time through the
+// model's hooks. Then zero_grads(), update_params()/update_grads()/update_mirror() (what the
+// optimizer updates), gather_params()/load_params() (checkpoints) replace the model's buffers.
+// Over MPI messages only (use_shared_memory() leaves a ZeRO-3 plan alone). With one process it
+// runs the same machinery over the whole buffer.
+//
 // Shards: balanced_cuts(optim config, layout, world); rank r updates [cuts[r], cuts[r+1]) and owns
 // optimizer state only for it (ZeRO 1/2). ZeRO-2 on CPU saves no memory yet: backward writes
 // the full flat grad buffer; only the reduction result is sharded (docs/DIST.md).
 // Checkpoints stay world-size independent: gather_state() assembles full optimizer state buffers
 // (collective: every rank calls it), load_state_slice() copies a full buffer's slice into a shard.
 //
-// Ownership: references the communicator (must outlive it). Threading: the Trainer's thread.
+// Ownership: references the communicator (must outlive it); under ZeRO 3 also the model, whose
+// hooks it removes when destroyed (destroy it before the model). Threading: the Trainer's thread.
 #pragma once
 
 #include <cstdint>
@@ -46,11 +54,13 @@
 #include "lmt/model/transformer.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/tensor/tensor.h"
+#include "lmt/train/zero3.h"
 
 namespace lmt::train {
 
 class DataParallel {
  public:
+  ~DataParallel();
   DataParallel(dist::Communicator& comm, const model::ParamLayout& layout, const optim::OptimizerConfig& oc, int zero,
                int64_t bucket_bytes);
 
@@ -65,6 +75,32 @@ class DataParallel {
   // Collective. Ok and no change when the ranks span several nodes (logged) or world is 1.
   Status use_shared_memory(model::Transformer& m);
   bool shared_memory() const { return grads_buf_ != nullptr; }
+
+  // ZeRO 3: collective; after m.prepare(). No-op for other stages.
+  Status shard_parameters(model::Transformer& m);
+  bool zero3() const { return z3_ != nullptr; }
+  // ZeRO 3: seconds in gathers and reduce-scatters since the last call (0 otherwise).
+  double take_zero3_comm_seconds() { return z3_ ? z3_->take_comm_seconds() : 0.0; }
+  // Zeroes the gradients the plan accumulates into (the model's, and the ZeRO-3 shard).
+  void zero_grads(model::Transformer& m);
+  // What the optimizer updates: the model's flat buffers, or under ZeRO 3 views of total elements
+  // of which only [shard_begin, shard_end) is memory (and no mirror: the gathers convert).
+  TensorView update_params(model::Transformer& m) const;
+  TensorView update_grads(model::Transformer& m) const;
+  TensorView update_mirror(model::Transformer& m) const;
+  // Collective: the full f32 parameters into full[total] on every rank (ZeRO 3: gathered).
+  Status gather_params(model::Transformer& m, float* full);
+  // Full parameters into the model (or this rank's ZeRO-3 shard of them), mirror refreshed.
+  void load_params(model::Transformer& m, const float* full);
+  // Bytes of model state this rank holds, counted from the allocated buffers: parameters and
+  // gradients (the model's, or ZeRO-3's shards), bf16 mirror, optimizer state and ZeRO-3's gather
+  // buffers (working slots, gradient slot, the ends).
+  struct StateMemory {
+    int64_t params_grads = 0, mirror = 0, optimizer_state = 0, gather_buffers = 0;
+    int64_t total() const { return params_grads + mirror + optimizer_state + gather_buffers; }
+  };
+  StateMemory model_state_memory(const model::Transformer& m, optim::Optimizer& o) const;
+  int64_t model_state_bytes(const model::Transformer& m, optim::Optimizer& o) const { return model_state_memory(m, o).total(); }
 
   void arm(model::Transformer& m);
   Status finish(model::Transformer& m, bool full_grads = false);
@@ -99,6 +135,7 @@ class DataParallel {
   bool grads_sharded_ = false;                       // the last finish() reduced only this shard
   // Symmetric buffers holding the model's storage (use_shared_memory()); the model's Tensors share them.
   std::shared_ptr<dist::SymmetricBuffer> params_buf_, grads_buf_, mirror_buf_;
+  std::unique_ptr<Zero3> z3_;  // ZeRO 3 (shard_parameters())
 };
 
 }  // namespace lmt::train

@@ -185,7 +185,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.val_data.loop = false;
   r.val_data.prefetch = false;
 
-  r.zero = static_cast<int>(c.get_int("train.zero"));  // 0..2 (schema)
+  r.zero = static_cast<int>(c.get_int("train.zero"));  // 0..3 (schema)
   const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");

@@ -39,7 +39,7 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
   // is the mean: the reduction sums gradients.
   const float loss_scale = 1.0f / static_cast<float>(accum * plan_.world());
   double loss = 0;
-  model_.zero_grads();
+  plan_.zero_grads(model_);
   for (int64_t i = 0; i < accum; ++i) {
     Timer t;
     const data::Batch* b = nullptr;
@@ -63,6 +63,7 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
     LMT_RETURN_IF_ERROR(plan_.finish(model_, options.full_grads));
     LMT_ASSIGN_OR_RETURN(r->loss, plan_.mean(loss));
     r->time.reduce = t.seconds();
+    r->time.zero3_comm = plan_.take_zero3_comm_seconds();
   }
   {
     LMT_TRACE_SCOPE("clip");
@@ -79,7 +80,7 @@ Status StepEngine::apply_update(float lr_mult, int64_t update_number, StepResult
   LMT_TRACE_SCOPE("optimizer_step");
   Timer t;
   // The shard is the optimizer's state range (create()), which step() covers by default.
-  optimizer_->step(model_.params(), model_.grads(), model_.compute_mirror(), lr_mult, r->clip_factor, update_number);
+  optimizer_->step(plan_.update_params(model_), plan_.update_grads(model_), plan_.update_mirror(model_), lr_mult, r->clip_factor, update_number);
   r->time.update = t.seconds();
   t.reset();
   LMT_RETURN_IF_ERROR(plan_.after_update(model_));

@@ -12,7 +12,9 @@
 //
 // The caller decides between the two (the Trainer's stability guards skip the update of a bad
 // step); step() runs both. The parallel plan today is DataParallel (data_parallel.h) over the
-// topology's dp group; tensor/pipeline plans are meant to plug in at the same two points.
+// topology's dp group (under ZeRO 3 it also gathers each block inside forward/backward through
+// the model's hooks, and the engine zeroes and updates what the plan names: zero_grads(),
+// update_params()); tensor/pipeline plans are meant to plug in at the same two points.
 // The optimizer is created once, over the plan's shard: [shard_begin, shard_end) of the flat
 // buffer with state for only that slice when the plan shards (ZeRO 1/2), the whole buffer
 // otherwise; every update then covers exactly its state range.
@@ -63,6 +65,7 @@ struct StepTimes {
   double norm = 0;      // global gradient norm
   double update = 0;    // optimizer pass (and bf16 mirror refresh)
   double gather = 0;    // parameter gather after the update (ZeRO 1/2)
+  double zero3_comm = 0;  // ZeRO 3: gathers waited on and reduce-scatters, inside forward and backward
 };
 
 struct StepResult {

@@ -10,6 +10,7 @@
 #include "lmt/base/build_info.h"
 #include "lmt/base/format.h"
 #include "lmt/base/log.h"
+#include "lmt/train/memory_report.h"
 #include "lmt/base/stop_signal.h"
 #include "lmt/data/manifest.h"
 #include "lmt/base/timer.h"
@@ -111,14 +112,22 @@ Status Trainer::setup(bool resume) {
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
-  if (dp_->sharded() && recipe_.layer_grad_norm_every > 0 && recipe_.zero == 2)
-    return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = 2 shards",
+  if (recipe_.layer_grad_norm_every > 0 && ((dp_->sharded() && recipe_.zero == 2) || recipe_.zero == 3))
+    return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = " +
+                               std::to_string(recipe_.zero) + " shards",
                            "use train.zero = 1, or set metrics.layer_grad_norm_every = 0");
+  LMT_RETURN_IF_ERROR(dp_->shard_parameters(*model_));  // ZeRO 3: the model keeps no full buffers
   StepEngineConfig step_config;
   step_config.grad_clip = recipe_.grad_clip;
   step_config.doc_masking = recipe_.doc_masking;
   step_config.reset_positions = recipe_.reset_positions;
   LMT_ASSIGN_OR_RETURN(engine_, StepEngine::create(*model_, *dp_, recipe_.optim, step_config));
+  if (root_ && (dp_->world() > 1 || recipe_.zero == 3)) {
+    const DataParallel::StateMemory sm = dp_->model_state_memory(*model_, engine_->optimizer());
+    LMT_LOG(INFO) << "ZeRO " << recipe_.zero << " over " << dp_->world() << " rank(s): "
+                  << describe_state_memory(sm.total(), sm.params_grads, sm.mirror, sm.optimizer_state, sm.gather_buffers,
+                                           planned_state_memory(recipe_.model, recipe_.zero, dp_->world(), recipe_.run.compute));
+  }
   data::LoaderOptions lo = recipe_.train_data;
   lo.rank = topology_->dp_rank();
   lo.world = topology_->dp_size();
@@ -256,15 +265,20 @@ StatusOr<std::string> Trainer::recover_checkpoints() {
 // optimizer state (the whole of it unless sharded).
 Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   nlohmann::json j;
+  // ZeRO 3 holds a shard of the parameters: load the full ones aside, then keep the slice.
+  Tensor full_params;
+  if (dp_->zero3()) full_params = Tensor({model_->layout().total_numel()}, DType::kF32);
+  float* params = dp_->zero3() ? full_params.as<float>() : model_->params().as<float>();
   if (dp_->sharded()) {
     auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, views));
     dp_->load_state_slice(engine_->optimizer(), full);
   } else {
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), engine_->optimizer().state()));
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, engine_->optimizer().state()));
   }
+  if (dp_->zero3()) dp_->load_params(*model_, params);
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
   return Status::Ok();
@@ -322,7 +336,12 @@ TrainerState Trainer::trainer_state() const {
 Status Trainer::save_checkpoint() {
   CheckpointData d;
   d.layout = &model_->layout();
-  d.params = model_->params().as<float>();
+  Tensor full_params;  // ZeRO 3: the parameters gathered from every rank's shard (collective)
+  if (dp_->zero3()) {
+    full_params = Tensor({model_->layout().total_numel()}, DType::kF32);
+    LMT_RETURN_IF_ERROR(dp_->gather_params(*model_, full_params.as<float>()));
+  }
+  d.params = dp_->zero3() ? full_params.as<float>() : model_->params().as<float>();
   std::vector<std::pair<std::string, Tensor>> full;  // gathered shards (ZeRO 1/2): collective
   if (dp_->sharded()) {
     LMT_ASSIGN_OR_RETURN(full, dp_->gather_state(engine_->optimizer()));

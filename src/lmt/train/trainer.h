@@ -82,6 +82,9 @@ class Trainer {
   // changes that `lmtrain train --resume --allow-changes` applied).
   Status record_event(nlohmann::json event);
   model::Transformer& model() { return *model_; }
+  // The parallel plan and the step engine (tests: ZeRO-3's gathered parameters, memory counts).
+  DataParallel& data_parallel() { return *dp_; }
+  StepEngine& engine() { return *engine_; }
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
@@ -117,8 +120,8 @@ class Trainer {
   dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
   bool root_ = true;                              // rank 0: logs, metrics, checkpoints
-  std::unique_ptr<DataParallel> dp_;              // over topology_->dp()
   std::unique_ptr<model::Transformer> model_;
+  std::unique_ptr<DataParallel> dp_;              // over topology_->dp(); destroyed before model_ (ZeRO 3 unhooks it)
   std::unique_ptr<StepEngine> engine_;            // owns the optimizer; borrows model_ and dp_
   std::unique_ptr<data::Loader> train_loader_;
   std::unique_ptr<LoaderMicroBatches> batches_;   // from train_loader_
