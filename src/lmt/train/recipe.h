@@ -12,6 +12,7 @@
 #include "lmt/model/config.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/optim/schedule.h"
+#include "lmt/train/parallel_layout.h"
 
 namespace lmt::train {
 
@@ -45,7 +46,8 @@ struct Recipe {
   int64_t max_rollbacks = 3;    // more rollbacks than this within spike_window steps stop the run
   SpikeAction spike_action = SpikeAction::kLog;
   int64_t profile_begin = -1, profile_end = -1;  // steps [begin, end) are traced; -1: off
-  int zero = 0;                 // ZeRO stage 0, 1 or 2 (train.zero); matters only with world > 1
+  int zero = 0;                 // ZeRO stage (train.zero, or its alias parallel.zero); matters only with world > 1
+  ParallelLayout parallel;      // parallel.dp/tp/pp/sp, checked against the model; the world is checked at start
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb in bytes; 0: one all-reduce after backward
   bool shared_memory = true;        // dist.shared_memory: symmetric memory when all ranks share a node
   double peak_gflops = 0;  // runtime.peak_gflops: the MFU denominator per device in GFLOP/s; 0: this machine's (metrics/peaks.h)
