@@ -246,7 +246,15 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
     l.step_factor = t.compute > 0 ? t.step / t.compute : 1;
     return t;
   };
-  for (Layout& l : r.search.ranked) LMT_RETURN_IF_ERROR(cost(l).status());
+  // Without a peak (a CPU whose peak could not be measured) there is no compute term: the search's
+  // planning factor ranks the layouts instead, and the report says so.
+  const bool model_ok = r.peak_flops_per_device > 0 && r.step_efficiency > 0;
+  if (!model_ok)
+    r.warnings.push_back("no dense peak for " + r.device.name + ": the step-time model is skipped and layouts are ranked "
+                         "by the planning factor (1 + bubble)(1 + 0.03 log2 TP)");
+  if (model_ok) {
+    for (Layout& l : r.search.ranked) LMT_RETURN_IF_ERROR(cost(l).status());
+  }
   std::stable_sort(r.search.ranked.begin(), r.search.ranked.end(), [](const Layout& a, const Layout& b) {
     if (a.fits != b.fits) return a.fits;
     if (std::abs(a.step_seconds - b.step_seconds) > 1e-12 * std::max(a.step_seconds, b.step_seconds))
@@ -260,13 +268,13 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
     if (l.dp > 1 || n.empty()) n += (n.empty() ? "" : " ") + std::string("DP") + std::to_string(l.dp);
     return n;
   };
-  for (const Layout& l : r.search.ranked) {
+  for (const Layout& l : model_ok ? r.search.ranked : std::vector<Layout>{}) {
     StepScenario sc{name_of(l) + (in.zero_stage > 0 ? " ZeRO-" + std::to_string(in.zero_stage) : ""), l, in.zero_stage,
                     l.memory.total, {}};
     LMT_ASSIGN_OR_RETURN(sc.time, time_of(l, in.zero_stage));
     r.step_scenarios.push_back(sc);
   }
-  if (in.zero_stage != 3) {  // pure DP, fully sharded
+  if (model_ok && in.zero_stage != 3) {  // pure DP, fully sharded
     for (const Layout& l : r.search.ranked) {
       if (l.tp != 1 || l.pp != 1 || l.dp < 2) continue;
       StepScenario sc{name_of(l) + " ZeRO-3", l, 3, 0, {}};
@@ -282,7 +290,9 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
   }
   if (in.tp || in.pp) {
     LMT_ASSIGN_OR_RETURN(r.layout, evaluate_layout(pin, in.tp.value_or(1), in.pp.value_or(1)));
-    LMT_RETURN_IF_ERROR(cost(r.layout).status());
+    if (model_ok) {
+      LMT_RETURN_IF_ERROR(cost(r.layout).status());
+    }
   } else {
     if (r.search.ranked.empty()) {
       std::string why;
@@ -294,7 +304,9 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
     r.layout = r.search.ranked.front();
     r.layout_searched = true;
   }
-  LMT_ASSIGN_OR_RETURN(r.layout_time, time_of(r.layout, in.zero_stage));
+  if (model_ok) {
+    LMT_ASSIGN_OR_RETURN(r.layout_time, time_of(r.layout, in.zero_stage));
+  }
   for (int z = 0; z <= 3; ++z) {
     MemoryInputs m = pin.memory;
     m.tp = r.layout.tp;
