@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "lmt/metrics/device_peaks.h"
+#include "lmt/plan/emit_config.h"
 #include "lmt/plan/model_source.h"
 #include "lmt/plan/plan.h"
 
@@ -19,6 +20,7 @@ namespace {
 
 struct PlanArgs {
   std::string model, hardware, precision = "bf16", mfu_from, flops_basis = "detailed", attention = "flash";
+  std::string emit_config, collectives;
   double params = 0, hours = 0, tokens = 0, mfu = 0, throughput = 0, price = 0;
   int64_t devices = 1, devices_per_node = 0, seq_len = 0, micro_batch = 1, global_batch = 0, tp = 1, pp = 1, ep = 1;
   int zero = 0;
@@ -64,9 +66,17 @@ Status run_plan(const PlanArgs& a) {
   else if (a.attention == "flash") in.flash_attention = true;
   else if (a.attention == "naive") in.flash_attention = false;
   else return UsageError("--attention '" + a.attention + "' is unknown", "use flash or naive");
+  in.collectives_file = a.collectives;
   LMT_ASSIGN_OR_RETURN(plan::PlanReport report, plan::make_plan(in));
+  if (a.emit_config == "-") return plan::emit_layout_config(report, "-");  // stdout holds the fragment only
   if (a.json) std::printf("%s\n", plan::to_json(report).dump().c_str());
   else std::printf("%s", plan::format_report(report).c_str());
+  if (!a.emit_config.empty()) {
+    std::fflush(stdout);
+    LMT_RETURN_IF_ERROR(plan::emit_layout_config(report, a.emit_config));
+    std::fprintf(stderr, "wrote the layout (TP %lld, PP %lld, DP %lld) to %s\n", static_cast<long long>(report.layout.tp),
+                 static_cast<long long>(report.layout.pp), static_cast<long long>(report.layout.dp), a.emit_config.c_str());
+  }
   return Status::Ok();
 }
 
@@ -109,6 +119,11 @@ void add_plan_command(CLI::App& app, Runner& runner) {
   no_flash->excludes(attention);
   a.o_price = p->add_option("--price", a.price, "USD per device-hour");
   p->add_flag("--json", a.json, "print one compact JSON object");
+  p->add_option("--emit-config", a.emit_config,
+                "write the chosen layout as a recipe fragment (parallel.*, train.zero/micro_batch/grad_accum/seq_len/"
+                "recompute) for lmtrain train --config RECIPE --config FILE; - prints only it; never overwrites");
+  p->add_option("--collectives", a.collectives,
+                "the intra-node link of the step-time model from `lmtrain bench collectives --json` output saved to a file");
   p->callback([&runner] { runner.set(run_plan(a)); });
 }
 

@@ -30,6 +30,7 @@ namespace {
 
 struct TrainArgs {
   std::string config, run_dir, profile_steps, backend;
+  std::vector<std::string> configs;  // --config, repeatable: later files overlay earlier ones
   std::vector<std::string> overrides;
   bool resume = false, print_keys = false, allow_changes = false, json = false;
   double peak_gflops = 0;  // --peak-flops: runtime.peak_gflops
@@ -69,6 +70,11 @@ void apply_recipe_wait_policy(const TrainArgs& a) {
   if (a.config.empty() && !has_saved) return;
   auto c = config::Config::from_toml_file(a.config.empty() ? saved_path : a.config);
   if (!c.ok()) return;
+  for (size_t i = 1; i < a.configs.size(); ++i) {  // the overlays, as train_body() reads them
+    auto more = config::Config::from_toml_file(a.configs[i]);
+    if (!more.ok()) return;
+    c->overlay(*more);
+  }
   for (const auto& o : a.overrides)
     if (!c->apply_override(o).ok()) return;
   const std::string where = c->where("runtime.wait_policy");
@@ -77,7 +83,8 @@ void apply_recipe_wait_policy(const TrainArgs& a) {
     runtime::apply_wait_policy(*p);
 }
 
-Status run_train(const TrainArgs& a) {
+Status run_train(TrainArgs a) {
+  a.config = a.configs.empty() ? "" : a.configs.front();
   if (!a.print_keys) apply_recipe_wait_policy(a);
   JsonStdout out(a.json && !a.print_keys);
   return train_body(a, out);
@@ -100,6 +107,10 @@ Status train_body(const TrainArgs& a, const JsonStdout& out) {
     return UsageError("--allow-changes is for --resume", "remove it, or add --resume to continue a run");
   const std::string recipe_file = a.config.empty() ? saved_path : a.config;
   LMT_ASSIGN_OR_RETURN(config::Config c, config::Config::from_toml_file(recipe_file));
+  for (size_t i = 1; i < a.configs.size(); ++i) {  // e.g. the layout `lmtrain plan --emit-config` wrote
+    LMT_ASSIGN_OR_RETURN(config::Config more, config::Config::from_toml_file(a.configs[i]));
+    c.overlay(more);
+  }
   for (const auto& o : a.overrides) LMT_RETURN_IF_ERROR(c.apply_override(o));
   if (!a.profile_steps.empty()) LMT_RETURN_IF_ERROR(c.set("profile.steps", a.profile_steps, "--profile-steps"));
   if (!a.backend.empty()) LMT_RETURN_IF_ERROR(c.set("runtime.backend", a.backend, "--backend"));
@@ -118,6 +129,8 @@ Status train_body(const TrainArgs& a, const JsonStdout& out) {
   LMT_ASSIGN_OR_RETURN(train::Recipe recipe, train::recipe_from_config(c, recipe_file));
   // Under mpirun (or srun) every process is one data-parallel rank; alone, a world of 1 (docs/DIST.md).
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
+  // parallel.* against the world, before anything is printed or written (every rank decides alike).
+  LMT_RETURN_IF_ERROR(train::resolve_parallel_layout(recipe.parallel, comm->world()).status());
   if (comm->rank() == 0 && comm->world() > 1)
     std::printf("data parallel: %d ranks (%s), ZeRO-%d, global batch %lld sequences\n", comm->world(), comm->name(),
                 recipe.zero, static_cast<long long>(recipe.micro_batch * recipe.grad_accum * comm->world()));
@@ -162,7 +175,9 @@ Status train_body(const TrainArgs& a, const JsonStdout& out) {
 void add_train_command(CLI::App& app, Runner& runner) {
   static TrainArgs args;
   CLI::App* t = app.add_subcommand("train", "train a model from a TOML recipe");
-  t->add_option("--config", args.config, "recipe (configs/*.toml; keys: --print-keys or docs/CONFIG.md)");
+  t->add_option("--config", args.configs,
+                "recipe (configs/*.toml; keys: --print-keys or docs/CONFIG.md); repeat it to overlay more files, later "
+                "ones winning key by key (e.g. --config base.toml --config layout.toml from lmtrain plan --emit-config)");
   t->add_option("--run-dir", args.run_dir, "run directory: config.toml, metrics.jsonl, checkpoints/, trace.json");
   add_set_flag(t, args.overrides);
   t->add_flag("--resume", args.resume,

@@ -6,12 +6,15 @@
 
 #include <array>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "common/lmtrain_cli.h"
+#include "common/synthetic_dataset.h"
 
 namespace {
 
@@ -93,6 +96,47 @@ TEST(PlanCli, AbsurdDeviceCountsAreRefusedAtOnce) {
   EXPECT_EQ(many.code, 0);
   EXPECT_NE(many.out.find("more (--json lists all)"), std::string::npos) << many.out;  // the rejections are cut short
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+}
+
+// plan --emit-config → train --config RECIPE --config LAYOUT: the layout reaches the trainer, which
+// refuses tensor parallelism as not implemented (exit 1, naming the key and docs/DIST.md) and
+// writes nothing; the plan never overwrites its file; `-` prints the fragment alone.
+TEST(PlanCli, EmitConfigFeedsTrain) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lmt_plan_emit_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string layout = (dir / "layout.toml").string();
+  const std::string plan_args = "--preset tiny --hardware cpu --devices 2 --seq-len 32 --micro-batch 2 --global-batch 8 --tp 2 ";
+  Result r = run(plan_args + "--emit-config " + layout, true);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step-time model"), std::string::npos) << r.out;
+  ASSERT_TRUE(fs::exists(layout));
+  r = run(plan_args + "--emit-config " + layout, true);  // never overwrites
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("already exists"), std::string::npos) << r.out;
+  r = run(plan_args + "--emit-config -");
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("# lmtrain plan", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("tp = 2"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("chinchilla"), std::string::npos) << r.out;  // the fragment only
+
+  lmt::test::write_markov_dataset((dir / "data").string(), 64, "plan_cli_test");
+  {
+    std::ofstream base(dir / "base.toml");
+    base << "[model]\npreset = \"tiny\"\n[data]\npath = \"" << (dir / "data").string()
+         << "\"\n[train]\nmax_steps = 1\n";
+  }
+  const std::string run_dir = (dir / "run").string();
+  r = lmt::test::run_lmtrain("train --config " + (dir / "base.toml").string() + " --config " + layout + " --run-dir " +
+                                 run_dir,
+                             true);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("parallel.tp = 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not implemented"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("docs/DIST.md"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(run_dir));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -232,6 +232,13 @@ Status Config::set(const std::string& key, const Value& value_in, const std::str
   return Status::Ok();
 }
 
+void Config::overlay(const Config& other) {
+  for (const auto& [k, src] : other.sources_) {
+    values_[k] = other.values_.at(k);
+    sources_[k] = src;
+  }
+}
+
 const std::string& runtime_backend(const Config& c) { return c.get_string("runtime.backend"); }
 
 std::string Config::where(const std::string& key) const {

@@ -72,6 +72,9 @@ class Config {
   // Sets a key after checking its type and range; `source` (a file, or the flag) names errors and
   // is remembered as the value's origin (where()).
   Status set(const std::string& key, const Value& value, const std::string& source);
+  // Overlays the keys `other` set explicitly (from its file or flags, not its defaults), with their
+  // sources: `--config base.toml --config layout.toml` merges key by key, the later file winning.
+  void overlay(const Config& other);
   // Every required key is set.
   Status check_complete(const std::string& source) const;
 

@@ -117,6 +117,12 @@ std::vector<KeyInfo> build() {
       key("train.log_every", I{1}, between(1, kMaxSteps), "progress: a line on stderr every N steps (and after step 1 and the last) when it is not a terminal; loss, tok/s, MFU averaged over the last N steps (metrics.jsonl gets every step, raw)"),
       key("train.zero", I{0}, between(0, 3), "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters, gathered block by block)"),
       key("train.save_on_signal", true, "on SIGTERM or SIGINT, finish the step, save a checkpoint and exit with status 3 (docs/RELIABILITY.md); false: the signal ends the process at once"),
+      // parallel: the layout of the ranks (docs/DIST.md). dp · tp · pp must equal the world size.
+      key("parallel.dp", I{0}, between(0, 1 << 20), "data-parallel degree; 0: auto, the world size / (parallel.tp · parallel.pp); dp · tp · pp must equal the world size (the ranks under mpirun)"),
+      key("parallel.tp", I{1}, between(1, 1024), "tensor-parallel degree (Megatron-style; must divide model.n_heads, the KV heads, ffn_hidden and the padded vocabulary); > 1 is not implemented yet: train refuses it (docs/DIST.md)"),
+      key("parallel.pp", I{1}, between(1, 1024), "pipeline-parallel stages (1F1B; at most model.n_layers); > 1 is not implemented yet: train refuses it (docs/DIST.md)"),
+      key("parallel.sp", false, "sequence parallelism inside each tensor-parallel group (needs parallel.tp > 1 and train.seq_len divisible by it)"),
+      optional_model("parallel.zero", Type::kInt, between(0, 3), "alias of train.zero (the ZeRO stage); set one of the two, or both to the same value"),
       // dist
       key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),
       key("dist.bucket_mb", 25.0, between(0, 1e6), "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
@@ -260,7 +266,7 @@ std::string schema_markdown() {
       out += "\n### [" + sec + "]\n\n| key | type | default | range | meaning |\n|---|---|---|---|---|\n";
     }
     const std::string def = i.presence == Presence::kRequired   ? "(required)"
-                            : i.presence == Presence::kOptional ? "(from the preset)"
+                            : i.presence == Presence::kOptional ? (i.key.rfind("model.", 0) == 0 ? "(from the preset)" : "(unset)")
                                                                 : value_to_string(i.default_value);
     const std::string range = is_numeric(i.type) ? i.range.text() : "";
     out += "| `" + i.key + "` | " + type_name(i.type) + " | `" + def + "` | " + range + " | " + i.doc + " |\n";

@@ -32,8 +32,8 @@ struct Layout {
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;    // m: micro-batches per DP rank per step
   double bubble = 0;         // (p−1)/(m+p−1)
-  double step_factor = 1;    // step time ÷ ideal compute time
-  double step_seconds = 0;   // estimated (0 when throughput is unknown)
+  double step_factor = 1;    // step time ÷ ideal compute time (make_plan: from the step-time model)
+  double step_seconds = 0;   // estimated (0 when throughput is unknown; make_plan: the step-time model)
   MemoryBreakdown memory;
   bool fits = false;
 };

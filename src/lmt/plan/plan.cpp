@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <thread>
+
+#include "lmt/metrics/hardware.h"
 
 #include "lmt/model/flops.h"
 
@@ -99,7 +102,8 @@ Status check_inputs(const PlanInputs& in) {
 
 // Fills defaults that depend on the model and the device.
 Status resolve_defaults(PlanInputs& in, const metrics::DeviceSpec& device) {
-  if (in.devices_per_node == 0) in.devices_per_node = device.is_cpu ? 1 : std::min<int64_t>(in.devices, 8);
+  // On the CPU a device is one rank of this machine (mpirun -np N): all of them share its memory bus.
+  if (in.devices_per_node == 0) in.devices_per_node = device.is_cpu ? in.devices : std::min<int64_t>(in.devices, 8);
   if (in.devices_per_node > in.devices) in.devices_per_node = in.devices;
   if (in.devices % in.devices_per_node != 0)
     return InvalidArgument(std::to_string(in.devices) + " devices do not fill whole nodes of " +
@@ -212,11 +216,98 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
   const double base_step = static_cast<double>(in.global_batch * in.seq_len) / r.tokens_per_second;
   pin.ideal_step_seconds = base_step;
   r.search = search_layouts(pin);
-  const double best_factor = r.search.ranked.empty() ? 1.0 : r.search.ranked.front().step_factor;
-  for (Layout& l : r.search.ranked) l.step_seconds = base_step * l.step_factor / best_factor;
+
+  // The step-time model: links, efficiency, then every layout's predicted step (plan/step_time.h).
+  LMT_ASSIGN_OR_RETURN(r.links, tabulated_links(r.device));
+  if (!in.collectives_file.empty()) {
+    LMT_ASSIGN_OR_RETURN(r.links.intra, link_from_collectives_json(in.collectives_file));
+    if (!r.device.is_cpu)
+      r.warnings.push_back("--collectives measured this machine's shared memory; it stands in for the " + r.device.name +
+                           " intra-node link");
+  }
+  if (in.mfu || in.throughput || !r.device.is_cpu) {
+    r.step_efficiency = r.mfu;
+    r.step_efficiency_source = r.mfu_source;
+  } else {
+    r.step_efficiency = kDefaultCpuEfficiency;
+    r.step_efficiency_source = "default for cpu (lmtrain's measured single-process MFU, docs/PERFORMANCE.md)";
+  }
+  StepTimeInputs st;
+  st.model = in.model;
+  st.params = r.params;
+  st.flops_per_token = r.flops_per_token;
+  st.seq_len = in.seq_len;
+  st.micro_batch = in.micro_batch;
+  st.global_batch = in.global_batch;
+  st.devices = in.devices;
+  st.devices_per_node = in.devices_per_node;
+  st.zero_stage = in.zero_stage;
+  st.recompute = in.recompute;
+  st.act_bytes = r.precision == metrics::Precision::kFp32 || r.precision == metrics::Precision::kTf32 ? 4 : 2;
+  st.peak_flops_per_device = r.peak_flops_per_device;
+  st.efficiency = r.step_efficiency;
+  st.links = r.links;
+  auto time_of = [&st](const Layout& l, int zero) {
+    StepTimeInputs x = st;
+    x.tp = l.tp;
+    x.pp = l.pp;
+    x.dp = l.dp;
+    x.zero_stage = zero;
+    return predict_step_time(x);
+  };
+  auto cost = [&](Layout& l) -> StatusOr<StepTime> {
+    LMT_ASSIGN_OR_RETURN(StepTime t, time_of(l, in.zero_stage));
+    l.step_seconds = t.step;
+    l.step_factor = t.compute > 0 ? t.step / t.compute : 1;
+    return t;
+  };
+  // Without a peak (a CPU whose peak could not be measured) there is no compute term: the search's
+  // planning factor ranks the layouts instead, and the report says so.
+  const bool model_ok = r.peak_flops_per_device > 0 && r.step_efficiency > 0;
+  if (!model_ok)
+    r.warnings.push_back("no dense peak for " + r.device.name + ": the step-time model is skipped and layouts are ranked "
+                         "by the planning factor (1 + bubble)(1 + 0.03 log2 TP)");
+  if (model_ok) {
+    for (Layout& l : r.search.ranked) LMT_RETURN_IF_ERROR(cost(l).status());
+  }
+  std::stable_sort(r.search.ranked.begin(), r.search.ranked.end(), [](const Layout& a, const Layout& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (std::abs(a.step_seconds - b.step_seconds) > 1e-12 * std::max(a.step_seconds, b.step_seconds))
+      return a.step_seconds < b.step_seconds;
+    return a.memory.total < b.memory.total;
+  });
+  auto name_of = [](const Layout& l) {
+    std::string n;
+    if (l.tp > 1) n += "TP" + std::to_string(l.tp);
+    if (l.pp > 1) n += (n.empty() ? "" : " ") + std::string("PP") + std::to_string(l.pp);
+    if (l.dp > 1 || n.empty()) n += (n.empty() ? "" : " ") + std::string("DP") + std::to_string(l.dp);
+    return n;
+  };
+  for (const Layout& l : model_ok ? r.search.ranked : std::vector<Layout>{}) {
+    StepScenario sc{name_of(l) + (in.zero_stage > 0 ? " ZeRO-" + std::to_string(in.zero_stage) : ""), l, in.zero_stage,
+                    l.memory.total, {}};
+    LMT_ASSIGN_OR_RETURN(sc.time, time_of(l, in.zero_stage));
+    r.step_scenarios.push_back(sc);
+  }
+  if (model_ok && in.zero_stage != 3) {  // pure DP, fully sharded
+    for (const Layout& l : r.search.ranked) {
+      if (l.tp != 1 || l.pp != 1 || l.dp < 2) continue;
+      StepScenario sc{name_of(l) + " ZeRO-3", l, 3, 0, {}};
+      MemoryInputs m = pin.memory;
+      m.dp = l.dp;
+      m.micro_batches_per_step = l.grad_accum;
+      m.zero_stage = 3;
+      sc.memory_per_device = estimate_memory(m).total;
+      sc.layout.fits = sc.memory_per_device <= r.device.memory_bytes;
+      LMT_ASSIGN_OR_RETURN(sc.time, time_of(l, 3));
+      r.step_scenarios.push_back(sc);
+    }
+  }
   if (in.tp || in.pp) {
     LMT_ASSIGN_OR_RETURN(r.layout, evaluate_layout(pin, in.tp.value_or(1), in.pp.value_or(1)));
-    r.layout.step_seconds = base_step * r.layout.step_factor / best_factor;
+    if (model_ok) {
+      LMT_RETURN_IF_ERROR(cost(r.layout).status());
+    }
   } else {
     if (r.search.ranked.empty()) {
       std::string why;
@@ -228,6 +319,9 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
     r.layout = r.search.ranked.front();
     r.layout_searched = true;
   }
+  if (model_ok) {
+    LMT_ASSIGN_OR_RETURN(r.layout_time, time_of(r.layout, in.zero_stage));
+  }
   for (int z = 0; z <= 3; ++z) {
     MemoryInputs m = pin.memory;
     m.tp = r.layout.tp;
@@ -236,6 +330,15 @@ StatusOr<PlanReport> make_plan(const PlanInputs& raw) {
     m.micro_batches_per_step = r.layout.grad_accum;
     m.zero_stage = z;
     r.memory_by_zero[static_cast<size_t>(z)] = estimate_memory(m);
+  }
+  if (r.device.is_cpu) {
+    const int threads = metrics::cpu_info().threads;
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (cores > 0 && in.devices * threads > static_cast<int64_t>(cores))
+      r.warnings.push_back(std::to_string(in.devices) + " cpu devices x " + std::to_string(threads) +
+                           " threads (this process's OMP_NUM_THREADS, which sets the per-device peak) exceed this "
+                           "machine's " + std::to_string(cores) + " hardware threads: run plan with the threads each "
+                           "rank will use, e.g. OMP_NUM_THREADS=1 lmtrain plan --hardware cpu --devices 2");
   }
   if (!r.layout.fits)
     r.warnings.push_back("the layout needs " + fmt("%.1f", r.layout.memory.total / (1 << 30)) + " GiB per device, over the " +

@@ -14,8 +14,9 @@
 // memory counts every expert (memory.h, with --ep). The 20-tokens-per-parameter default target
 // uses the total parameter count.
 // The layout (TP, PP, DP) is the requested one, or the best-ranked of the search when neither --tp
-// nor --pp is given. The assumed MFU is the MFU of the best layout; other layouts' step times scale
-// by their step_factor relative to it.
+// nor --pp is given. Layouts are ranked by the step-time model (plan/step_time.h): compute at the
+// plan's efficiency plus exposed communication plus the pipeline bubble; step_factor is a layout's
+// step time over its pure compute time.
 #pragma once
 
 #include <array>
@@ -30,6 +31,7 @@
 #include "lmt/plan/compute.h"
 #include "lmt/plan/memory.h"
 #include "lmt/plan/parallelism.h"
+#include "lmt/plan/step_time.h"
 
 namespace lmt::plan {
 
@@ -53,9 +55,23 @@ struct PlanInputs {
   int64_t ep = 1;                           // expert parallelism (MoE models): divides DP and num_experts
   bool recompute = false;
   bool flash_attention = true;
+  std::string collectives_file;             // --collectives: `bench collectives --json` output (the intra-node link)
 };
 
 inline constexpr double kDefaultMfu = 0.40;
+// The step-time model's compute efficiency on `--hardware cpu` when no --mfu/--mfu-from is given:
+// lmtrain's measured single-process MFU on gpt2-124m/llama-124m (bf16, B=4, T=256) was 57-64%
+// (docs/PERFORMANCE.md), rounded down.
+inline constexpr double kDefaultCpuEfficiency = 0.55;
+
+// One row of the step-time comparison: a layout under a ZeRO stage, with the model's terms.
+struct StepScenario {
+  std::string name;  // "DP2", "TP2", "PP2", "DP2 ZeRO-3", "TP2 PP2 DP2", ...
+  Layout layout;
+  int zero_stage = 0;
+  double memory_per_device = 0;
+  StepTime time;
+};
 
 struct PlanReport {
   PlanInputs inputs;                 // as resolved (defaults filled in)
@@ -90,7 +106,14 @@ struct PlanReport {
   Layout layout;                     // the chosen one (memory, fits, batch split)
   bool layout_searched = false;      // true when chosen from the search
   std::array<MemoryBreakdown, 4> memory_by_zero;  // the chosen layout under ZeRO 0..3
-  ParallelismSearch search;
+  ParallelismSearch search;          // ranked by the step-time model (fits first)
+  // Step-time model (plan/step_time.h): its links and efficiency, and the comparison rows: every
+  // ranked layout under the requested ZeRO stage, and pure DP under ZeRO-3.
+  Links links;
+  double step_efficiency = 0;
+  std::string step_efficiency_source;
+  StepTime layout_time;              // of `layout`
+  std::vector<StepScenario> step_scenarios;
   // Checks.
   bool implied_mfu_impossible = false;  // implied MFU > 1
   std::optional<bool> target_within_budget;

@@ -54,6 +54,18 @@ json layout_json(const Layout& l) {
           {"fits", l.fits}};
 }
 
+json link_json(const Link& l) {
+  return {{"name", l.name}, {"bytes_per_s", l.bytes_per_s}, {"latency_s", l.latency_s}, {"overlaps_compute", l.overlaps},
+          {"source", l.source}};
+}
+
+json step_time_json(const StepTime& t) {
+  return {{"compute_s", t.compute},       {"tp_comm_s", t.tp_comm},         {"pp_comm_s", t.pp_comm},
+          {"bubble_s", t.bubble},         {"dp_comm_exposed_s", t.dp_comm}, {"dp_comm_total_s", t.dp_comm_total},
+          {"step_s", t.step},             {"tokens_per_s", t.tokens_per_s}, {"micro_batches", t.micro_batches},
+          {"dp_link", t.dp_link},         {"pp_link", t.pp_link}};
+}
+
 std::string f(const char* format, double v) {
   char buf[96];
   std::snprintf(buf, sizeof buf, format, v);
@@ -158,6 +170,23 @@ json to_json(const PlanReport& r) {
   j["rejected_layouts"] = json::array();
   for (const RejectedLayout& x : r.search.rejected)
     j["rejected_layouts"].push_back({{"tp", x.tp}, {"pp", x.pp}, {"reason", x.reason}});
+  json scenarios = json::array();
+  for (const StepScenario& sc : r.step_scenarios) {
+    json x = step_time_json(sc.time);
+    x["name"] = sc.name;
+    x["tp"] = sc.layout.tp;
+    x["pp"] = sc.layout.pp;
+    x["dp"] = sc.layout.dp;
+    x["zero"] = sc.zero_stage;
+    x["memory_per_device_bytes"] = sc.memory_per_device;
+    x["fits"] = sc.layout.fits;
+    scenarios.push_back(x);
+  }
+  j["step_model"] = {{"efficiency", r.step_efficiency},
+                     {"efficiency_source", r.step_efficiency_source},
+                     {"links", {{"intra_node", link_json(r.links.intra)}, {"inter_node", link_json(r.links.inter)}}},
+                     {"layout", step_time_json(r.layout_time)},
+                     {"scenarios", scenarios}};
   j["warnings"] = r.warnings;
   return j;
 }
@@ -273,6 +302,21 @@ std::string format_report(const PlanReport& r) {
       }
       o += "    TP " + std::to_string(x.tp) + ", PP " + std::to_string(x.pp) + ": " + x.reason + "\n";
     }
+  }
+  o += "\nstep-time model (docs/PLAN.md): compute at " + f("%.0f%%", r.step_efficiency * 100) + " of peak (" +
+       r.step_efficiency_source + ")\n";
+  o += "  links: intra-node " + r.links.intra.name + f(" %.3g GB/s", r.links.intra.bytes_per_s / 1e9) +
+       f(" %.3g us", r.links.intra.latency_s * 1e6) + "; inter-node " + r.links.inter.name +
+       f(" %.3g GB/s", r.links.inter.bytes_per_s / 1e9) + f(" %.3g us", r.links.inter.latency_s * 1e6) + "\n";
+  std::snprintf(hdr, sizeof hdr, "  %-16s %9s %9s %9s %9s %9s %10s %11s %12s\n", "layout", "compute s", "TP s", "PP s",
+                "bubble s", "DP s", "step s", "tokens/s", "mem/device");
+  o += hdr;
+  for (const StepScenario& sc : r.step_scenarios) {
+    char row[240];
+    std::snprintf(row, sizeof row, "  %-16s %9.4g %9.4g %9.4g %9.4g %9.4g %10.4g %11.4g %12s%s\n", sc.name.c_str(),
+                  sc.time.compute, sc.time.tp_comm, sc.time.pp_comm, sc.time.bubble, sc.time.dp_comm, sc.time.step,
+                  sc.time.tokens_per_s, gib(sc.memory_per_device).c_str(), sc.layout.fits ? "" : " (does not fit)");
+    o += row;
   }
   if (!r.warnings.empty()) {
     o += "\nwarnings\n";

@@ -185,7 +185,25 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.val_data.loop = false;
   r.val_data.prefetch = false;
 
-  r.zero = static_cast<int>(c.get_int("train.zero"));  // 0..3 (schema)
+  r.zero = static_cast<int>(c.get_int("train.zero"));  // its range: the schema's
+  if (c.has("parallel.zero")) {  // the alias: same key, another name (docs/DIST.md)
+    const int64_t z = c.get_int("parallel.zero");
+    const std::string tz = c.where("train.zero");
+    const bool train_zero_set = !(tz.size() > 10 && tz.compare(tz.size() - 10, 10, " (default)") == 0);
+    if (train_zero_set && z != r.zero)
+      return bad(c, "parallel.zero", "= " + std::to_string(z) + " contradicts train.zero = " + std::to_string(r.zero) +
+                                         " (" + tz + "); they are one setting",
+                 "set only one of parallel.zero and train.zero");
+    // Whatever train.zero accepts, the alias accepts (the schema range of train.zero decides).
+    Status zs = config::check_value(*config::find_key("train.zero"), config::Value{z}, c.where("parallel.zero") + " (parallel.zero)");
+    if (!zs.ok()) return zs;
+    r.zero = static_cast<int>(z);
+  }
+  r.parallel.dp = c.get_int("parallel.dp");
+  r.parallel.tp = c.get_int("parallel.tp");
+  r.parallel.pp = c.get_int("parallel.pp");
+  r.parallel.sp = c.get_bool("parallel.sp");
+  LMT_RETURN_IF_ERROR(check_parallel_layout(r.parallel, r.model, r.seq_len, where_section(c, "parallel.")));
   const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");

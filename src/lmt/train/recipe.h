@@ -13,6 +13,7 @@
 #include "lmt/optim/optimizer.h"
 #include "lmt/optim/schedule.h"
 #include "lmt/runtime/omp_env.h"
+#include "lmt/train/parallel_layout.h"
 
 namespace lmt::train {
 
@@ -49,7 +50,8 @@ struct Recipe {
   int64_t max_rollbacks = 3;    // more rollbacks than this within spike_window steps stop the run
   SpikeAction spike_action = SpikeAction::kLog;
   int64_t profile_begin = -1, profile_end = -1;  // steps [begin, end) are traced; -1: off
-  int zero = 0;                 // ZeRO stage 0-3 (train.zero); 0-2 matter only with world > 1
+  int zero = 0;                 // ZeRO stage 0-3 (train.zero, or its alias parallel.zero); matters only with world > 1
+  ParallelLayout parallel;      // parallel.dp/tp/pp/sp, checked against the model; the world is checked at start
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb in bytes; 0: one all-reduce after backward
   bool shared_memory = true;        // dist.shared_memory: symmetric memory when all ranks share a node
   double peak_gflops = 0;  // runtime.peak_gflops: the MFU denominator per device in GFLOP/s; 0: this machine's (metrics/peaks.h)

@@ -73,7 +73,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   }
   t->comm_ = comm;
   t->root_ = comm->rank() == 0;
-  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world()));  // tp = pp = 1
+  // parallel.* against the world: tp/pp > 1 are Unimplemented, dp · tp · pp must be the world.
+  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
   LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));
   LMT_RETURN_IF_ERROR(t->setup(resume));
   return t;

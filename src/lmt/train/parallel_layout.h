@@ -1,0 +1,41 @@
+// The parallel layout of a run (recipe keys parallel.dp, .tp, .pp, .sp; the ZeRO stage stays in
+// Recipe::zero, which train.zero or its alias parallel.zero sets) and its validation.
+//
+// Two checks, at two moments:
+//   check_parallel_layout: when the recipe is built (no world yet) — what the model and the batch
+//     decide: n_heads and n_kv_heads divisible by tp, ffn_hidden and the padded vocabulary
+//     divisible by tp (column/row-parallel matmuls, vocabulary-parallel embedding), n_layers >= pp,
+//     sp needs tp > 1 and train.seq_len divisible by tp (sequence shards), and dp · tp · pp within
+//     the limits when dp is given.
+//   resolve_parallel_layout: when the world is known (`lmtrain train` start, under mpirun) —
+//     since tensor and pipeline execution do not exist yet, tp > 1 or pp > 1 (and so sp) is
+//     Unimplemented, naming the key and pointing at docs/DIST.md, never silently ignored; then
+//     dp · tp · pp must equal the world size, with dp = 0 meaning world / (tp · pp).
+// Every error names the key(s) and carries a hint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lmt/base/status.h"
+#include "lmt/dist/topology.h"
+#include "lmt/model/config.h"
+
+namespace lmt::train {
+
+struct ParallelLayout {
+  int64_t dp = 0;  // 0: auto (world / (tp · pp))
+  int64_t tp = 1, pp = 1;
+  bool sp = false;
+};
+
+// The model/batch checks (see above). `where` prefixes messages (the recipe file or flag that set
+// the parallel.* keys).
+Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& m, int64_t seq_len,
+                             const std::string& where);
+
+// The sizes for a world of `world` ranks; errors as described above. dp = 0 resolves to
+// world / (tp · pp).
+StatusOr<dist::ParallelSizes> resolve_parallel_layout(const ParallelLayout& p, int world);
+
+}  // namespace lmt::train
