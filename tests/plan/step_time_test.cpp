@@ -82,12 +82,12 @@ TEST(StepTime, DataParallelTermsByZeroStage) {
   in.zero_stage = 1;  // reduce-scatter 4e8 (0.2 s + α) + all-gather 2e8 (0.1 s + α)
   t = predict_step_time(in);
   EXPECT_DOUBLE_EQ(t->dp_comm, 0.3 + 2e-5);
-  in.zero_stage = 3;  // per micro-batch (m = 1): reduce-scatter + 2 all-gathers
+  in.zero_stage = 3;  // per micro-batch (m = 1): reduce-scatter + 2 all-gathers of the f32 master (4e8 B)
   t = predict_step_time(in);
-  EXPECT_DOUBLE_EQ(t->dp_comm, 0.2 + 1e-5 + 2 * (0.1 + 1e-5));
+  EXPECT_DOUBLE_EQ(t->dp_comm, 0.2 + 1e-5 + 2 * (0.2 + 1e-5));
   in.global_batch = 16;  // m = 2: twice the ZeRO-3 traffic, twice the compute
   t = predict_step_time(in);
-  EXPECT_DOUBLE_EQ(t->dp_comm, 2 * (0.4 + 3e-5));
+  EXPECT_DOUBLE_EQ(t->dp_comm, 2 * (0.6 + 3e-5));
   EXPECT_DOUBLE_EQ(t->compute, 2 * 0.12288);
 }
 

@@ -145,8 +145,9 @@ StatusOr<StepTime> predict_step_time(const StepTimeInputs& in) {
     t.dp_comm_total = reduce_scatter_seconds(grads, in.dp, dp_link) + all_gather_seconds(weights, in.dp, dp_link);
     hideable = t.compute * 2.0 / 3.0;
   } else {
+    const double gathered = shard_params * in.zero3_gather_bytes;
     t.dp_comm_total = static_cast<double>(m) * (reduce_scatter_seconds(grads, in.dp, dp_link) +
-                                                2 * all_gather_seconds(weights, in.dp, dp_link));
+                                                2 * all_gather_seconds(gathered, in.dp, dp_link));
     hideable = t.compute;
   }
   t.dp_comm = dp_link.overlaps ? std::max(0.0, t.dp_comm_total - hideable) : t.dp_comm_total;

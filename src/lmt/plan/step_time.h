@@ -16,7 +16,8 @@
 //              model shard N/(tp·pp):  ZeRO-0: one all-reduce per step; ZeRO-1/2: a reduce-scatter
 //              of the gradients and an all-gather of the updated parameters (act_bytes) per step;
 //              ZeRO-3: per micro-batch, a reduce-scatter of the gradients and two all-gathers of
-//              the parameters (forward and backward). Exposed: all of it where the devices compute
+//              the parameters (forward and backward; zero3_gather_bytes each: lmtrain's ZeRO-3
+//              gathers the f32 master, 4 B). Exposed: all of it where the devices compute
 //              and communicate with the same cores (the CPU: Link::overlaps = false); on GPUs the
 //              part longer than the backward pass (2/3 of compute; ZeRO-3 gathers: all of compute),
 //              since DP collectives run beside compute (Megatron's --overlap-grad-reduce, FSDP
@@ -79,6 +80,7 @@ struct StepTimeInputs {
   bool recompute = false;
   double act_bytes = 2;            // bytes per activation/parameter element sent (bf16: 2, fp32: 4)
   double grad_bytes = 4;           // gradients are reduced in fp32
+  double zero3_gather_bytes = 4;   // ZeRO-3 parameter gathers: lmtrain gathers the f32 master (docs/DIST.md)
   double peak_flops_per_device = 0;
   double efficiency = 0.4;         // achieved fraction of the peak in compute (see docs/PLAN.md)
   Links links;
