@@ -401,6 +401,28 @@ Status Trainer::evaluate_tasks() {
   return metrics_->write(rec);
 }
 
+namespace {
+// The MoE part of a step record (docs/MOE.md): per MoE layer the expert loads (routed top-k slots
+// summed over the step's micro-batches), max/mean imbalance, dropped slots and the aux / z-loss
+// values (mean over micro-batches), and their sums over layers.
+nlohmann::json moe_record(const model::Transformer& m) {
+  nlohmann::json layers = nlohmann::json::array();
+  double aux = 0, zl = 0, worst = 0;
+  int64_t dropped = 0;
+  for (int64_t l = 0; l < m.config().n_layers; ++l) {
+    if (!m.config().moe.is_moe_layer(l)) continue;
+    const model::MoeStepStats& s = m.moe_stats()[l];
+    layers.push_back({{"layer", l}, {"load", s.load}, {"imbalance", s.imbalance()}, {"dropped", s.dropped},
+                      {"aux_loss", s.aux_mean()}, {"z_loss", s.z_mean()}});
+    aux += s.aux_mean();
+    zl += s.z_mean();
+    dropped += s.dropped;
+    worst = std::max(worst, s.imbalance());
+  }
+  return {{"layers", layers}, {"aux_loss", aux}, {"z_loss", zl}, {"dropped", dropped}, {"max_imbalance", worst}};
+}
+}  // namespace
+
 Status Trainer::train_step() {
   LMT_TRACE_SCOPE("train_step");
   Timer step_timer;
@@ -420,6 +442,7 @@ Status Trainer::train_step() {
   tokens_ += step_tokens;
 
   nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
+  if (r.model.moe.enabled()) rec["moe"] = moe_record(*model_);
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);
     for (const auto& p : model_->layout().params())
@@ -456,7 +479,9 @@ Status Trainer::train_step() {
     divergence_.accept(norm);
     ++updates_;
     LMT_RETURN_IF_ERROR(engine_->apply_update(static_cast<float>(lr_mult), updates_, &res));
+    model_->update_router_bias();  // kBiasUpdate: from this step's loads (this rank's; see docs/MOE.md)
   }
+  model_->reset_moe_stats();
   if (bad_in_a_row_ >= r.max_bad_steps) {
     (void)write_record(rec);  // the step that stops the run is logged too
     return FailedPrecondition("stopping after " + std::to_string(bad_in_a_row_) + " bad steps in a row (step " +
