@@ -27,6 +27,16 @@ namespace lmt::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Model state that is not a parameter but must survive a resume: the MoE router selection bias
+// (balance kBiasUpdate), saved beside the optimizer state as "moe.router_bias" [n_layers, E] f32.
+void add_model_state(const model::Transformer& m, std::vector<std::pair<std::string, TensorView>>& state) {
+  const TensorView b0 = m.router_bias(0);
+  if (!b0.present()) return;
+  const int64_t L = m.config().n_layers, E = m.config().moe.num_experts;
+  state.emplace_back("moe.router_bias", TensorView(b0.data(), Shape{L, E}, DType::kF32));
+}
+
 // A loader cursor saved with (batch b, world w) replayed on (b', w') with the same global batch
 // b·w = b'·w': positions are global (row · world + rank), so the per-rank row scales by w / w'.
 StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world) {
@@ -260,10 +270,13 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
+    add_model_state(*model_, views);
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
     dp_->load_state_slice(engine_->optimizer(), full);
   } else {
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), engine_->optimizer().state()));
+    std::vector<std::pair<std::string, TensorView>> views = engine_->optimizer().state();
+    add_model_state(*model_, views);
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), model_->params().as<float>(), views));
   }
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
@@ -330,6 +343,7 @@ Status Trainer::save_checkpoint() {
   } else {
     d.optimizer_state = engine_->optimizer().state();
   }
+  add_model_state(*model_, d.optimizer_state);
   d.trainer_state = trainer_state().to_json();
   d.config_toml = resolved_toml_;
   d.tokenizer_path = tokenizer_path_;
