@@ -91,6 +91,9 @@ class Transformer {
   // Per layer (empty stats for dense layers): routing statistics summed over the training
   // forwards since the last reset_moe_stats() (a recompute pass is not counted twice).
   const std::vector<MoeStepStats>& moe_stats() const { return moe_stats_; }
+  // The same, writable: a data-parallel caller replaces the loads by their sum over ranks before
+  // update_router_bias(), so that every rank applies the same bias update.
+  std::vector<MoeStepStats>& moe_stats() { return moe_stats_; }
   void reset_moe_stats();
   // The selection bias of MoE layer l ([E] f32; balance kBiasUpdate only, else absent). Model state
   // outside the parameters: not trained by the optimizer; checkpoints should carry it.

@@ -416,6 +416,29 @@ Status Trainer::evaluate_tasks() {
 }
 
 namespace {
+// Data parallel: every rank routes its own tokens; the loads (and dropped counts, aux and z-loss
+// values) are summed over the ranks (aux and z averaged), so the step record describes the global
+// batch and every rank applies the same router bias update.
+Status sum_moe_stats_over_ranks(dist::Communicator& comm, int world, model::Transformer& m) {
+  if (world <= 1) return Status::Ok();
+  std::vector<double> buf;
+  for (const model::MoeStepStats& s : m.moe_stats()) {
+    for (int64_t x : s.load) buf.push_back(static_cast<double>(x));
+    buf.push_back(static_cast<double>(s.dropped));
+    buf.push_back(s.aux_loss / world);
+    buf.push_back(s.z_loss / world);
+  }
+  LMT_RETURN_IF_ERROR(comm.all_reduce_sum(buf.data(), static_cast<int64_t>(buf.size())));
+  size_t i = 0;
+  for (model::MoeStepStats& s : m.moe_stats()) {
+    for (int64_t& x : s.load) x = static_cast<int64_t>(std::llround(buf[i++]));
+    s.dropped = static_cast<int64_t>(std::llround(buf[i++]));
+    s.aux_loss = buf[i++];
+    s.z_loss = buf[i++];
+  }
+  return Status::Ok();
+}
+
 // The MoE part of a step record (docs/MOE.md): per MoE layer the expert loads (routed top-k slots
 // summed over the step's micro-batches), max/mean imbalance, dropped slots and the aux / z-loss
 // values (mean over micro-batches), and their sums over layers.
@@ -456,7 +479,10 @@ Status Trainer::train_step() {
   tokens_ += step_tokens;
 
   nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
-  if (r.model.moe.enabled()) rec["moe"] = moe_record(*model_);
+  if (r.model.moe.enabled()) {
+    LMT_RETURN_IF_ERROR(sum_moe_stats_over_ranks(*comm_, topology_->world_size(), *model_));
+    rec["moe"] = moe_record(*model_);
+  }
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);
     for (const auto& p : model_->layout().params())
