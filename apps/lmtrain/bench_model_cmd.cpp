@@ -39,7 +39,6 @@ struct ModelBenchArgs {
 
 Status run_model_bench(const ModelBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
-  LMT_RETURN_IF_ERROR(model::check_computable(config, "--preset " + a.preset));
   if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len)
     return InvalidArgument("--micro-batch must be positive and --seq-len in [1, " + std::to_string(config.max_seq_len) + "]",
                            "the preset's max_seq_len bounds --seq-len");

@@ -49,7 +49,6 @@ StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name
 
 Status run_optim_bench(const OptimBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
-  LMT_RETURN_IF_ERROR(model::check_computable(config, "--preset " + a.preset));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed steps"));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed steps"));
   LMT_RETURN_IF_ERROR(check_flag("--ns-steps", a.ns_steps, 1, 100, "Newton-Schulz iterations, 5 by default"));

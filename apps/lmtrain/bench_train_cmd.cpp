@@ -68,7 +68,6 @@ struct TrainBenchArgs {
 
 Status run_train_bench(const TrainBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
-  LMT_RETURN_IF_ERROR(model::check_computable(config, "--preset " + a.preset));
   if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len || a.accum <= 0)
     return InvalidArgument("--micro-batch and --grad-accum must be positive and --seq-len in [1, " + std::to_string(config.max_seq_len) + "]");
   model::RunOptions o;

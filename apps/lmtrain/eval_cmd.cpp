@@ -54,7 +54,6 @@ StatusOr<Loaded> load(const EvalArgs& a, bool need_tokenizer) {
     out.source = lm.source;
   } else {
     LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
-    LMT_RETURN_IF_ERROR(model::check_computable(config, "--preset " + a.preset));
     LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "--preset " + a.preset));
     lm.model = std::make_unique<model::Transformer>(config, *be);
     lm.model->init(a.seed);

@@ -475,6 +475,113 @@ Env make_env(const OpCase& c, DType float_dtype, uint64_t seed) {
   return env;
 }
 
+// Mixture of experts (kernels/backend.h moe_* ops and the grouped GEMM).
+double at(const TensorView& t, int64_t i) {
+  return t.dtype() == DType::kF64 ? t.as<double>()[i] : static_cast<double>(t.as<float>()[i]);
+}
+
+void add_moe_cases(std::vector<OpCase>& out) {
+  // Router: the objective adds the aux-loss term Σ_n,e dprobs[e]·p[n,e] and the z-loss term
+  // (z/2)·Σ_n lse[n]² whose gradients moe_router_backward adds.
+  for (auto [N, E, K] : {std::tuple{1, 1, 1}, {5, 8, 2}, {33, 16, 4}, {17, 6, 6}})
+    for (int renorm = 0; renorm < 2; ++renorm)
+      for (int extra = 0; extra < 2; ++extra)
+        for (int with_bias = 0; with_bias < 2; ++with_bias) {
+          OpCase c;
+          c.name = "moe_router/" + shape_name({{"N", N}, {"E", E}, {"K", K}}) + (renorm ? "_renorm" : "") +
+                   (extra ? "_aux_z" : "") + (with_bias ? "_bias" : "");
+          const double z = extra ? 0.3 : 0.0;
+          c.specs = {in("logits", {N, E}, 2.0), in("bias", {E}, 0.05), zero("weights", {N, K}),
+                     ints("experts", {N, K}, Gen::kIds, 1), zero("probs", {N, E}), zero("lse", {N}),
+                     in("dweights", {N, K}), in("dprobs", {E}), zero("dlogits", {N, E})};
+          c.outputs = {"weights"};
+          c.aux = {"probs", "lse"};
+          c.grads = {{"logits", "dlogits"}};
+          c.gradcheck = !with_bias;  // the bias is f32 whatever the run's dtype; the f32 case below covers it
+          c.forward = [=](Backend& be, Env& e) {
+            Tensor b32;
+            if (with_bias) {  // the selection bias is always f32
+              b32 = Tensor({E}, DType::kF32);
+              for (int64_t i = 0; i < E; ++i) b32.as<float>()[i] = static_cast<float>(at(e["bias"], i));
+            }
+            be.moe_router_forward(e["weights"], e["experts"], e["probs"], e["lse"], e["logits"],
+                                  with_bias ? b32.view() : TensorView(), renorm);
+          };
+          c.backward = [=](Backend& be, Env& e) {
+            be.moe_router_backward(e["dlogits"], e["dweights"], e["probs"], e["lse"], e["experts"], renorm,
+                                   extra ? e["dprobs"] : TensorView(), z);
+          };
+          c.objective = [=](const Env& e) {
+            double s = 0;
+            for (int64_t i = 0; i < N * K; ++i) s += at(e["weights"], i) * at(e["dweights"], i);
+            if (extra)
+              for (int64_t n = 0; n < N; ++n) {
+                for (int64_t j = 0; j < E; ++j) s += at(e["dprobs"], j) * at(e["probs"], n * E + j);
+                s += 0.5 * z * at(e["lse"], n) * at(e["lse"], n);
+              }
+            return s;
+          };
+          out.push_back(c);
+        }
+
+  // Gather (permutation into expert order) with its backward, the scatter-add.
+  for (auto [N, R, F] : {std::tuple{1, 1, 1}, {9, 18, 33}, {40, 25, 64}}) {
+    OpCase c;
+    c.name = "moe_gather_rows/" + shape_name({{"N", N}, {"R", R}, {"F", F}});
+    c.specs = {in("inp", {N, F}), ints("rows", {R}, Gen::kIds, N), zero("out", {R, F}), in("dout", {R, F}),
+               in("dinp", {N, F})};  // dinp starts non-zero: the scatter accumulates
+    c.outputs = {"out"};
+    c.grads = {{"inp", "dinp"}};
+    c.forward = [](Backend& be, Env& e) { be.moe_gather_rows(e["out"], e["inp"], e["rows"]); };
+    c.backward = [](Backend& be, Env& e) { be.moe_scatter_add_rows(e["dinp"], e["dout"], e["rows"]); };
+    out.push_back(c);
+  }
+
+  // Combine: slots name each of the R rows once (a permutation), and slot 3 is dropped (-1).
+  for (auto [N, K, F] : {std::tuple{2, 1, 1}, {7, 2, 33}, {16, 4, 64}}) {
+    const int64_t R = N * K;
+    OpCase c;
+    c.name = "moe_combine/" + shape_name({{"N", N}, {"K", K}, {"F", F}});
+    c.specs = {in("y", {R, F}), in("weights", {N, K}), ints("slots", {N, K}, Gen::kIds, 1), zero("out", {N, F}),
+               in("dout", {N, F}), zero("dy", {R, F}), zero("dweights", {N, K})};
+    c.outputs = {"out"};
+    c.grads = {{"y", "dy"}, {"weights", "dweights"}};
+    auto set_slots = [=](const TensorView& s) {
+      for (int64_t i = 0; i < R; ++i) s.as<int32_t>()[i] = i == 3 ? -1 : static_cast<int32_t>((i * 5 + 1) % R);
+    };
+    c.forward = [=](Backend& be, Env& e) {
+      set_slots(e["slots"]);
+      be.moe_combine_forward(e["out"], e["y"], e["weights"], e["slots"]);
+    };
+    c.backward = [](Backend& be, Env& e) {
+      be.moe_combine_backward(e["dy"], e["dweights"], e["dout"], e["y"], e["weights"], e["slots"]);
+    };
+    out.push_back(c);
+  }
+
+  // Grouped GEMM: E experts with variable rows, one empty, and rows past offsets[E] left alone.
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> groups = {
+      {{0, 1}, 1}, {{0, 3, 3, 10, 11}, 12}, {{0, 40, 41, 41, 80, 97}, 97}};
+  for (const auto& [offsets, R] : groups)
+    for (auto [C, OC] : {std::tuple{1, 1}, {33, 17}, {64, 96}})
+      for (int b16 = 0; b16 < 2; ++b16) {
+        const int64_t E = static_cast<int64_t>(offsets.size()) - 1;
+        OpCase c;
+        c.name = "grouped_linear/" + shape_name({{"E", E}, {"R", R}, {"C", C}, {"OC", OC}}) + (b16 ? "_bf16" : "");
+        c.bf16 = b16;
+        c.specs = {gemm("inp", {R, C}), gemm("weight", {E, OC, C}, 0.3), zero("out", {R, OC}), gemm("dout", {R, OC}),
+                   zero("dinp", {R, C}), in("dweight", {E, OC, C})};
+        c.outputs = {"out"};
+        c.grads = {{"inp", "dinp"}, {"weight", "dweight"}};
+        const std::vector<int64_t> offs = offsets;
+        c.forward = [=](Backend& be, Env& e) { be.grouped_linear_forward(e["out"], e["inp"], e["weight"], offs); };
+        c.backward = [=](Backend& be, Env& e) {
+          be.grouped_linear_backward(e["dinp"], e["dweight"], e["dout"], e["inp"], e["weight"], offs);
+        };
+        out.push_back(c);
+      }
+}
+
 std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> cases;
   add_matmul_cases(cases);
@@ -488,6 +595,7 @@ std::vector<OpCase> all_op_cases() {
   add_lm_head_cases(cases);
   add_elementwise_cases(cases);
   add_memory_cases(cases);
+  add_moe_cases(cases);
   return cases;
 }
 

@@ -43,6 +43,12 @@ Decoder::Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chu
   positions_ = Tensor({N}, DType::kI32);
   ids_ = Tensor({N}, DType::kI32);
   logits_ = Tensor({1, V_}, DType::kF32);
+  if (c.moe.enabled()) {
+    Arena measuring = Arena::Measuring();
+    model::MoeBlock::plan(c, N, DType::kF32, DType::kF32, measuring);
+    moe_arena_ = std::make_unique<Arena>(measuring.peak());
+    moe_acts_ = model::MoeBlock::plan(c, N, DType::kF32, DType::kF32, *moe_arena_);
+  }
 }
 
 std::span<const float> Decoder::forward(std::span<const int32_t> tokens, float* all_logits) {
@@ -102,7 +108,10 @@ void Decoder::run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_
     model::AttentionBlock(be_, c, l)
         .decode(x, model::AttentionWeights::of(w, w), attention_acts, k_cache, v_cache, length_, rows(positions_, n),
                 proj, segment_ends);
-    model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, w), ffn_acts, proj);
+    if (c.moe.is_moe_layer(l))
+      model::MoeBlock(be_, c).decode(x, model::MoeWeights::of(w, w), moe_acts_, model_.router_bias(l), proj);
+    else
+      model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, w), ffn_acts, proj);
   }
 }
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -82,6 +83,8 @@ class Decoder {
   // att [NH·HD], proj [C], u [U], a [H], statistics [chunk], positions and ids [chunk] i32.
   Tensor x_, h_, q_, q_pre_, k_pre_, att_, proj_, u_, a_, mean_, rstd_, qk_rstd_, positions_, ids_;
   Tensor logits_;  // [V] the last token's logits
+  std::unique_ptr<Arena> moe_arena_;  // MoE layers' chunk scratch (model::MoeBlock::plan, f32)
+  model::MoeActs moe_acts_;
 };
 
 }  // namespace lmt::eval

@@ -10,6 +10,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/base/trace.h"
+#include "lmt/kernels/validate.h"
 
 namespace lmt::kernels {
 
@@ -26,80 +27,7 @@ std::string_view attention_backend_name(AttentionBackend a) {
   return a == AttentionBackend::kNaive ? "naive" : "flash";
 }
 
-namespace {
-
-struct NamedArg {
-  const char* name = nullptr;
-  const TensorView* view = nullptr;
-};
-
-// The op being validated and its tensor arguments, for the error message.
-class Ctx {
- public:
-  template <typename... Rest>
-  Ctx(const char* op, Rest... rest) : op_(op) {
-    (add(rest), ...);
-  }
-  [[noreturn]] void fail(const std::string& msg) const {
-    std::ostringstream s;
-    s << "kernel '" << op_ << "': " << msg << "\n  arguments:";
-    for (int i = 0; i < n_; ++i) s << " " << args_[i].name << "=" << args_[i].view->to_string();
-    std::fprintf(stderr, "%s\n", s.str().c_str());
-    std::fflush(stderr);
-    std::abort();
-  }
-  void require(bool ok, const std::string& msg) const {
-    if (!ok) fail(msg);
-  }
-  // Rank and dims must match; -1 matches any size.
-  void shape(const char* name, const TensorView& v, std::initializer_list<int64_t> dims) const {
-    bool ok = v.present() && v.rank() == static_cast<int>(dims.size());
-    int i = 0;
-    for (int64_t d : dims) {
-      if (!ok) break;
-      if (d >= 0 && v.dim(i) != d) ok = false;
-      ++i;
-    }
-    if (!ok) {
-      std::string want = "[";
-      i = 0;
-      for (int64_t d : dims) want += (i++ ? "," : "") + (d < 0 ? std::string("*") : std::to_string(d));
-      want += "]";
-      fail(std::string(name) + " must have shape " + want + ", got " + v.to_string());
-    }
-  }
-  void dtype(const char* name, const TensorView& v, std::initializer_list<DType> allowed) const {
-    for (DType t : allowed)
-      if (v.dtype() == t) return;
-    std::string want;
-    for (DType t : allowed) want += (want.empty() ? "" : "|") + std::string(dtype_name(t));
-    fail(std::string(name) + " must be " + want + ", got " + v.to_string());
-  }
-  void same_dtype(const char* na, const TensorView& a, const char* nb, const TensorView& b) const {
-    require(a.dtype() == b.dtype(), std::string(na) + " and " + nb + " must share a dtype");
-  }
-  void cpu(const TensorView& v) const {
-    if (v.present()) require(v.device().is_host(), "tensor on a device this backend cannot reach");
-  }
-
- private:
-  void add(NamedArg a) {
-    if (n_ < static_cast<int>(args_.size())) args_[n_++] = a;
-  }
-  const char* op_;
-  std::array<NamedArg, 12> args_{};
-  int n_ = 0;
-};
-
-#define LMT_ARG(x) NamedArg{#x, &x}
-
-constexpr std::initializer_list<DType> kAct = {DType::kF32, DType::kF64};
-constexpr std::initializer_list<DType> kGemmIn = {DType::kF32, DType::kBF16, DType::kF64};
-
-// f64 inputs go with f64 outputs (ref tests); otherwise outputs are f32.
-DType acc_dtype_for(DType in) { return in == DType::kF64 ? DType::kF64 : DType::kF32; }
-
-}  // namespace
+using namespace detail;  // Ctx, LMT_ARG, kAct, kGemmIn, acc_dtype_for (validate.h)
 
 void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                      bool trans_b, bool accumulate) {

@@ -211,6 +211,48 @@ class Backend {
   void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
                     const TensorView& v, const TensorView& param_bf16, const AdamWParams& p);
 
+  // ---- mixture of experts (kernels/moe.cpp; index bookkeeping in kernels/moe_routing.h) -----------
+  // Letters: E experts, K experts per token (top-k), R routed rows (<= N·K; rows grouped by expert),
+  // F a row width (C, or an expert's hidden width).
+  // Router: probs[N,E] = softmax(logits[N,E]), lse[N] its log-sum-exp; experts[N,K] (i32) the K
+  // largest of probs + bias[E] (bias optional, f32: selection only, DeepSeek-V3's balancing bias),
+  // in descending order, ties to the lower expert index; weights[N,K] = the unbiased probs of
+  // those experts, divided by their sum when renormalize. logits/probs/lse/weights share f32|f64.
+  void moe_router_forward(const TensorView& weights, const TensorView& experts, const TensorView& probs,
+                          const TensorView& lse, const TensorView& logits, const TensorView& bias,
+                          bool renormalize);
+  // dlogits[N,E] (overwrite) from dweights[N,K] plus two optional extra terms of the objective:
+  // dprobs[E] (optional, f32|f64 as probs) is added to d probs[n,e] for every row n (the aux loss
+  // coef·E·Σ f_e·mean_n(p_ne) has d/dp_ne = coef·E·f_e/N), and z_scale·lse[n] to d lse[n] (the router
+  // z-loss coef·mean(lse²) has z_scale = 2·coef/N).
+  void moe_router_backward(const TensorView& dlogits, const TensorView& dweights, const TensorView& probs,
+                           const TensorView& lse, const TensorView& experts, bool renormalize,
+                           const TensorView& dprobs, double z_scale);
+  // out[R,F] = inp[rows[r], :] (rows[R] i32 in [0, N); out and inp share any float dtype): the
+  // permutation of token rows into expert order.
+  void moe_gather_rows(const TensorView& out, const TensorView& inp, const TensorView& rows);
+  // dinp[N,F] += dout[r, :] at rows[r] (f32|f64): the gather's backward (un-permutation).
+  void moe_scatter_add_rows(const TensorView& dinp, const TensorView& dout, const TensorView& rows);
+  // out[N,F] (overwrite) = Σ_k weights[n,k] · y[slots[n,k], :], slots[N,K] i32: a row of y, or -1
+  // for a dropped slot (contributes 0). y, out, weights: f32|f64.
+  void moe_combine_forward(const TensorView& out, const TensorView& y, const TensorView& weights,
+                           const TensorView& slots);
+  // dy[R,F] (overwrite; rows no slot names are left as they are) = weights[n,k] · dout[n] at row
+  // slots[n,k]; dweights[N,K] (overwrite) = dout[n] · y[slots[n,k]] (0 for a dropped slot).
+  void moe_combine_backward(const TensorView& dy, const TensorView& dweights, const TensorView& dout,
+                            const TensorView& y, const TensorView& weights, const TensorView& slots);
+  // Grouped GEMM over experts with variable row counts (dropless: no padding): rows
+  // [offsets[e], offsets[e+1]) of inp and out belong to expert e; offsets[E+1] (host, 0 = offsets[0]
+  // <= ... <= offsets[E] <= rows of inp). out[r,OC] (f32) = inp[r,C] · weight[e,OC,C]ᵀ for those rows;
+  // rows >= offsets[E] are untouched. inp and weight share a dtype (f32, bf16 or f64).
+  void grouped_linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
+                              const std::vector<int64_t>& offsets);
+  // dinp[r,C] (overwrite, optional) = dout[r] · weight[e]; dweight[E,OC,C] (f32, +=, optional)
+  // += dout[rows of e]ᵀ · inp[rows of e]. dout, inp and weight share a dtype.
+  void grouped_linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                               const TensorView& inp, const TensorView& weight,
+                               const std::vector<int64_t>& offsets);
+
   // ---- memory: fills, copies and the small reductions of a step ----------------------------------
   // These keep host loops out of model code, so a device backend runs them where the memory is.
   // x[n] = value converted to x's dtype (f32, f64, bf16 or i32; an i32 value must be integral).
@@ -294,6 +336,28 @@ class Backend {
   virtual void adamw_update_impl(const TensorView& param, const TensorView& grad,
                                  const TensorView& m, const TensorView& v,
                                  const TensorView& param_bf16, const AdamWParams& p) = 0;
+  // MoE defaults (kernels/moe.cpp): host loops with f64 accumulation for the router, the row
+  // permutation and the combine; the grouped GEMM loops over the experts calling this backend's own
+  // linear_forward_impl/linear_backward_impl on each non-empty row range.
+  virtual void moe_router_forward_impl(const TensorView& weights, const TensorView& experts,
+                                       const TensorView& probs, const TensorView& lse,
+                                       const TensorView& logits, const TensorView& bias, bool renormalize);
+  virtual void moe_router_backward_impl(const TensorView& dlogits, const TensorView& dweights,
+                                        const TensorView& probs, const TensorView& lse,
+                                        const TensorView& experts, bool renormalize,
+                                        const TensorView& dprobs, double z_scale);
+  virtual void moe_gather_rows_impl(const TensorView& out, const TensorView& inp, const TensorView& rows);
+  virtual void moe_scatter_add_rows_impl(const TensorView& dinp, const TensorView& dout, const TensorView& rows);
+  virtual void moe_combine_forward_impl(const TensorView& out, const TensorView& y, const TensorView& weights,
+                                        const TensorView& slots);
+  virtual void moe_combine_backward_impl(const TensorView& dy, const TensorView& dweights,
+                                         const TensorView& dout, const TensorView& y,
+                                         const TensorView& weights, const TensorView& slots);
+  virtual void grouped_linear_forward_impl(const TensorView& out, const TensorView& inp,
+                                           const TensorView& weight, const std::vector<int64_t>& offsets);
+  virtual void grouped_linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                                            const TensorView& dout, const TensorView& inp,
+                                            const TensorView& weight, const std::vector<int64_t>& offsets);
   virtual void fill_impl(const TensorView& x, double value) = 0;
   virtual void copy_impl(const TensorView& out, const TensorView& inp) = 0;
   virtual void positions_impl(const TensorView& out, const TensorView& given, int64_t T) = 0;

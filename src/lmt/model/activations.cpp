@@ -7,11 +7,17 @@
 namespace lmt::model {
 namespace {
 
-BlockActs plan_block(const ModelConfig& c, int64_t B, int64_t T, DType cd, DType f, Arena& a) {
+// layer < 0: the entry shared by every layer (recompute), with the FFN acts of both kinds the
+// model has.
+BlockActs plan_block(const ModelConfig& c, int64_t layer, int64_t B, int64_t T, DType cd, DType f, Arena& a) {
+  bool dense = false, moe = false;
+  for (int64_t l = 0; l < c.n_layers; ++l)
+    if (layer < 0 || l == layer) (c.moe.is_moe_layer(l) ? moe : dense) = true;
   BlockActs b;
   b.attn = AttentionBlock::plan(c, B, T, cd, f, a);
   b.res_mid = a.allocate({B * T, c.d_model}, f, "res_mid");
-  b.ffn = FfnBlock::plan(c, B * T, cd, f, a);
+  if (dense) b.ffn = FfnBlock::plan(c, B * T, cd, f, a);
+  if (moe) b.moe = MoeBlock::plan(c, B * T, cd, f, a);
   return b;
 }
 
@@ -28,7 +34,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
   p.options = o;
   for (int64_t l = 0; l <= c.n_layers; ++l) p.residual.push_back(a.allocate({N, C}, f, "residual"));
   const int64_t kept = o.recompute ? 1 : c.n_layers;
-  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, B, T, cd, f, a));
+  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, o.recompute ? -1 : l, B, T, cd, f, a));
 
   Scratch& s = p.scratch;
   s.f32_nc = a.allocate({N, C}, f, "f32_nc");
@@ -45,13 +51,16 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
     s.dq_pre = a.allocate({N, NH * HD}, f, "dq_pre");
     s.dk_pre = a.allocate({N, G * HD}, f, "dk_pre");
   }
-  if (cd != f) s.grad_c = a.allocate({N * std::max({C, U, NH * HD})}, cd, "grad_c");
+  int64_t grad_c = N * std::max({C, U, NH * HD});
+  if (c.moe.enabled()) grad_c = std::max(grad_c, MoeBlock::grad_c_elems(c, N));
+  if (cd != f) s.grad_c = a.allocate({grad_c}, cd, "grad_c");
   s.final_mean = a.allocate({N}, f, "final_mean");
   s.final_rstd = a.allocate({N}, f, "final_rstd");
   s.final_h = a.allocate({N, C}, cd, "final_h");
   s.dfinal = a.allocate({N, C}, f, "dfinal");
   s.losses = a.allocate({N}, f, "losses");
   s.positions = a.allocate({N}, DType::kI32, "positions");
+  if (c.moe.enabled()) s.moe = MoeBlock::plan_scratch(c, N, cd, f, a);
   return p;
 }
 

@@ -18,6 +18,7 @@
 #include "lmt/model/attention_block.h"
 #include "lmt/model/config.h"
 #include "lmt/model/ffn_block.h"
+#include "lmt/model/moe_block.h"
 #include "lmt/tensor/arena.h"
 
 namespace lmt::model {
@@ -43,7 +44,9 @@ inline DType activation_dtype(DType compute) { return compute == DType::kF64 ? D
 struct BlockActs {
   AttentionActs attn;   // model/attention_block.h
   TensorView res_mid;   // [N,C] residual after attention
-  FfnActs ffn;          // model/ffn_block.h
+  FfnActs ffn;          // model/ffn_block.h (dense layers; absent views in an MoE layer's entry)
+  MoeActs moe;          // model/moe_block.h (MoE layers; with recompute the shared entry has both
+                        // kinds when the model has both)
 };
 
 // Shared scratch for forward and backward (one of each, whatever the depth).
@@ -57,12 +60,13 @@ struct Scratch {
   TensorView datt;          // [B,T,NH,HD]
   TensorView dq, dk, dv;    // gradients of q, k, v
   TensorView dq_pre, dk_pre;  // QK-norm input gradients (qk_norm only)
-  TensorView grad_c;        // [N, max(C,U,NH·HD)] bf16 copy of a gradient fed to a GEMM (bf16 mode)
+  TensorView grad_c;        // [N, max(C,U,NH·HD)] (and the MoE widths) bf16 copy of a gradient fed to a GEMM (bf16 mode)
   TensorView final_mean, final_rstd;  // [N]
   TensorView final_h;       // [N,C] final norm output, compute dtype
   TensorView dfinal;        // [N,C] f32 gradient of the final norm output (from the LM head)
   TensorView losses;        // [N] per-token loss
   TensorView positions;     // [N] i32 position of each token (t within its row)
+  MoeScratch moe;           // MoE layers' backward scratch (model/moe_block.h; absent without MoE)
 };
 
 struct ActivationPlan {

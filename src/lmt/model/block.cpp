@@ -4,6 +4,8 @@
 #include "lmt/base/trace.h"
 #include "lmt/model/attention_block.h"
 #include "lmt/model/ffn_block.h"
+#include "lmt/kernels/moe_routing.h"
+#include "lmt/model/moe_block.h"
 #include "lmt/model/transformer.h"
 
 namespace lmt::model {
@@ -25,6 +27,17 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
                  s.f32_nc);
   }
   LMT_TRACE_SCOPE("mlp");
+  if (config().moe.is_moe_layer(l)) {
+    const MoeConfig& m = config().moe;
+    const int64_t capacity = train_pass_ ? kernels::moe_capacity(m.capacity_factor, plan_.B * plan_.T, m.top_k,
+                                                                 m.num_experts)
+                                         : 0;
+    const MoeStats st = MoeBlock(backend_, config())
+                            .forward(plan_.residual[l + 1], a.res_mid, MoeWeights::of(w_.blocks[l], wc_.blocks[l]),
+                                     a.moe, pass.compute, router_bias(l), capacity, s.f32_nc, s.moe.f32_wide);
+    if (train_pass_ && !recomputing_) moe_stats_[l].add(st);
+    return;
+  }
   FfnBlock(backend_, config())
       .forward(plan_.residual[l + 1], a.res_mid, FfnWeights::of(w_.blocks[l], wc_.blocks[l]), a.ffn, pass.compute,
                s.f32_nc, s.f32_nh);
@@ -37,7 +50,11 @@ void Transformer::backward_block(int64_t l, BlockActs& a) {
   Scratch& s = plan_.scratch;
   {
     LMT_TRACE_SCOPE("mlp_backward");
-    FfnBlock(backend_, config()).backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s);
+    if (config().moe.is_moe_layer(l))
+      MoeBlock(backend_, config())
+          .backward(a.res_mid, MoeWeights::of(w, wc), MoeWeights::of(gw, gw), a.moe, s, s.moe, loss_scale_);
+    else
+      FfnBlock(backend_, config()).backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s);
   }
   LMT_TRACE_SCOPE("attention_backward");
   AttentionBlock(backend_, config(), l)

@@ -224,15 +224,6 @@ int64_t ModelConfig::moe_layer_count() const {
   return n_layers / moe.every;  // l = every-1, 2·every-1, ... < n_layers
 }
 
-Status check_computable(const ModelConfig& c, const std::string& what) {
-  if (c.moe.enabled() && !kMoeBlockAvailable)
-    return Unimplemented(what + ": model '" + c.name + "' has mixture-of-experts layers (moe.num_experts = " +
-                             std::to_string(c.moe.num_experts) + "), which this build does not compute yet",
-                         "MoE models can be inspected and planned (`lmtrain model info`, `lmtrain plan`); train a "
-                         "dense preset, or set model.moe.num_experts = 0");
-  return Status::Ok();
-}
-
 Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what) {
   const double params = c.param_count_estimate();
   char shape[160];

@@ -152,15 +152,6 @@ struct ModelConfig {
   int64_t moe_layer_count() const;
 };
 
-// Whether this build computes MoE layers (the MoE block, issue #18: the branch that adds it sets
-// this to true and removes the guard below). Until then a config with moe.num_experts > 0 is
-// parsed, validated, counted, planned and mapped to/from Hugging Face configs, but not run.
-inline constexpr bool kMoeBlockAvailable = false;
-
-// OK unless `c` needs a block this build does not compute (MoE layers while !kMoeBlockAvailable):
-// then Unimplemented naming `what`. Every command that builds a Transformer calls it first.
-Status check_computable(const ModelConfig& c, const std::string& what);
-
 // OK when a model of `c` (parameters in `bytes_per_param` bytes each, plus `extra_bytes`) fits in
 // this machine's memory; otherwise an error naming `what`, the sizes and the model's shape. Run
 // before allocating the parameters, so that a huge config is refused at once.

@@ -43,6 +43,29 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
     if (c.has_norm_bias()) add(prefix + ".bias", {C}, ParamRole::kBias, layer, 0);
   };
 
+  // An MoE layer's FFN (params.h): router, every expert's gate|up (all experts adjacent: one
+  // [E, U_e, C] block), every expert's down ([E, C, He]), then the shared experts' FFN.
+  auto add_moe = [&](const std::string& p, int64_t l, float in_std, float o_std) {
+    const MoeConfig& m = c.moe;
+    const int64_t E = m.num_experts, He = m.expert_ffn, Hs = m.shared_experts * m.expert_ffn;
+    const bool glu = c.ffn == FfnKind::kGlu, join = true;
+    add(p + "mlp.gate.weight", {E, C}, ParamRole::kMatrix, l, in_std);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      if (glu) add(x + "gate_proj.weight", {He, C}, ParamRole::kMatrix, l, in_std, false, {}, join);
+      add(x + "up_proj.weight", {He, C}, ParamRole::kMatrix, l, in_std, false, {}, /*joined=*/e + 1 < E);
+    }
+    for (int64_t e = 0; e < E; ++e)
+      add(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight", {C, He}, ParamRole::kMatrix, l, o_std,
+          false, {}, /*joined=*/e + 1 < E);
+    if (Hs > 0) {
+      const std::string x = p + "mlp.shared_expert.";
+      if (glu) add(x + "gate_proj.weight", {Hs, C}, ParamRole::kMatrix, l, in_std, false, {}, join);
+      add(x + "up_proj.weight", {Hs, C}, ParamRole::kMatrix, l, in_std);
+      add(x + "down_proj.weight", {C, Hs}, ParamRole::kMatrix, l, o_std);
+    }
+  };
+
   if (gpt2) {
     add("transformer.wte.weight", {Vp, C}, ParamRole::kEmbedding, -1, std, false, {V, C});
     add("transformer.wpe.weight", {c.max_seq_len, C}, ParamRole::kPosition, -1, std);
@@ -84,6 +107,10 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
     add(p + "self_attn.o_proj.weight", {C, c.q_dim()}, ParamRole::kMatrix, l, out_std);
     if (c.attn_out_bias) add(p + "self_attn.o_proj.bias", {C}, ParamRole::kBias, l, 0);
     norm(p + "post_attention_layernorm", l);
+    if (c.moe.is_moe_layer(l)) {
+      add_moe(p, l, std, out_std);
+      continue;
+    }
     if (c.ffn == FfnKind::kGlu) {
       add(p + "mlp.gate_proj.weight", {H, C}, ParamRole::kMatrix, l, std, false, {}, join);
       add(p + "mlp.up_proj.weight", {H, C}, ParamRole::kMatrix, l, std);
@@ -141,6 +168,23 @@ ModelViews ParamLayout::views(void* base, DType dtype) const {
       continue;
     }
     BlockViews& b = m.blocks[p.layer];
+    if (c.moe.is_moe_layer(p.layer) && n.find(".mlp.") != std::string::npos) {
+      const MoeConfig& me = c.moe;
+      const int64_t E = me.num_experts, He = me.expert_ffn, Ue = c.ffn == FfnKind::kGlu ? 2 * He : He;
+      const int64_t Hs = me.shared_experts * He, Us = c.ffn == FfnKind::kGlu ? 2 * Hs : Hs;
+      if (ends("mlp.gate.weight")) {
+        b.router_w = v;
+      } else if (n.find(".experts.0.") != std::string::npos && (ends(".experts.0.gate_proj.weight") ||
+                                                               (ends(".experts.0.up_proj.weight") && Ue == He))) {
+        b.experts_up_w = TensorView(v.data(), Shape{E, Ue, C}, dtype);
+      } else if (ends(".experts.0.down_proj.weight")) {
+        b.experts_down_w = TensorView(v.data(), Shape{E, C, He}, dtype);
+      } else if (n.find(".shared_expert.") != std::string::npos) {
+        if (ends("gate_proj.weight") || (ends("up_proj.weight") && Us == Hs)) b.up_w = join(p, Us, C);
+        else if (ends("down_proj.weight")) b.down_w = v;
+      }
+      continue;
+    }
     if (ends("ln_1.weight") || ends("input_layernorm.weight")) b.attn_norm_w = v;
     else if (ends("ln_1.bias") || ends("input_layernorm.bias")) b.attn_norm_b = v;
     else if (ends("c_attn.weight") || ends("q_proj.weight")) b.qkv_w = join(p, qkv_rows, C);

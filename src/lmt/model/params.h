@@ -8,6 +8,14 @@
 //   gpt2 family: transformer.wte.weight, transformer.wpe.weight, transformer.h.L.ln_1.{weight,bias},
 //     transformer.h.L.attn.c_attn.{weight,bias} (q,k,v fused), transformer.h.L.attn.c_proj.{weight,bias},
 //     transformer.h.L.ln_2.*, transformer.h.L.mlp.c_fc.*, transformer.h.L.mlp.c_proj.*, transformer.ln_f.*.
+//   MoE layers (config.moe.is_moe_layer(L); Qwen3-MoE / OLMoE / Qwen2-MoE names) replace the dense
+//     mlp.* with model.layers.L.mlp.gate.weight [E, C] (the router; role kMatrix: decayed and
+//     Muon-updated like every block matrix), model.layers.L.mlp.experts.e.{gate,up,down}_proj.weight
+//     ([He, C], [He, C], [C, He]; no gate_proj with FfnKind::kMlp) and, with shared_experts > 0,
+//     model.layers.L.mlp.shared_expert.{gate,up,down}_proj.weight with hidden Hs = shared_experts·He.
+//     The shared experts are ungated (no Qwen2-MoE shared_expert_gate): their output is added as is.
+//     All experts' gate|up rows are adjacent (expert 0 gate, expert 0 up, expert 1 gate, ...), so they
+//     are one [E, 2He, C] tensor, and all down matrices follow as one [E, C, He] tensor.
 // Storage is always nn.Linear's [out, in]. GPT-2's HF checkpoints use Conv1D ([in, out]); such
 // tensors are marked `hf_transposed` and io transposes them on import/export.
 //
@@ -60,6 +68,11 @@ struct BlockViews {
   TensorView ffn_norm_w, ffn_norm_b;
   TensorView up_w, up_b;        // [2H, C] gate then up (GLU) or [H, C] (MLP)
   TensorView down_w, down_b;    // [C, H]
+  // MoE layers (config.moe.is_moe_layer): up_w/down_w are the shared experts' ([Us, C], [C, Hs];
+  // absent without shared experts) and there are no FFN biases.
+  TensorView router_w;          // [E, C]
+  TensorView experts_up_w;      // [E, Ue, C]: expert e's gate rows then up rows (GLU), or up rows
+  TensorView experts_down_w;    // [E, C, He]
 };
 
 struct ModelViews {

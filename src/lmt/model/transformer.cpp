@@ -22,6 +22,43 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, D
   w_ = param_views();
   gw_ = grad_views();
   wc_ = w_;
+  if (config.moe.enabled()) {
+    LMT_CHECK(!config.mlp_bias) << "MoE layers have no FFN biases (mlp_bias must be false)";
+    moe_stats_.resize(static_cast<size_t>(config.n_layers));
+    if (config.moe.balance == MoeBalance::kBiasUpdate) {
+      router_bias_ = Tensor({config.n_layers, config.moe.num_experts}, DType::kF32);
+      backend_.fill(router_bias_, 0.0);
+    }
+  }
+}
+
+void Transformer::reset_moe_stats() {
+  for (MoeStepStats& s : moe_stats_) s = MoeStepStats();
+}
+
+TensorView Transformer::router_bias(int64_t layer) const {
+  if (!router_bias_.view().present()) return TensorView();
+  return router_bias_.view().slice_rows(layer, layer + 1).reshape(Shape{config().moe.num_experts});
+}
+
+void Transformer::update_router_bias() {
+  if (router_bias_.view().present()) {
+    const int64_t E = config().moe.num_experts;
+    const float rate = config().moe.bias_update_rate;
+    for (int64_t l = 0; l < config().n_layers; ++l) {
+      const MoeStepStats& s = moe_stats_[l];
+      if (!config().moe.is_moe_layer(l) || s.load.empty()) continue;
+      double total = 0;
+      for (int64_t x : s.load) total += static_cast<double>(x);
+      const double mean = total / static_cast<double>(E);
+      float* b = router_bias(l).as<float>();
+      for (int64_t e = 0; e < E; ++e) {
+        const double err = mean - static_cast<double>(s.load[e]);
+        b[e] += err > 0 ? rate : (err < 0 ? -rate : 0.0f);
+      }
+    }
+  }
+  reset_moe_stats();
 }
 
 kernels::AttentionBackend resolve_attention(AttentionChoice choice, const kernels::Backend& backend) {
@@ -198,7 +235,10 @@ void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const Te
 double Transformer::forward(const int32_t* tokens, const int32_t* targets, const int32_t* doc_ids,
                             bool train, float loss_scale, const int32_t* positions) {
   LMT_TRACE_SCOPE("forward");
+  train_pass_ = train;
+  loss_scale_ = loss_scale;
   forward_trunk(tokens, doc_ids, positions);
+  train_pass_ = false;
   const int64_t N = plan_.B * plan_.T;
   const RunOptions& o = plan_.options;
   Scratch& s = plan_.scratch;
@@ -229,7 +269,12 @@ void Transformer::backward() {
   for (int64_t l = L - 1; l >= 0; --l) {
     BlockActs& acts = plan_.block(l);
     if (params_needed_) params_needed_(l, true);
-    if (plan_.options.recompute) forward_block(l, acts);  // rebuild what the checkpoint dropped
+    if (plan_.options.recompute) {  // rebuild what the checkpoint dropped (same routing: same inputs)
+      recomputing_ = true;
+      train_pass_ = true;
+      forward_block(l, acts);
+      train_pass_ = recomputing_ = false;
+    }
     backward_block(l, acts);
     if (block_grads_ready_) block_grads_ready_(l);
   }

@@ -87,6 +87,22 @@ class Transformer {
   void logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
               const int32_t* positions = nullptr);
 
+  // ---- mixture of experts (model/moe_block.h) ----
+  // Per layer (empty stats for dense layers): routing statistics summed over the training
+  // forwards since the last reset_moe_stats() (a recompute pass is not counted twice).
+  const std::vector<MoeStepStats>& moe_stats() const { return moe_stats_; }
+  // The same, writable: a data-parallel caller replaces the loads by their sum over ranks before
+  // update_router_bias(), so that every rank applies the same bias update.
+  std::vector<MoeStepStats>& moe_stats() { return moe_stats_; }
+  void reset_moe_stats();
+  // The selection bias of MoE layer l ([E] f32; balance kBiasUpdate only, else absent). Model state
+  // outside the parameters: not trained by the optimizer; checkpoints should carry it.
+  TensorView router_bias(int64_t layer) const;
+  // kBiasUpdate (DeepSeek-V3): after an optimizer step, bias_e += rate · sign(mean load - load_e)
+  // from the loads of moe_stats() (this step's), for every MoE layer; then resets the stats.
+  // A no-op for other balance modes (the stats are still reset).
+  void update_router_bias();
+
   // Per-token losses of the last forward ([B·T], 0 where ignored).
   TensorView token_losses() const { return plan_.scratch.losses; }
 
@@ -141,6 +157,11 @@ class Transformer {
   std::function<void(int64_t)> block_grads_ready_;
   std::function<void(int64_t, bool)> params_needed_;
   bool released_ = false;
+  Tensor router_bias_;                   // [n_layers, E] f32 (kBiasUpdate only)
+  std::vector<MoeStepStats> moe_stats_;  // [n_layers]
+  bool train_pass_ = false;              // the current forward trains (capacity applies, stats count)
+  bool recomputing_ = false;             // backward is recomputing a block
+  float loss_scale_ = 1.0f;              // of the last training forward (aux/z-loss gradients)
 };
 
 }  // namespace lmt::model

@@ -47,7 +47,6 @@ StatusOr<model::ModelConfig> build_model(const config::Config& c, int64_t data_v
   if (!c.has("model.vocab_size")) j["vocab_size"] = data_vocab;
   const std::string where = where_section(c, "model.") + " [model]";
   LMT_ASSIGN_OR_RETURN(model::ModelConfig m, model::model_config_from_json(j, where));
-  LMT_RETURN_IF_ERROR(model::check_computable(m, where));
   return m;
 }
 

@@ -28,6 +28,16 @@ namespace lmt::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Model state that is not a parameter but must survive a resume: the MoE router selection bias
+// (balance kBiasUpdate), saved beside the optimizer state as "moe.router_bias" [n_layers, E] f32.
+void add_model_state(const model::Transformer& m, std::vector<std::pair<std::string, TensorView>>& state) {
+  const TensorView b0 = m.router_bias(0);
+  if (!b0.present()) return;
+  const int64_t L = m.config().n_layers, E = m.config().moe.num_experts;
+  state.emplace_back("moe.router_bias", TensorView(b0.data(), Shape{L, E}, DType::kF32));
+}
+
 // A loader cursor saved with (batch b, world w) replayed on (b', w') with the same global batch
 // b·w = b'·w': positions are global (row · world + rank), so the per-rank row scales by w / w'.
 StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world) {
@@ -274,10 +284,13 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
+    add_model_state(*model_, views);
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, views));
     dp_->load_state_slice(engine_->optimizer(), full);
   } else {
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, engine_->optimizer().state()));
+    std::vector<std::pair<std::string, TensorView>> views = engine_->optimizer().state();
+    add_model_state(*model_, views);
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, views));
   }
   if (dp_->zero3()) dp_->load_params(*model_, params);
   model_->refresh_compute_weights();
@@ -350,6 +363,7 @@ Status Trainer::save_checkpoint() {
   } else {
     d.optimizer_state = engine_->optimizer().state();
   }
+  add_model_state(*model_, d.optimizer_state);
   d.trainer_state = trainer_state().to_json();
   d.config_toml = resolved_toml_;
   d.tokenizer_path = tokenizer_path_;
@@ -421,6 +435,51 @@ Status Trainer::evaluate_tasks() {
   return metrics_->write(rec);
 }
 
+namespace {
+// Data parallel: every rank routes its own tokens; the loads (and dropped counts, aux and z-loss
+// values) are summed over the ranks (aux and z averaged), so the step record describes the global
+// batch and every rank applies the same router bias update.
+Status sum_moe_stats_over_ranks(dist::Communicator& comm, int world, model::Transformer& m) {
+  if (world <= 1) return Status::Ok();
+  std::vector<double> buf;
+  for (const model::MoeStepStats& s : m.moe_stats()) {
+    for (int64_t x : s.load) buf.push_back(static_cast<double>(x));
+    buf.push_back(static_cast<double>(s.dropped));
+    buf.push_back(s.aux_loss / world);
+    buf.push_back(s.z_loss / world);
+  }
+  LMT_RETURN_IF_ERROR(comm.all_reduce_sum(buf.data(), static_cast<int64_t>(buf.size())));
+  size_t i = 0;
+  for (model::MoeStepStats& s : m.moe_stats()) {
+    for (int64_t& x : s.load) x = static_cast<int64_t>(std::llround(buf[i++]));
+    s.dropped = static_cast<int64_t>(std::llround(buf[i++]));
+    s.aux_loss = buf[i++];
+    s.z_loss = buf[i++];
+  }
+  return Status::Ok();
+}
+
+// The MoE part of a step record (docs/MOE.md): per MoE layer the expert loads (routed top-k slots
+// summed over the step's micro-batches), max/mean imbalance, dropped slots and the aux / z-loss
+// values (mean over micro-batches), and their sums over layers.
+nlohmann::json moe_record(const model::Transformer& m) {
+  nlohmann::json layers = nlohmann::json::array();
+  double aux = 0, zl = 0, worst = 0;
+  int64_t dropped = 0;
+  for (int64_t l = 0; l < m.config().n_layers; ++l) {
+    if (!m.config().moe.is_moe_layer(l)) continue;
+    const model::MoeStepStats& s = m.moe_stats()[l];
+    layers.push_back({{"layer", l}, {"load", s.load}, {"imbalance", s.imbalance()}, {"dropped", s.dropped},
+                      {"aux_loss", s.aux_mean()}, {"z_loss", s.z_mean()}});
+    aux += s.aux_mean();
+    zl += s.z_mean();
+    dropped += s.dropped;
+    worst = std::max(worst, s.imbalance());
+  }
+  return {{"layers", layers}, {"aux_loss", aux}, {"z_loss", zl}, {"dropped", dropped}, {"max_imbalance", worst}};
+}
+}  // namespace
+
 Status Trainer::train_step() {
   LMT_TRACE_SCOPE("train_step");
   Timer step_timer;
@@ -440,6 +499,10 @@ Status Trainer::train_step() {
   tokens_ += step_tokens;
 
   nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
+  if (r.model.moe.enabled()) {
+    LMT_RETURN_IF_ERROR(sum_moe_stats_over_ranks(*comm_, topology_->world_size(), *model_));
+    rec["moe"] = moe_record(*model_);
+  }
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);
     for (const auto& p : model_->layout().params())
@@ -476,7 +539,9 @@ Status Trainer::train_step() {
     divergence_.accept(norm);
     ++updates_;
     LMT_RETURN_IF_ERROR(engine_->apply_update(static_cast<float>(lr_mult), updates_, &res));
+    model_->update_router_bias();  // kBiasUpdate: from this step's loads (this rank's; see docs/MOE.md)
   }
+  model_->reset_moe_stats();
   if (bad_in_a_row_ >= r.max_bad_steps) {
     (void)write_record(rec);  // the step that stops the run is logged too
     return FailedPrecondition("stopping after " + std::to_string(bad_in_a_row_) + " bad steps in a row (step " +
