@@ -72,7 +72,7 @@ StatusOr<std::vector<ContinuationScore>> score_shared_prefix(model::Transformer&
 
   if (static_cast<int64_t>(fallback.size()) < n) {
     // One chunk holds the longest row, so a prefix or any one choice runs as one GEMM per weight.
-    Decoder decoder(model, longest, /*prefill_chunk=*/longest);
+    Decoder decoder(model, longest, /*prefill_chunk=*/longest, options.decode_weights);
     const int64_t V = decoder.vocab_size();
     std::vector<float> prefix_logits(V), logits;
     std::vector<int32_t> tokens;

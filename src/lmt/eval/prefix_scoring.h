@@ -7,7 +7,8 @@
 // through a KV-cached Decoder (eval/decode.h) in one chunk; its last logits predict the first token
 // after it. Then each row's remaining tokens but the last (positions P, P+1, ...) form a segment;
 // the segments of the item run together in one chunk (Decoder::forward_segments: one GEMM per
-// weight for all choices, each segment attending over the prefix and itself only), as many as fit
+// weight for all choices, each segment attending over the prefix and itself only, one
+// attention_prefill call per segment and layer), as many as fit
 // the decoder's capacity (the longest row), and the LM head runs once over just the positions that
 // predict a continuation token; log-softmax is taken there in double.
 // The per-choice result is the same quantity as the full path's (log p(continuation | context)),
@@ -22,7 +23,7 @@
 // is scored by score_requests (the full path) with the same options, so truncation stays exactly
 // as before.
 //
-// Limits: computes in f32 from an f32 master. options.compute == kBF16 or an f64 master give
+// Limits: computes in f32 from an f32 master (the GEMM weights in options.decode_weights). options.compute == kBF16 or an f64 master give
 // kUnimplemented (use Scoring::kFull). Does not touch the model's activation plan.
 #pragma once
 

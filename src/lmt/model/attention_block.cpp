@@ -154,14 +154,41 @@ void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, cons
         float* base = cache->as<float>() + length * row;
         std::memmove(base, base + begin * row, static_cast<size_t>((end - begin) * row) * sizeof(float));
       }
-    for (int64_t i = begin; i < end; ++i) {  // token i sees cache rows [0, length + i - begin]
-      const TensorView qi = d.q.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
-      const TensorView oi = d.att.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
-      be_.attention_decode(oi, qi, k_cache, v_cache, length + i - begin + 1, scale());
-    }
+    // One call per segment: its token i sees cache rows [0, length + i - begin].
+    const TensorView qs = d.q.reshape({n, NH * HD}).slice_rows(begin, end).reshape({end - begin, NH, HD});
+    const TensorView os = d.att.reshape({n, NH * HD}).slice_rows(begin, end).reshape({end - begin, NH, HD});
+    be_.attention_prefill(os, qs, k_cache, v_cache, length, scale());
     begin = end;
   }
   project_out(n, x, x, w, d, /*bf16=*/false, proj);
+}
+
+void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
+                                 const TensorView& k_cache, const TensorView& v_cache, std::span<const int64_t> lengths,
+                                 const TensorView& positions, const TensorView& proj) {
+  const int64_t R = x.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  LMT_CHECK(k_cache.dim(0) == R && static_cast<int64_t>(lengths.size()) == R && a.k.numel() == R * G * HD &&
+            a.v.numel() == R * G * HD)
+      << "attention decode_rows of " << R << " rows: " << lengths.size() << " lengths, cache " << k_cache.to_string()
+      << ", k " << a.k.to_string();
+  AttentionActs d = a;
+  d.att_c = d.att;
+  project_qkv(R, x, w, d, positions, /*bf16=*/false, proj);
+  const TensorView q = d.q.reshape({R, NH * HD}), att = d.att.reshape({R, NH * HD});
+  const TensorView k_new = d.k.reshape({R, G * HD}), v_new = d.v.reshape({R, G * HD});
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t len = lengths[r];
+    if (len == -1) continue;
+    LMT_CHECK(len >= 0 && len < S) << "attention decode_rows: row " << r << " at " << len << " of a cache of " << S;
+    const Shape one{1, S, G, HD};
+    const TensorView kc(k_cache.as<float>() + r * S * G * HD, one, DType::kF32);
+    const TensorView vc(v_cache.as<float>() + r * S * G * HD, one, DType::kF32);
+    be_.copy(kc.reshape({S, G * HD}).slice_rows(len, len + 1), k_new.slice_rows(r, r + 1));
+    be_.copy(vc.reshape({S, G * HD}).slice_rows(len, len + 1), v_new.slice_rows(r, r + 1));
+    be_.attention_decode(att.slice_rows(r, r + 1).reshape({1, NH, HD}), q.slice_rows(r, r + 1).reshape({1, NH, HD}),
+                         kc, vc, len + 1, scale());
+  }
+  project_out(R, x, x, w, d, /*bf16=*/false, proj);
 }
 
 }  // namespace lmt::model

@@ -15,7 +15,8 @@
 //   backward  training: from d res_out in Scratch::dres, leaves d res_in there.
 //   decode    inference, n new rows at positions [length, length + n) of one sequence: k and v are
 //             written straight into rows [length, length + n) of the layer's KV cache and token i
-//             attends over cache rows [0, length + i] with attention_decode. The decoder's logits
+//             attends over cache rows [0, length + i] (one attention_prefill call for the n rows,
+//             or one per segment). The decoder's logits
 //             therefore equal the training forward's up to the attention kernels' rounding.
 //
 // bf16 convention (forward/backward with BlockPass::compute == kBF16): every GEMM reads bf16 — its
@@ -109,6 +110,17 @@ class AttentionBlock {
   void decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
               const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj,
               std::span<const int64_t> segment_ends = {});
+
+  // Batched decoding: x[R,C] += attention output of one new token for each of R sequences. Row r is
+  // at position lengths[r] (positions[r] == lengths[r], i32) of its own cache k_cache[r], v_cache[r]
+  // ([R,S,G,HD] f32, rows [0, lengths[r]) filled, lengths[r] < S). a.k, a.v: [R, G·HD] f32 scratch
+  // for the new keys and values, which are copied to cache row lengths[r]; row r then attends over
+  // cache rows [0, lengths[r]] (one attention_decode per row). A row with lengths[r] == -1 sits
+  // out: its cache is untouched and its output row is unspecified. Otherwise as decode(); the
+  // lengths are the caller's to advance.
+  void decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
+                   const TensorView& v_cache, std::span<const int64_t> lengths, const TensorView& positions,
+                   const TensorView& proj);
 
  private:
   // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.
