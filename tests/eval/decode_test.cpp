@@ -104,6 +104,64 @@ TEST_P(BatchStep, EveryRowMatchesTheOneRowDecoder) {
 INSTANTIATE_TEST_SUITE_P(TinyVariants, BatchStep, ::testing::ValuesIn(batch_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// forward_segments over several rows (batched shared-prefix scoring): prefixes of 3 rows in one
+// pass (advance), then 2 continuations of each row's prefix in one pass, against one-row decoders
+// that run prefix then continuation the ordinary way. cpu within 1e-4 (GEMMs at another M).
+TEST(SegmentsOverRows, EqualOneRowDecodersPerContinuation) {
+  for (const auto& v : model::testing::tiny_variants()) {
+    SCOPED_TRACE(v.name);
+    model::Transformer m(v.config, kernels::cpu_backend());
+    m.init(4);
+    const int64_t V = v.config.vocab_size, R = 3;
+    Rng rng(2);
+    auto ids = [&](int64_t n) {
+      std::vector<int32_t> t(n);
+      for (auto& x : t) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+      return t;
+    };
+    const std::vector<int64_t> P = {5, 1, 8};
+    std::vector<std::vector<int32_t>> prefix, cont[2];
+    Decoder d(m, 16, 64, DType::kF32, R);
+    std::vector<int32_t> tokens;
+    std::vector<Decoder::Segment> segs;
+    for (int64_t r = 0; r < R; ++r) {
+      prefix.push_back(ids(P[r]));
+      tokens.insert(tokens.end(), prefix[r].begin(), prefix[r].end());
+      segs.push_back({r, 0, P[r], P[r] - 1});
+    }
+    std::vector<float> last(R * V);
+    d.forward_segments(tokens, segs, last.data(), /*advance=*/true);
+    tokens.clear();
+    segs.clear();
+    for (int64_t r = 0; r < R; ++r) {
+      EXPECT_EQ(d.length(r), P[r]);
+      for (int c = 0; c < 2; ++c) {
+        cont[c].push_back(ids(2 + c + r));
+        tokens.insert(tokens.end(), cont[c][r].begin(), cont[c][r].end());
+        segs.push_back({r, P[r], static_cast<int64_t>(cont[c][r].size()), c});  // from: skip c rows of logits
+      }
+    }
+    int64_t rows_out = 0;
+    for (const auto& sg : segs) rows_out += sg.size - sg.from;
+    std::vector<float> got(rows_out * V);
+    d.forward_segments(tokens, segs, got.data(), /*advance=*/false);
+    const float* g = got.data();
+    for (int64_t r = 0; r < R; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        Decoder one(m, 16, 64);
+        const std::span<const float> pl = one.forward(prefix[r]);
+        EXPECT_LE(max_abs_diff(&last[r * V], pl.data(), V), 1e-4) << "prefix of row " << r;
+        const int64_t n = static_cast<int64_t>(cont[c][r].size());
+        std::vector<float> want(n * V);
+        one.forward(cont[c][r], want.data());
+        for (int64_t i = c; i < n; ++i, g += V)
+          ASSERT_LE(max_abs_diff(g, &want[i * V], V), 1e-4) << "row " << r << " continuation " << c << " token " << i;
+      }
+      EXPECT_EQ(d.length(r), P[r]) << "continuations are not kept";
+    }
+  }
+}
+
 // bf16 decode weights == the f32 decoder on a master rounded to bf16 first.
 TEST(Bf16DecodeWeights, EqualTheF32ModelWithBf16RoundedWeights) {
   for (const char* be : {"cpu", "ref"})

@@ -17,7 +17,7 @@ TensorView head(const Tensor& t, int64_t n) { return t.view().slice_rows(0, n); 
 
 Decoder::Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chunk, DType weights, int64_t n_rows)
     : model_(model), be_(model.backend()), weights_(model, weights), max_len_(max_len),
-      chunk_(std::max<int64_t>({1, std::min(prefill_chunk, max_len), n_rows})), V_(model.config().vocab_size),
+      chunk_(std::max<int64_t>({1, std::min(prefill_chunk, max_len * n_rows), n_rows})), V_(model.config().vocab_size),
       lengths_(static_cast<size_t>(std::max<int64_t>(n_rows, 1)), 0) {
   const model::ModelConfig& c = model.config();
   LMT_CHECK(max_len >= 1 && max_len <= c.max_seq_len)
@@ -35,10 +35,8 @@ Decoder::Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chu
     k_pre_ = Tensor({N, c.kv_dim()}, DType::kF32);
     qk_rstd_ = Tensor({N * c.n_heads}, DType::kF32);
   }
-  if (n_rows > 1) {
-    k_new_ = Tensor({n_rows, c.kv_dim()}, DType::kF32);
-    v_new_ = Tensor({n_rows, c.kv_dim()}, DType::kF32);
-  }
+  k_new_ = Tensor({N, c.kv_dim()}, DType::kF32);
+  v_new_ = Tensor({N, c.kv_dim()}, DType::kF32);
   att_ = Tensor({N, c.q_dim()}, DType::kF32);
   proj_ = Tensor({N, C}, DType::kF32);
   u_ = Tensor({N, U}, DType::kF32);
@@ -153,8 +151,8 @@ void Decoder::step(std::span<const int32_t> tokens, float* logits) {
   const TensorView x = head(x_, R), proj = head(proj_, R);
   model::AttentionActs attention_acts = attention_rows(R);
   if (R > 1) {
-    attention_acts.k = k_new_.view();
-    attention_acts.v = v_new_.view();
+    attention_acts.k = head(k_new_, R);
+    attention_acts.v = head(v_new_, R);
   }
   const model::FfnActs ffn_acts = ffn_rows(R);
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -176,34 +174,62 @@ void Decoder::step(std::span<const int32_t> tokens, float* logits) {
 
 void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const int64_t> sizes,
                                std::span<const int64_t> from, float* logits) {
-  const model::ModelConfig& c = config();
-  const int64_t n = static_cast<int64_t>(tokens.size()), length = lengths_[0];
   LMT_CHECK(!sizes.empty() && sizes.size() == from.size()) << "forward_segments: " << sizes.size() << " sizes, " << from.size() << " starts";
-  LMT_CHECK(n >= 1 && n <= chunk_ && length + n <= max_len_)
-      << "forward_segments of " << n << " tokens after " << length << " (chunk " << chunk_ << ", max_len " << max_len_ << ")";
+  std::vector<Segment> segments;
+  for (size_t s = 0; s < sizes.size(); ++s) segments.push_back({0, lengths_[0], sizes[s], from[s]});
+  forward_segments(tokens, segments, logits, /*advance=*/false);
+}
+
+void Decoder::run_trunk(const int32_t* tokens, int64_t n, std::span<const model::DecodeSegment> segments) {
+  const model::ModelConfig& c = config();
+  embed(tokens, n);
+  const TensorView x = head(x_, n), proj = head(proj_, n);
+  model::AttentionActs attention_acts = attention_rows(n);
+  attention_acts.k = head(k_new_, n);
+  attention_acts.v = head(v_new_, n);
+  const model::FfnActs ffn_acts = ffn_rows(n);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const model::BlockViews &w = weights_.master().blocks[l], &g = weights_.gemm().blocks[l];
+    model::AttentionBlock(be_, c, l)
+        .decode_segments(x, model::AttentionWeights::of(w, g), attention_acts, cache(k_cache_, l), cache(v_cache_, l),
+                         segments, head(positions_, n), proj);
+    model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, g), ffn_acts, proj);
+  }
+}
+
+void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const Segment> segments, float* logits,
+                               bool advance) {
+  const model::ModelConfig& c = config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  LMT_CHECK(!segments.empty() && n >= 1 && n <= chunk_) << "forward_segments of " << n << " tokens (chunk " << chunk_ << ")";
   for (int32_t t : tokens) LMT_CHECK(t >= 0 && t < V_) << "token id " << t << " outside [0, " << V_ << ")";
-  std::vector<int64_t> ends;
+  std::vector<model::DecodeSegment> plan;
   int32_t* pos = positions_.as<int32_t>();
   int64_t end = 0;
-  for (size_t s = 0; s < sizes.size(); ++s) {
-    LMT_CHECK(sizes[s] >= 1 && from[s] >= 0 && from[s] <= sizes[s]) << "forward_segments: segment " << s << " of " << sizes[s] << " from " << from[s];
-    for (int64_t i = 0; i < sizes[s]; ++i) pos[end + i] = static_cast<int32_t>(length + i);
-    end += sizes[s];
-    ends.push_back(end);
+  for (const Segment& s : segments) {
+    LMT_CHECK(s.row >= 0 && s.row < rows() && s.size >= 1 && s.start >= 0 && s.start <= lengths_[s.row] &&
+              s.start + s.size <= max_len_ && s.from >= 0 && s.from <= s.size && end + s.size <= n)
+        << "forward_segments: segment of " << s.size << " tokens at " << s.start << " of row " << s.row << " (length "
+        << (s.row >= 0 && s.row < rows() ? lengths_[s.row] : -1) << ", max_len " << max_len_ << ") from " << s.from;
+    for (int64_t i = 0; i < s.size; ++i) pos[end + i] = static_cast<int32_t>(s.start + i);
+    end += s.size;
+    plan.push_back({s.row, s.start, s.size});
   }
   LMT_CHECK(end == n) << "forward_segments: sizes add up to " << end << ", not " << n << " tokens";
-  run_trunk(tokens.data(), n, ends, 0);
+  run_trunk(tokens.data(), n, plan);
+  if (advance)
+    for (const Segment& s : segments) lengths_[s.row] = s.start + s.size;
   // Final norm of the rows that need logits, packed into h_ rows [0, m), then one LM-head GEMM.
   const model::ModelViews& w = weights_.master();
   int64_t m = 0, begin = 0;
-  for (size_t s = 0; s < sizes.size(); ++s) {
-    const int64_t k = sizes[s] - from[s];
+  for (const Segment& s : segments) {
+    const int64_t k = s.size - s.from;
     if (k > 0)
       model::norm_forward(be_, c, h_.view().slice_rows(m, m + k), mean_.view().slice_rows(m, m + k),
-                          rstd_.view().slice_rows(m, m + k), x_.view().slice_rows(begin + from[s], begin + sizes[s]),
+                          rstd_.view().slice_rows(m, m + k), x_.view().slice_rows(begin + s.from, begin + s.size),
                           w.final_norm_w, w.final_norm_b);
     m += k;
-    begin += sizes[s];
+    begin += s.size;
   }
   if (m > 0)
     be_.linear_forward(TensorView(logits, Shape{m, V_}, DType::kF32), head(h_, m),

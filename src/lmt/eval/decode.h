@@ -43,7 +43,8 @@ namespace lmt::eval {
 class Decoder {
  public:
   // max_len: cache capacity in tokens per row, in [1, config.max_seq_len]. weights: kF32 or kBF16.
-  // n_rows >= 1: sequences decoded side by side (step()).
+  // n_rows >= 1: sequences decoded side by side (step()). The chunk (rows of scratch, the most
+  // tokens one pass takes) is prefill_chunk capped at max_len · n_rows, and at least n_rows.
   Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chunk = 64, DType weights = DType::kF32,
           int64_t n_rows = 1);
 
@@ -77,12 +78,26 @@ class Decoder {
   // the segments are not kept. Row 0 only.
   void forward_segments(std::span<const int32_t> tokens, std::span<const int64_t> sizes, std::span<const int64_t> from,
                         float* logits);
+
+  // The general form, over several rows in one pass (batched shared-prefix scoring): segment s has
+  // `size` tokens (consecutive in `tokens`, Σ size <= chunk()) continuing row `row` at positions
+  // [start, start + size), start <= length(row): it sees that row's cache rows [0, start) and its
+  // own earlier tokens, and its k, v are written to cache rows [start, start + size) of its row
+  // (over an earlier segment's at the same positions). The logits after its tokens [from, size) go
+  // to `logits`, segment after segment ([Σ (size - from), V] f32), through one LM-head GEMM.
+  // advance: each segment's row then has length start + size (a prefill); else lengths are kept.
+  struct Segment {
+    int64_t row = 0, start = 0, size = 0, from = 0;
+  };
+  void forward_segments(std::span<const int32_t> tokens, std::span<const Segment> segments, float* logits, bool advance);
   int64_t chunk() const { return chunk_; }
 
  private:
   // Embeddings and every block over rows [0, n) of `tokens` at the positions already in positions_,
   // on cache row `row` (segment_ends: see AttentionBlock::decode); leaves the trunk output in x_.
   void run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_t> segment_ends, int64_t row);
+  // The same with the segments of forward_segments (any rows; positions_ already set).
+  void run_trunk(const int32_t* tokens, int64_t n, std::span<const model::DecodeSegment> segments);
   // Runs rows [0, n) of the scratch through the trunk at positions [length(row), length(row) + n).
   void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits, int64_t row);
   // Token and position embeddings of rows [0, n) into x_ (ids copied into ids_).
@@ -101,7 +116,7 @@ class Decoder {
   std::vector<int64_t> lengths_;
   Tensor k_cache_, v_cache_;  // [L, rows, max_len, G, HD]
   // Scratch of `chunk_` rows: residual x [C], norm out h [C], q [NH·HD], q_pre/k_pre (QK-norm),
-  // k_new/v_new [G·HD] (step()), att [NH·HD], proj [C], u [U], a [H], statistics [chunk],
+  // k_new/v_new [G·HD] (step(), segments), att [NH·HD], proj [C], u [U], a [H], statistics [chunk],
   // positions and ids [chunk] i32.
   Tensor x_, h_, q_, q_pre_, k_pre_, k_new_, v_new_, att_, proj_, u_, a_, mean_, rstd_, qk_rstd_, positions_, ids_;
   Tensor logits_;  // [V] the last token's logits

@@ -191,4 +191,36 @@ void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w,
   project_out(R, x, x, w, d, /*bf16=*/false, proj);
 }
 
+void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
+                                     const TensorView& k_cache, const TensorView& v_cache,
+                                     std::span<const DecodeSegment> segments, const TensorView& positions,
+                                     const TensorView& proj) {
+  const int64_t n = x.dim(0), R = k_cache.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads,
+                HD = c_.head_dim;
+  LMT_CHECK(a.k.numel() == n * G * HD && a.v.numel() == n * G * HD)
+      << "attention decode_segments of " << n << " rows: k " << a.k.to_string() << ", v " << a.v.to_string();
+  AttentionActs d = a;
+  d.att_c = d.att;
+  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
+  const TensorView q = d.q.reshape({n, NH * HD}), att = d.att.reshape({n, NH * HD});
+  const TensorView k_new = d.k.reshape({n, G * HD}), v_new = d.v.reshape({n, G * HD});
+  const Shape one{1, S, G, HD};
+  int64_t begin = 0;
+  for (const DecodeSegment& seg : segments) {
+    const int64_t end = begin + seg.size;
+    LMT_CHECK(seg.row >= 0 && seg.row < R && seg.size >= 1 && seg.start >= 0 && seg.start + seg.size <= S && end <= n)
+        << "attention decode_segments: segment of " << seg.size << " rows at " << seg.start << " of cache row " << seg.row
+        << " (rows " << R << ", S " << S << ", " << begin << " of " << n << " rows used)";
+    const TensorView kc(k_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32);
+    const TensorView vc(v_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32);
+    be_.copy(kc.reshape({S, G * HD}).slice_rows(seg.start, seg.start + seg.size), k_new.slice_rows(begin, end));
+    be_.copy(vc.reshape({S, G * HD}).slice_rows(seg.start, seg.start + seg.size), v_new.slice_rows(begin, end));
+    be_.attention_prefill(att.slice_rows(begin, end).reshape({seg.size, NH, HD}),
+                          q.slice_rows(begin, end).reshape({seg.size, NH, HD}), kc, vc, seg.start, scale());
+    begin = end;
+  }
+  LMT_CHECK(begin == n) << "attention decode_segments: the segments cover " << begin << " of " << n << " rows";
+  project_out(n, x, x, w, d, /*bf16=*/false, proj);
+}
+
 }  // namespace lmt::model

@@ -73,6 +73,12 @@ struct AttentionActs {
   TensorView att_c;                 // att in the compute dtype (bf16 mode), else == att
 };
 
+// One run of new tokens in AttentionBlock::decode_segments: the next `size` rows continue cache row
+// `row` at positions [start, start + size).
+struct DecodeSegment {
+  int64_t row = 0, start = 0, size = 0;
+};
+
 class AttentionBlock {
  public:
   AttentionBlock(kernels::Backend& be, const ModelConfig& config, int64_t layer)
@@ -121,6 +127,17 @@ class AttentionBlock {
   void decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
                    const TensorView& v_cache, std::span<const int64_t> lengths, const TensorView& positions,
                    const TensorView& proj);
+
+  // Segments over several cache rows in one pass (batched shared-prefix scoring): x[n,C] += the
+  // attention output of n new tokens that form consecutive segments (Σ size = n), segment s
+  // continuing cache row segments[s].row ([R,S,G,HD] caches) at positions [start, start + size)
+  // (positions[] are the caller's: start + i). k, v are projected into a.k, a.v ([n, G·HD] f32
+  // scratch); just before a segment's attention its k, v are copied to cache rows [start, start +
+  // size) of its row (so segments of one row may reuse positions: each sees the cache rows [0, start)
+  // and its own earlier tokens), then one attention_prefill call per segment.
+  void decode_segments(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
+                       const TensorView& v_cache, std::span<const DecodeSegment> segments, const TensorView& positions,
+                       const TensorView& proj);
 
  private:
   // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.
