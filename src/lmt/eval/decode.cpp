@@ -110,7 +110,7 @@ void Decoder::embed(const int32_t* tokens, int64_t n) {
     be_.embedding_forward(x, head(positions_, n), weights_.master().pos_embed, true);
 }
 
-void Decoder::run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_t> segment_ends, int64_t row) {
+void Decoder::run_trunk(const int32_t* tokens, int64_t n, int64_t row) {
   const model::ModelConfig& c = config();
   embed(tokens, n);
   const TensorView x = head(x_, n);
@@ -121,7 +121,7 @@ void Decoder::run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_
     const model::BlockViews &w = weights_.master().blocks[l], &g = weights_.gemm().blocks[l];
     model::AttentionBlock(be_, c, l)
         .decode(x, model::AttentionWeights::of(w, g), attention_acts, cache(k_cache_, l, row), cache(v_cache_, l, row),
-                lengths_[row], head(positions_, n), proj, segment_ends);
+                lengths_[row], head(positions_, n), proj);
     model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, g), ffn_acts, proj);
   }
 }
@@ -240,7 +240,7 @@ void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits,
   const model::ModelConfig& c = config();
   int32_t* pos = positions_.as<int32_t>();
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(lengths_[row] + i);
-  run_trunk(tokens, n, {}, row);
+  run_trunk(tokens, n, row);
   lengths_[row] += n;
 
   // Final norm and LM head: every row if asked for, else only the last (all prediction needs).

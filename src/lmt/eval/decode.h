@@ -94,8 +94,8 @@ class Decoder {
 
  private:
   // Embeddings and every block over rows [0, n) of `tokens` at the positions already in positions_,
-  // on cache row `row` (segment_ends: see AttentionBlock::decode); leaves the trunk output in x_.
-  void run_trunk(const int32_t* tokens, int64_t n, std::span<const int64_t> segment_ends, int64_t row);
+  // on cache row `row`; leaves the trunk output in x_.
+  void run_trunk(const int32_t* tokens, int64_t n, int64_t row);
   // The same with the segments of forward_segments (any rows; positions_ already set).
   void run_trunk(const int32_t* tokens, int64_t n, std::span<const model::DecodeSegment> segments);
   // Runs rows [0, n) of the scratch through the trunk at positions [length(row), length(row) + n).

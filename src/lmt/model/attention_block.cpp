@@ -3,7 +3,6 @@
 #include "lmt/model/attention_block.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/model/activations.h"
@@ -134,32 +133,16 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
 
 void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
                             const TensorView& k_cache, const TensorView& v_cache, int64_t length,
-                            const TensorView& positions, const TensorView& proj, std::span<const int64_t> segment_ends) {
+                            const TensorView& positions, const TensorView& proj) {
   const int64_t n = x.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
   LMT_CHECK(k_cache.dim(0) == 1 && length >= 0 && length + n <= S)
       << "attention decode of " << n << " tokens after " << length << " into a cache " << k_cache.to_string();
-  LMT_CHECK(segment_ends.empty() || segment_ends.back() == n) << "attention decode: the last segment must end at row " << n;
   AttentionActs d = a;  // k, v: the new tokens' cache rows, written by the projections
   d.k = k_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.v = v_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.att_c = d.att;
   project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
-  const int64_t one = n, row = G * HD;
-  const std::span<const int64_t> ends = segment_ends.empty() ? std::span<const int64_t>(&one, 1) : segment_ends;
-  int64_t begin = 0;
-  for (const int64_t end : ends) {
-    LMT_CHECK(end > begin && end <= n) << "attention decode: segment [" << begin << ", " << end << ") of " << n << " rows";
-    if (begin > 0)  // this segment's k, v right after the prefix (earlier segments are done with them)
-      for (const TensorView* cache : {&k_cache, &v_cache}) {
-        float* base = cache->as<float>() + length * row;
-        std::memmove(base, base + begin * row, static_cast<size_t>((end - begin) * row) * sizeof(float));
-      }
-    // One call per segment: its token i sees cache rows [0, length + i - begin].
-    const TensorView qs = d.q.reshape({n, NH * HD}).slice_rows(begin, end).reshape({end - begin, NH, HD});
-    const TensorView os = d.att.reshape({n, NH * HD}).slice_rows(begin, end).reshape({end - begin, NH, HD});
-    be_.attention_prefill(os, qs, k_cache, v_cache, length, scale());
-    begin = end;
-  }
+  be_.attention_prefill(d.att.reshape({n, NH, HD}), d.q.reshape({n, NH, HD}), k_cache, v_cache, length, scale());
   project_out(n, x, x, w, d, /*bf16=*/false, proj);
 }
 

@@ -103,19 +103,10 @@ class AttentionBlock {
   // k_cache, v_cache: this layer's [1,S,G,HD] f32, rows [0, length) filled by earlier calls; rows
   // [length, length + n) are written here (length + n <= S). `a` holds rows [0, n) of chunk
   // scratch: norm_mean, norm_rstd, h, q, att (att_c == att), and q_pre, k_pre, q_rstd, k_rstd with
-  // qk_norm; its k, v and lse are not used. proj [n,C] f32: scratch.
-  //
-  // segment_ends (optional; empty: one segment of n rows): the n rows are consecutive independent
-  // continuations of the cached prefix [0, length), segment s = rows [segment_ends[s-1], segment_ends[s])
-  // (ascending, the last == n); positions are the caller's (each segment restarts at `length`). A
-  // row attends over the prefix and the earlier rows of its own segment: before a segment's
-  // attention its k, v rows are moved (host memmove) down to cache rows [length, ...), so on return
-  // rows [length, length + last segment's size) hold the last segment's k, v and later rows are
-  // stale. Used by shared-prefix scoring (eval/prefix_scoring.h) to run all choices of an item in
-  // one chunk.
+  // qk_norm; its k, v and lse are not used. proj [n,C] f32: scratch. Attention: one
+  // attention_prefill call (token i sees cache rows [0, length + i]).
   void decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
-              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj,
-              std::span<const int64_t> segment_ends = {});
+              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj);
 
   // Batched decoding: x[R,C] += attention output of one new token for each of R sequences. Row r is
   // at position lengths[r] (positions[r] == lengths[r], i32) of its own cache k_cache[r], v_cache[r]
