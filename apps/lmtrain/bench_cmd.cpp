@@ -261,6 +261,7 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   add_model_bench(bench, runner);
   add_train_bench(bench, runner);
   add_optim_bench(bench, runner);
+  add_decode_bench(bench, runner);
   add_collectives_bench(bench, runner);
   add_tokenizer_bench(bench, runner);
   add_peak_bench(bench, runner);

@@ -129,6 +129,8 @@ void add_collectives_bench(CLI::App* bench, Runner& runner);
 void add_optim_bench(CLI::App* bench, Runner& runner);
 // `lmtrain bench model ...` (apps/lmtrain/bench_model_cmd.cpp), registered under `bench`.
 void add_model_bench(CLI::App* bench, Runner& runner);
+// `lmtrain bench decode ...` (apps/lmtrain/bench_decode_cmd.cpp), registered under `bench`.
+void add_decode_bench(CLI::App* bench, Runner& runner);
 // `lmtrain bench peak ...` (apps/lmtrain/bench_peak_cmd.cpp), registered under `bench`.
 void add_peak_bench(CLI::App* bench, Runner& runner);
 // `lmtrain tokenizer encode|decode ...` (apps/lmtrain/tokenizer_cmd.cpp). Returns the `tokenizer`

@@ -29,7 +29,8 @@ namespace lmt::cli {
 namespace {
 
 struct EvalArgs {
-  std::string checkpoint, preset, task, data, tokenizer, items_out, dtype = "fp32", backend = "cpu", scoring;
+  std::string checkpoint, preset, task, data, tokenizer, items_out, dtype = "fp32", backend = "cpu", scoring,
+      decode_dtype = "fp32";
   int64_t limit = 0, batch = 8, max_seq = 0, seq = 0;
   uint64_t seed = 1;
   bool json = false, no_doc_masking = false;
@@ -93,6 +94,7 @@ Status run_val(const EvalArgs& a, DType compute) {
 
 Status run_eval(const EvalArgs& a) {
   LMT_ASSIGN_OR_RETURN(DType compute, parse_compute_dtype(a.dtype, "--dtype"));
+  LMT_ASSIGN_OR_RETURN(const DType decode_weights, parse_compute_dtype(a.decode_dtype, "--decode-dtype"));
   LMT_RETURN_IF_ERROR(check_flag("--limit", a.limit, 0, int64_t{1} << 40, "items (val: batches) to evaluate; 0: all"));
   // Whether the batch fits in memory is checked against the model once it is known.
   LMT_RETURN_IF_ERROR(check_flag("--micro-batch", a.batch, 1, int64_t{1} << 20, "rows per forward pass, e.g. --micro-batch 8"));
@@ -126,6 +128,10 @@ Status run_eval(const EvalArgs& a) {
   } else {
     so.scoring = compute == DType::kF32 ? eval::Scoring::kSharedPrefix : eval::Scoring::kFull;
   }
+  so.decode_weights = decode_weights;
+  if (decode_weights != DType::kF32 && so.scoring != eval::Scoring::kSharedPrefix)
+    return InvalidArgument("--decode-dtype " + a.decode_dtype + " applies to --scoring shared-prefix only",
+                           "drop --decode-dtype, or use --dtype bf16 for bf16 GEMMs on the full path");
   LMT_ASSIGN_OR_RETURN(eval::TaskResult r, score_with_progress(*l.model, *l.tokenizer, items, a.limit, so, a.task));
   if (items_writer) {
     LMT_ASSIGN_OR_RETURN(std::string lines, eval::items_jsonl(a.task, items, r));
@@ -136,7 +142,7 @@ Status run_eval(const EvalArgs& a) {
     nlohmann::json j = {{"task", a.task}, {"data", a.data}, {"model", l.source}, {"items", r.items}, {"acc", r.acc},
                         {"acc_norm_token", r.acc_norm_token}, {"acc_norm_char", r.acc_norm_char}, {"rows", r.rows},
                         {"truncated_rows", r.truncated_rows}, {"seconds", r.seconds}, {"items_per_s", r.items_per_s},
-                        {"batch", a.batch}, {"dtype", a.dtype}, {"scoring", eval::scoring_name(so.scoring)}, {"threads", metrics::cpu_info().threads},
+                        {"batch", a.batch}, {"dtype", a.dtype}, {"decode_dtype", compute_dtype_name(decode_weights)}, {"scoring", eval::scoring_name(so.scoring)}, {"threads", metrics::cpu_info().threads},
                         {"machine", metrics::machine_summary()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -173,6 +179,9 @@ void add_eval_command(CLI::App& app, Runner& runner) {
   e->add_option("--scoring", a.scoring,
                  "multiple-choice: shared-prefix (context once, logits only where scored; fp32) or full (each choice its own row); "
                  "default shared-prefix, full with --dtype bf16");
+  e->add_option("--decode-dtype", a.decode_dtype,
+                "shared-prefix: the decoder's GEMM weights, fp32 (exact) or bf16 (f32 activations)")
+      ->capture_default_str();
   add_backend_flag(e, a.backend);
   e->add_option("--tokenizer", a.tokenizer, "tokenizer path (default: the one the checkpoint's data was prepared with)");
   e->add_flag("--json", a.json, "print one JSON object");

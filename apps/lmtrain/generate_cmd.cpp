@@ -6,6 +6,10 @@
 // tokenizer (--prompt-ids and none known), ids are printed instead, space-separated, prompt first.
 // --json prints one JSON object at the end instead. A final line on stderr gives prefill and
 // decode speeds separately.
+// --sequences N decodes the prompt N times side by side (row r samples with seed + r; one decoder step
+// per token for all rows, eval::generate_batch) and prints each row's text (or ids) when done, one
+// line per row; --json then has a "rows" array. --decode-dtype bf16 reads the GEMM weights in bf16
+// (eval/decode_weights.h); the default fp32 is exact (what the peer-library checks compare).
 #include <omp.h>
 
 #include <cstdio>
@@ -23,13 +27,15 @@
 #include "lmt/eval/model_dir.h"
 #include "lmt/kernels/backend.h"
 #include "lmt/model/config.h"
+#include "lmt/tensor/compute_dtype.h"
 
 namespace lmt::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, preset, prompt, prompt_ids, tokenizer, backend = "cpu";
+  std::string checkpoint, preset, prompt, prompt_ids, tokenizer, backend = "cpu", decode_dtype = "fp32";
   int64_t max_tokens = 256;
+  int64_t batch = 1;
   float temperature = 1.0f;
   int64_t top_k = 0;
   float top_p = 0.9f;
@@ -76,6 +82,61 @@ StatusOr<eval::LoadedModel> load(const GenerateArgs& a, kernels::Backend& be) {
   return m;
 }
 
+// --sequences N: the prompt N times, rows seeded seed + r, printed when all are done.
+Status run_batch(const GenerateArgs& a, const eval::LoadedModel& loaded, data::Tokenizer* tok,
+                 const std::vector<int32_t>& prompt, const eval::GenerateOptions& o, eval::Decoder& decoder,
+                 double load_seconds) {
+  const std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(a.batch), prompt);
+  LMT_ASSIGN_OR_RETURN(eval::BatchGenerateResult r, eval::generate_batch(decoder, prompts, o, {}));
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  auto text = [&](const std::vector<int32_t>& ids) {
+    std::vector<int32_t> t = ids;
+    if (!t.empty() && o.eos_id && t.back() == *o.eos_id) t.pop_back();
+    if (tok) return tok->decode(t);
+    std::string s;
+    for (int32_t id : ids) s += " " + std::to_string(id);
+    return s;
+  };
+  const double prefill_tps = r.prefill_seconds > 0 ? a.batch * n / r.prefill_seconds : 0.0;
+  const double decode_tps = r.decode_seconds > 0 ? r.step_tokens / r.decode_seconds : 0.0;
+  if (a.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const eval::GenerateResult& g : r.rows) {
+      nlohmann::json row = {{"ids", g.tokens}, {"stop_reason", g.stop_reason}, {"generated_tokens", g.tokens.size()}};
+      if (tok) row["text"] = text(g.tokens);
+      rows.push_back(row);
+    }
+    nlohmann::json j = {{"source", loaded.source},
+                        {"model_params", loaded.model->config().param_count()},
+                        {"threads", omp_get_max_threads()},
+                        {"sequences", a.batch},
+                        {"decode_dtype", compute_dtype_name(decoder.weights().dtype())},
+                        {"prompt_ids", prompt},
+                        {"prompt_tokens", n},
+                        {"rows", rows},
+                        {"load_seconds", load_seconds},
+                        {"prefill_seconds", r.prefill_seconds},
+                        {"prefill_tokens_per_s", prefill_tps},
+                        {"decode_steps", r.steps},
+                        {"decode_tokens", r.step_tokens},
+                        {"decode_seconds", r.decode_seconds},
+                        {"decode_tokens_per_s", decode_tps}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    const std::string head = !a.prompt.empty() ? a.prompt : tok ? tok->decode(prompt) : text(prompt).substr(1);
+    for (int64_t row = 0; row < a.batch; ++row)
+      std::printf("[%lld] %s%s\n", static_cast<long long>(row), head.c_str(), text(r.rows[row].tokens).c_str());
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr,
+               "generate: %lld sequences; prefill %lld tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %lld steps, "
+               "%.3f s (%.1f tokens/s, sampling included); %d threads\n",
+               static_cast<long long>(a.batch), static_cast<long long>(a.batch * n), r.prefill_seconds, prefill_tps,
+               static_cast<long long>(r.step_tokens), static_cast<long long>(r.steps), r.decode_seconds, decode_tps,
+               omp_get_max_threads());
+  return Status::Ok();
+}
+
 Status run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.prompt_ids.empty())
     return UsageError("pass exactly one of --prompt TEXT and --prompt-ids LIST",
@@ -87,6 +148,8 @@ Status run_generate(const GenerateArgs& a) {
   LMT_RETURN_IF_ERROR(check_flag("--max-tokens", a.max_tokens, 0, model::ModelLimits::kMaxSeqLen,
                                  "the number of new tokens to draw (the model's max_seq_len bounds prompt + tokens)"));
 
+  LMT_RETURN_IF_ERROR(check_flag("--sequences", a.batch, 1, 256, "the number of sequences decoded side by side"));
+  LMT_ASSIGN_OR_RETURN(const DType weights, parse_compute_dtype(a.decode_dtype, "--decode-dtype"));
   LMT_RETURN_IF_ERROR(check_thread_count(a.threads, "--threads"));
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   if (a.threads > 0) omp_set_num_threads(a.threads);
@@ -114,10 +177,13 @@ Status run_generate(const GenerateArgs& a) {
   const int64_t max_len = std::max<int64_t>(1, std::min(c.max_seq_len, n + a.max_tokens));
   // The KV cache: keys and values of every layer for max_len positions, f32.
   LMT_RETURN_IF_ERROR(check_fits_in_memory(
-      2.0 * 4 * static_cast<double>(c.n_layers) * static_cast<double>(max_len) * static_cast<double>(c.kv_dim()) +
+      2.0 * 4 * static_cast<double>(c.n_layers) * static_cast<double>(max_len) * static_cast<double>(c.kv_dim()) *
+              static_cast<double>(a.batch) +
           8.0 * c.param_count_estimate(),
-      "the KV cache for " + std::to_string(max_len) + " positions", "lower --max-tokens or use a shorter prompt"));
-  eval::Decoder decoder(*loaded.model, max_len);
+      "the KV cache for " + std::to_string(max_len) + " positions × " + std::to_string(a.batch) + " rows",
+      "lower --max-tokens or --sequences, or use a shorter prompt"));
+  eval::Decoder decoder(*loaded.model, max_len, /*prefill_chunk=*/64, weights, a.batch);
+  if (a.batch > 1) return run_batch(a, loaded, tok.get(), prompt, o, decoder, load_seconds);
 
   // Streaming: the prompt first, then each token as it is drawn.
   eval::Utf8Stream utf8;
@@ -153,6 +219,7 @@ Status run_generate(const GenerateArgs& a) {
     nlohmann::json j = {{"source", loaded.source},
                         {"model_params", c.param_count()},
                         {"threads", omp_get_max_threads()},
+                        {"decode_dtype", compute_dtype_name(weights)},
                         {"prompt_ids", prompt},
                         {"ids", r.tokens},
                         {"stop_reason", r.stop_reason},
@@ -201,6 +268,9 @@ void add_generate_command(CLI::App& app, Runner& runner) {
   add_backend_flag(g, a.backend);
   g->add_option("--threads", a.threads,
                  "OpenMP threads; 0: all cores (default); at most 4 x the hardware threads (at least 64, at most 1024)");
+  g->add_option("--sequences", a.batch, "decode the prompt N times side by side, row r with seed + r (default 1)");
+  g->add_option("--decode-dtype", a.decode_dtype,
+                "GEMM weight dtype: fp32 (default; exact) or bf16 (half the weight bytes per token; f32 activations)");
   g->add_flag("--json", a.json, "print one JSON object (ids, text, speeds) instead of streaming");
   g->callback([&runner] { runner.set(run_generate(a)); });
 }

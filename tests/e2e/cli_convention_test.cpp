@@ -125,7 +125,7 @@ TEST(CliConvention, EveryLeafWithNoArgumentsExits0Or2) {
   // These run a benchmark with their defaults when given nothing (exit 0, checked by their own
   // tests); running them here would only spend time.
   const std::set<std::string> runs_by_default = {"bench matmul", "bench attention", "bench model", "bench train",
-                                                 "bench peak", "bench collectives"};
+                                                 "bench peak", "bench collectives", "bench decode"};
   for (const auto& [cmd, h] : leaves()) {
     if (runs_by_default.count(cmd)) continue;
     Result r = run(cmd, true);

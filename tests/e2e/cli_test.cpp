@@ -152,4 +152,28 @@ TEST(Cli, BenchOptimReportsAdamWMuonAndTheirRatio) {
   EXPECT_NE(bad.out.find("hint:"), std::string::npos) << bad.out;
 }
 
+// `bench decode`: tokens/s against the bandwidth bound, whose arithmetic the JSON must bear out;
+// bf16 weights read half the GEMM bytes of fp32.
+TEST(Cli, BenchDecodeReportsTokensPerSecondAndTheBandwidthBound) {
+  Result f = run("bench decode --preset tiny --sequences 2 --decode-dtype fp32 --steps 2 --warmup 0 --json");
+  Result b = run("bench decode --preset tiny --sequences 2 --decode-dtype bf16 --steps 2 --warmup 0 --json");
+  ASSERT_EQ(f.code, 0) << f.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  auto jf = nlohmann::json::parse(f.out), jb = nlohmann::json::parse(b.out);
+  for (const char* key : {"tokens_per_s", "bound_tokens_per_s", "fraction_of_bound", "read_bandwidth_gb_per_s",
+                          "weight_bytes_per_step", "kv_bytes_per_step", "machine"})
+    EXPECT_TRUE(jb.contains(key)) << key;
+  EXPECT_GT(jb["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(jb["read_bandwidth_gb_per_s"].get<double>(), 0.0);
+  const double bytes = jb["weight_bytes_per_step"].get<double>() + jb["kv_bytes_per_step"].get<double>();
+  EXPECT_NEAR(jb["bound_tokens_per_s"].get<double>(), 2 * jb["read_bandwidth_gb_per_s"].get<double>() * 1e9 / bytes,
+              1e-6 * jb["bound_tokens_per_s"].get<double>());
+  const double wf = jf["weight_bytes_per_step"].get<double>(), wb = jb["weight_bytes_per_step"].get<double>();
+  EXPECT_GT(wb, 0.45 * wf);
+  EXPECT_LT(wb, 0.55 * wf);
+  Result bad = run("bench decode --preset tiny --sequences 0", true);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("--sequences"), std::string::npos) << bad.out;
+}
+
 }  // namespace

@@ -377,6 +377,31 @@ TEST(GenerateCli, JsonReportsIdsAndSpeedsAndSeedIsReproducible) {
   EXPECT_GT(ja["decode_tokens_per_s"].get<double>(), 0.0);
 }
 
+// --sequences 3 with bf16 decode weights: row r is exactly the single run with --seed 11 + r.
+TEST(GenerateCli, BatchRowsEqualSingleRunsWithTheirSeeds) {
+  if (!std::filesystem::exists(kStories + "/hf/model.safetensors")) GTEST_SKIP() << "shared test data missing";
+  const std::string base = "generate --checkpoint " + kStories +
+                           "/hf --prompt-ids 1,403,407 --max-tokens 12 --temperature 0.9 --decode-dtype bf16 --json";
+  CliRun batch = run_cli(base + " --seed 11 --sequences 3");
+  ASSERT_EQ(batch.code, 0) << batch.out;
+  auto jb = nlohmann::json::parse(batch.out);
+  ASSERT_EQ(jb["rows"].size(), 3u);
+  EXPECT_EQ(jb["sequences"], 3);
+  EXPECT_EQ(jb["decode_dtype"], "bf16");
+  EXPECT_GT(jb["decode_tokens_per_s"].get<double>(), 0.0);
+  for (int r = 0; r < 3; ++r) {
+    CliRun one = run_cli(base + " --seed " + std::to_string(11 + r));
+    ASSERT_EQ(one.code, 0) << one.out;
+    EXPECT_EQ(jb["rows"][r]["ids"], nlohmann::json::parse(one.out)["ids"]) << "row " << r;
+  }
+  CliRun bad = run_cli("generate --preset tiny --prompt-ids 1 --decode-dtype fp16", true);
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("--decode-dtype 'fp16'"), std::string::npos) << bad.out;
+  CliRun zero = run_cli("generate --preset tiny --prompt-ids 1 --sequences 0", true);
+  EXPECT_EQ(zero.code, 1);
+  EXPECT_NE(zero.out.find("--sequences"), std::string::npos) << zero.out;
+}
+
 TEST(GenerateCli, TextPromptWithoutTokenizerAsksForOne) {
   if (!std::filesystem::exists(kStories + "/hf/model.safetensors")) GTEST_SKIP() << "shared test data missing";
   CliRun r = run_cli("generate --checkpoint " + kStories + "/hf --prompt hello", true);

@@ -6,7 +6,7 @@
 // tokenizer lmtrain reads, so the items are encoded with a real 512-id byte-level BPE that
 // train_bpe learns from tinyshakespeare here (the ids are real text tokens, <|endoftext|> = 511
 // stands in for an empty context); encode_item is the same for both paths, so the comparison is of
-// the scoring alone.
+// the scoring alone. The shared-prefix path with bf16 decode weights must give the same accuracies.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,8 +51,7 @@ TEST_F(SharedPrefix, Stories260KRealTasksMatchTheFullPath) {
     std::string name, file;
     int64_t limit;
   };
-  // Enough items for the accuracies to mean something while the test stays short: the decoder runs
-  // one token per attention call, which costs a fork/join each on this tiny model.
+  // Enough items for the accuracies to mean something while the test stays short.
   const std::vector<Task> tasks = {{"piqa", "/eval/piqa/valid.jsonl", 60},
                                    {"hellaswag", "/eval/hellaswag/hellaswag_val.llamacpp.jsonl", 30},
                                    {"arc_easy", "/eval/arc/arc_easy.llmfoundry.jsonl", 100}};
@@ -94,6 +93,29 @@ TEST_F(SharedPrefix, Stories260KRealTasksMatchTheFullPath) {
     std::printf("%-9s %4lld items, %5lld choices: acc %.4f, acc_norm_token %.4f, acc_norm_char %.4f; max |full - shared| = %.3g (%lld above 1e-4)\n",
                 t.name.c_str(), static_cast<long long>(a->items), static_cast<long long>(choices), a->acc, a->acc_norm_token,
                 a->acc_norm_char, worst, static_cast<long long>(above_1e4));
+
+    // bf16 decode weights (f32 activations): the same accuracies on these items; the
+    // log-likelihoods move by the weights' rounding only (bounded per token, see the message).
+    ScoreOptions shared16 = shared;
+    shared16.decode_weights = DType::kBF16;
+    auto c = evaluate_multiple_choice(m, **tok, *items, t.limit, shared16, t.name);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    double worst16 = 0, worst16_per_token = 0;
+    for (int64_t i = 0; i < c->items; ++i)
+      for (size_t k = 0; k < c->scores[i].logprob.size(); ++k) {
+        const double d = std::abs(c->scores[i].logprob[k] - b->scores[i].logprob[k]);
+        worst16 = std::max(worst16, d);
+        worst16_per_token = std::max(worst16_per_token, d / static_cast<double>(b->scores[i].tokens[k]));
+      }
+    EXPECT_GT(worst16, 0.0) << t.name << ": the bf16 decoder must read rounded weights";
+    // Measured: at most 0.017 (PIQA, HellaSwag) and 0.032 (ARC-Easy, short continuations) nats per token.
+    EXPECT_LE(worst16_per_token, 0.05) << t.name << ": bf16 weights moved a log-likelihood by more than 0.05 nats per token";
+    EXPECT_EQ(c->acc, b->acc) << t.name << " (bf16 decode weights)";
+    EXPECT_EQ(c->acc_norm_token, b->acc_norm_token) << t.name << " (bf16 decode weights)";
+    EXPECT_EQ(c->acc_norm_char, b->acc_norm_char) << t.name << " (bf16 decode weights)";
+    std::printf("%-9s bf16 decode weights: acc %.4f, acc_norm_token %.4f, acc_norm_char %.4f; max |f32 - bf16| = %.3g "
+                "(%.3g per token)\n",
+                t.name.c_str(), c->acc, c->acc_norm_token, c->acc_norm_char, worst16, worst16_per_token);
   }
 }
 

@@ -122,6 +122,24 @@ void add_linear_cases(std::vector<OpCase>& out) {
       }
 }
 
+// Weight-only bf16 (decoding): f32 inp, bf16 weight, f32 out; forward only. N 1..9 covers every
+// row tail of the cpu micro-tile (4 rows × 4 weight rows), OC 1/7/65 the weight-row tails, C 5/33
+// the masked tail of a 16-wide step, 768 a real width.
+void add_linear_bf16_weight_cases(std::vector<OpCase>& out) {
+  for (auto [N, C, OC] : {std::tuple{1, 5, 1}, {2, 33, 7}, {3, 16, 65}, {8, 768, 64}, {9, 96, 48}, {70, 64, 17}})
+    for (int bias = 0; bias < 2; ++bias) {
+      OpCase c;
+      c.name = "linear_bf16w/" + shape_name({{"N", N}, {"C", C}, {"OC", OC}}) + (bias ? "_bias" : "");
+      TensorSpec w = in("weight", {OC, C}, 0.3);
+      w.bf16_always = true;
+      c.specs = {in("inp", {N, C}), w, in("bias", {OC}), zero("out", {N, OC})};
+      c.outputs = {"out"};
+      c.gradcheck = false;
+      c.forward = [=](Backend& be, Env& e) { be.linear_forward(e["out"], e["inp"], e["weight"], bias ? e["bias"] : TensorView()); };
+      out.push_back(c);
+    }
+}
+
 void add_embedding_cases(std::vector<OpCase>& out) {
   for (auto [N, V, C] : {std::tuple{1, 1, 1}, {37, 11, 33}, {256, 50, 64}})
     for (int accumulate = 0; accumulate < 2; ++accumulate) {
@@ -293,6 +311,28 @@ void add_attention_decode_cases(std::vector<OpCase>& out) {
     const int64_t length = d.length;
     c.forward = [=](Backend& be, Env& e) {
       be.attention_decode(e["out"], e["q"], e["k_cache"], e["v_cache"], length, scale);
+    };
+    out.push_back(c);
+  }
+}
+
+// n new queries over a cache (prefill / a choice segment): S > start + n so the kernel must ignore
+// the rows beyond the last new key; start 0 (a plain prompt), n 1 (== decode), GQA and MQA.
+void add_attention_prefill_cases(std::vector<OpCase>& out) {
+  struct P { int64_t S, start, n, NH, G, HD; };
+  for (P d : {P{4, 0, 1, 1, 1, 8}, P{40, 0, 33, 8, 4, 8}, P{70, 20, 1, 12, 12, 64}, P{300, 200, 57, 8, 2, 80},
+              P{24, 3, 20, 6, 1, 12}}) {
+    OpCase c;
+    c.name = "attention_prefill/" + shape_name({{"S", d.S}, {"start", d.start}, {"n", d.n}, {"NH", d.NH},
+                                                {"G", d.G}, {"HD", d.HD}});
+    const Shape qs{d.n, d.NH, d.HD}, ks{1, d.S, d.G, d.HD};
+    c.specs = {in("q", qs), in("k_cache", ks), in("v_cache", ks), zero("out", qs)};
+    c.outputs = {"out"};
+    c.gradcheck = false;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.HD));
+    const int64_t start = d.start;
+    c.forward = [=](Backend& be, Env& e) {
+      be.attention_prefill(e["out"], e["q"], e["k_cache"], e["v_cache"], start, scale);
     };
     out.push_back(c);
   }
@@ -592,6 +632,8 @@ std::vector<OpCase> all_op_cases() {
   add_rope_cases(cases);
   add_attention_cases(cases);
   add_attention_decode_cases(cases);
+  add_attention_prefill_cases(cases);
+  add_linear_bf16_weight_cases(cases);
   add_lm_head_cases(cases);
   add_elementwise_cases(cases);
   add_memory_cases(cases);

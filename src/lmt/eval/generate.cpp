@@ -132,6 +132,79 @@ StatusOr<GenerateResult> generate(Decoder& decoder, std::span<const int32_t> pro
   return r;
 }
 
+StatusOr<BatchGenerateResult> generate_batch(Decoder& decoder, const std::vector<std::vector<int32_t>>& prompts,
+                                             const GenerateOptions& o,
+                                             const std::function<void(int64_t, int32_t)>& on_token) {
+  LMT_RETURN_IF_ERROR(validate(o.sampling));
+  const int64_t R = static_cast<int64_t>(prompts.size());
+  if (R != decoder.rows())
+    return InvalidArgument(std::to_string(R) + " prompts for a decoder of " + std::to_string(decoder.rows()) + " rows",
+                           "build the decoder with one row per prompt");
+  if (o.max_tokens < 0) return InvalidArgument("--max-tokens must be >= 0", "pass the number of new tokens");
+  for (const std::vector<int32_t>& p : prompts) {
+    if (p.empty()) return InvalidArgument("a prompt is empty", "give at least one token (e.g. the BOS id)");
+    if (static_cast<int64_t>(p.size()) > decoder.max_len())
+      return OutOfRange("a prompt has " + std::to_string(p.size()) + " tokens, more than the context of " +
+                            std::to_string(decoder.max_len()),
+                        "shorten the prompt (the model's max_seq_len is " + std::to_string(decoder.config().max_seq_len) + ")");
+    for (int32_t id : p)
+      if (id < 0 || id >= decoder.vocab_size())
+        return InvalidArgument("prompt token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                   std::to_string(decoder.vocab_size()) + ")",
+                               "pass ids produced by this model's tokenizer");
+  }
+  const int64_t V = decoder.vocab_size();
+  BatchGenerateResult out;
+  out.rows.resize(R);
+  std::vector<Sampler> samplers;
+  std::vector<float> logits(static_cast<size_t>(R * V));
+  decoder.reset();
+  Timer prefill;
+  for (int64_t r = 0; r < R; ++r) {
+    SamplingOptions so = o.sampling;
+    so.seed += static_cast<uint64_t>(r);
+    samplers.emplace_back(so);
+    out.rows[r].prompt_tokens = static_cast<int64_t>(prompts[r].size());
+    out.rows[r].stop_reason = "max_tokens";
+    const std::span<const float> last = decoder.forward(prompts[r], nullptr, r);
+    std::copy(last.begin(), last.end(), logits.begin() + r * V);
+  }
+  out.prefill_seconds = prefill.seconds();
+  for (GenerateResult& g : out.rows) g.prefill_seconds = out.prefill_seconds;
+  std::vector<int32_t> next(R, -1);
+  std::vector<bool> done(R, o.max_tokens == 0);
+  Timer decode;
+  for (;;) {
+    int64_t active = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      next[r] = -1;
+      if (done[r]) continue;
+      GenerateResult& g = out.rows[r];
+      const int32_t id = samplers[r].sample(std::span<const float>(logits.data() + r * V, V));
+      g.tokens.push_back(id);
+      if (on_token) on_token(r, id);
+      if (o.eos_id && id == *o.eos_id) g.stop_reason = "eos";
+      else if (static_cast<int64_t>(g.tokens.size()) < o.max_tokens && decoder.length(r) == decoder.max_len())
+        g.stop_reason = "context";
+      else if (static_cast<int64_t>(g.tokens.size()) < o.max_tokens) {
+        next[r] = id;
+        ++active;
+        continue;
+      }
+      done[r] = true;
+    }
+    if (active == 0) break;
+    decoder.step(next, logits.data());
+    ++out.steps;
+    out.step_tokens += active;
+    for (int64_t r = 0; r < R; ++r)
+      if (next[r] >= 0) ++out.rows[r].decode_steps;
+  }
+  out.decode_seconds = decode.seconds();
+  for (GenerateResult& g : out.rows) g.decode_seconds = out.decode_seconds;
+  return out;
+}
+
 namespace {
 // Bytes a UTF-8 sequence has given its lead byte; 0 for a continuation byte; 1 for ASCII and for
 // bytes that cannot start a sequence (emitted as they are).

@@ -71,6 +71,25 @@ struct GenerateResult {
 StatusOr<GenerateResult> generate(Decoder& decoder, std::span<const int32_t> prompt, const GenerateOptions& o,
                                   const std::function<void(int32_t)>& on_token);
 
+// Batched generation: prompts.size() sequences on a decoder with that many rows. Each prompt is
+// prefilled on its row (decoder.forward), then every step draws one token per unfinished row and
+// runs them all through one decoder.step(); a finished row (EOS, max_tokens, full cache) sits the
+// remaining steps out. Row r samples with seed o.sampling.seed + r. With the decoder's bf16 weights
+// row r gives exactly generate() of prompts[r] with that seed; with f32 weights the GEMMs at
+// M = rows round differently, so the sampled ids may differ once logits tie within that rounding.
+// on_token(row, id) as each id is drawn (may be empty). Results per row: decode_seconds and
+// decode_steps are the shared steps' (each step counted once per row that took part in it).
+struct BatchGenerateResult {
+  std::vector<GenerateResult> rows;
+  double prefill_seconds = 0;  // all prompts
+  int64_t steps = 0;           // decoder.step() calls
+  int64_t step_tokens = 0;     // tokens they decoded (Σ active rows)
+  double decode_seconds = 0;   // the steps and the sampling
+};
+StatusOr<BatchGenerateResult> generate_batch(Decoder& decoder, const std::vector<std::vector<int32_t>>& prompts,
+                                             const GenerateOptions& o,
+                                             const std::function<void(int64_t, int32_t)>& on_token);
+
 // Streams bytes that arrive in arbitrary pieces (a token may end inside a UTF-8 sequence) and
 // hands back only complete UTF-8 sequences; an incomplete tail waits for the next push(). Bytes
 // that can never become valid (a stray continuation byte, an invalid lead) pass through unchanged

@@ -10,6 +10,10 @@
 namespace lmt::eval {
 namespace {
 
+// Batching of items (see score_shared_prefix): at most kItems items per pass, a pass of at most
+// max(longest row, kChunkTokens) tokens, and a KV cache of at most kCacheBytes.
+constexpr int64_t kItems = 8, kChunkTokens = 256, kCacheBytes = int64_t{256} << 20;
+
 // log softmax(logits)[target], accumulated in double.
 double log_prob(const float* logits, int64_t V, int32_t target) {
   float mx = logits[0];
@@ -71,52 +75,91 @@ StatusOr<std::vector<ContinuationScore>> score_shared_prefix(model::Transformer&
   }
 
   if (static_cast<int64_t>(fallback.size()) < n) {
-    // One chunk holds the longest row, so a prefix or any one choice runs as one GEMM per weight.
-    Decoder decoder(model, longest, /*prefill_chunk=*/longest);
+    // Items run kItems at a time on the decoder's rows (one row per item), so a weight is read once
+    // per pass for all of them: pass 1 prefills their prefixes, then their choices' segments run in
+    // passes of at most `chunk` tokens. The chunk holds the longest row, so any one prefix or choice
+    // fits a pass; the KV cache (rows × longest) is kept under kCacheBytes.
+    const model::ModelConfig& mc = model.config();
+    const int64_t row_bytes = 2 * 4 * mc.n_layers * mc.kv_dim() * longest;
+    const int64_t items_per_pass = std::clamp<int64_t>(kCacheBytes / std::max<int64_t>(row_bytes, 1), 1, kItems);
+    Decoder decoder(model, longest, std::max(longest, kChunkTokens), options.decode_weights, items_per_pass);
+    const int64_t chunk = decoder.chunk();  // >= longest
     const int64_t V = decoder.vocab_size();
-    std::vector<float> prefix_logits(V), logits;
+    std::vector<float> logits;
     std::vector<int32_t> tokens;
-    std::vector<int64_t> members, sizes, from;
-    for (const Group& gr : plan) {
-      if (!gr.fits) continue;
-      const int64_t P = gr.prefix;
-      decoder.reset();
-      if (P > 0) {
-        const std::span<const float> last = decoder.forward(std::span<const int32_t>(rows[gr.first].data(), P));
-        std::copy(last.begin(), last.end(), prefix_logits.begin());
+    std::vector<Decoder::Segment> segments;
+    std::vector<int64_t> members;
+    std::vector<const Group*> batch;
+    auto flush = [&](bool advance) {  // one pass over `segments`; scores the choices in `members`
+      int64_t rows_out = 0;
+      for (const Decoder::Segment& sg : segments) rows_out += sg.size - sg.from;
+      logits.resize(static_cast<size_t>(std::max<int64_t>(rows_out, 1) * V));
+      decoder.forward_segments(tokens, segments, logits.data(), advance);
+      tokens.clear();
+    };
+    for (size_t gi = 0; gi < plan.size();) {
+      // The next items that fit: at most items_per_pass, their prefixes within one chunk.
+      batch.clear();
+      int64_t prefix_tokens = 0;
+      for (; gi < plan.size() && static_cast<int64_t>(batch.size()) < items_per_pass; ++gi) {
+        const Group& gr = plan[gi];
+        if (!gr.fits) continue;
+        if (!batch.empty() && prefix_tokens + gr.prefix > chunk) break;
+        batch.push_back(&gr);
+        prefix_tokens += gr.prefix;
       }
-      // Each choice's tokens after the prefix but its last (positions P .. len - 2) are a segment;
-      // segments run together, as many as fit one chunk.
-      for (int64_t i = gr.first, end = gr.first + gr.size; i < end;) {
+      if (batch.empty()) continue;
+      decoder.reset();
+      // Pass 1: the prefixes (row k = batch item k), logits after each prefix's last token.
+      segments.clear();
+      std::vector<int64_t> prefix_row(batch.size(), -1);
+      for (size_t k = 0; k < batch.size(); ++k) {
+        const int64_t P = batch[k]->prefix;
+        if (P == 0) continue;
+        prefix_row[k] = static_cast<int64_t>(segments.size());
+        segments.push_back({static_cast<int64_t>(k), 0, P, P - 1});
+        tokens.insert(tokens.end(), rows[batch[k]->first].begin(), rows[batch[k]->first].begin() + P);
+      }
+      std::vector<float> prefix_logits;
+      if (!segments.empty()) {
+        flush(/*advance=*/true);
+        prefix_logits.assign(logits.begin(), logits.begin() + static_cast<int64_t>(segments.size()) * V);
+      }
+      // Each choice's tokens after the prefix but its last (positions P .. len - 2) are a segment on
+      // its item's row; segments of all the batch's items run together, as many as fit a chunk.
+      segments.clear();
+      members.clear();
+      auto score = [&] {
+        if (segments.empty()) return;
+        flush(/*advance=*/false);
+        const float* l = logits.data();
+        for (size_t k = 0; k < members.size(); ++k) {
+          const std::vector<int32_t>& row = rows[members[k]];
+          const int64_t P = batch[segments[k].row]->prefix;
+          for (int64_t r = segments[k].from; r < segments[k].size; ++r, l += V)
+            out[members[k]].logprob += log_prob(l, V, row[P + r + 1]);
+        }
+        segments.clear();
         members.clear();
-        sizes.clear();
-        from.clear();
-        tokens.clear();
-        int64_t rows_out = 0;
-        for (; i < end; ++i) {
+      };
+      for (size_t k = 0; k < batch.size(); ++k) {
+        const Group& gr = *batch[k];
+        const int64_t P = gr.prefix;
+        for (int64_t i = gr.first; i < gr.first + gr.size; ++i) {
           const std::vector<int32_t>& row = rows[i];
           const int64_t len = static_cast<int64_t>(row.size());
           const int64_t first_pred = static_cast<int64_t>(requests[i].context.size()) - 1;  // predicts continuation[0]
           out[i].tokens = static_cast<int64_t>(requests[i].continuation.size());
-          out[i].logprob = first_pred == P - 1 ? log_prob(prefix_logits.data(), V, row[P]) : 0.0;
+          out[i].logprob = first_pred == P - 1 ? log_prob(prefix_logits.data() + prefix_row[k] * V, V, row[P]) : 0.0;
           const int64_t m = len - 1 - P;
           if (m == 0) continue;  // its one prediction came from the prefix
-          if (!members.empty() && static_cast<int64_t>(tokens.size()) + m > decoder.chunk() - P) break;
+          if (static_cast<int64_t>(tokens.size()) + m > chunk) score();
           members.push_back(i);
-          sizes.push_back(m);
-          from.push_back(std::max(first_pred, P) - P);
-          rows_out += m - from.back();
+          segments.push_back({static_cast<int64_t>(k), P, m, std::max(first_pred, P) - P});
           tokens.insert(tokens.end(), row.begin() + P, row.end() - 1);
         }
-        if (members.empty()) continue;
-        logits.resize(static_cast<size_t>(rows_out * V));
-        decoder.forward_segments(tokens, sizes, from, logits.data());
-        const float* l = logits.data();
-        for (size_t k = 0; k < members.size(); ++k) {
-          const std::vector<int32_t>& row = rows[members[k]];
-          for (int64_t r = from[k]; r < sizes[k]; ++r, l += V) out[members[k]].logprob += log_prob(l, V, row[P + r + 1]);
-        }
       }
+      score();
     }
   }
   if (!fallback.empty()) {

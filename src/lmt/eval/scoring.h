@@ -47,6 +47,10 @@ struct ScoreOptions {
   int64_t max_seq = 0;              // longest row T (0: the model's max_seq_len)
   DType compute = DType::kF32;      // kF32 (exact) or kBF16 (faster; bf16 GEMM inputs; kFull only)
   Scoring scoring = Scoring::kSharedPrefix;
+  // kSharedPrefix only: the decoder's GEMM weight dtype (eval/decode_weights.h). kF32 (default):
+  // exact, the same accuracies as kFull; kBF16: bf16 weights, f32 activations (log-likelihoods move
+  // by the weights' bf16 rounding, so a near-tie between choices may flip).
+  DType decode_weights = DType::kF32;
 };
 
 struct ScoreRequest {

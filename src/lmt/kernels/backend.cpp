@@ -78,7 +78,8 @@ void Backend::linear_forward(const TensorView& out, const TensorView& inp, const
   LMT_TRACE_SCOPE("op:gemm");
   Ctx x("linear_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(bias));
   x.dtype("inp", inp, kGemmIn);
-  x.same_dtype("inp", inp, "weight", weight);
+  if (!(inp.dtype() == DType::kF32 && weight.dtype() == DType::kBF16))  // weight-only bf16 is allowed
+    x.same_dtype("inp", inp, "weight", weight);
   DType acc = acc_dtype_for(inp.dtype());
   x.shape("inp", inp, {-1, -1});
   x.shape("weight", weight, {-1, inp.dim(1)});
@@ -383,6 +384,25 @@ void Backend::attention_decode(const TensorView& out, const TensorView& q, const
   x.require(length >= 1 && length <= S, "length " + std::to_string(length) +
                                             " must be in [1, cache capacity S=" + std::to_string(S) + "]");
   attention_decode_impl(out, q, k_cache, v_cache, length, scale);
+}
+
+void Backend::attention_prefill(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                                const TensorView& v_cache, int64_t start, float scale) {
+  Ctx x("attention_prefill", LMT_ARG(out), LMT_ARG(q), LMT_ARG(k_cache), LMT_ARG(v_cache));
+  x.dtype("q", q, kAct);
+  x.shape("q", q, {-1, -1, -1});
+  const int64_t n = q.dim(0), NH = q.dim(1), HD = q.dim(2);
+  x.shape("k_cache", k_cache, {1, -1, -1, HD});
+  const int64_t S = k_cache.dim(1), G = k_cache.dim(2);
+  x.require(G > 0 && NH % G == 0, "query heads NH=" + std::to_string(NH) +
+                                      " must be a multiple of key/value heads G=" + std::to_string(G));
+  x.shape("v_cache", v_cache, {1, S, G, HD});
+  x.shape("out", out, {n, NH, HD});
+  for (auto [name, t] : {std::pair{"k_cache", &k_cache}, {"v_cache", &v_cache}, {"out", &out}})
+    x.same_dtype("q", q, name, *t);
+  x.require(n >= 1 && start >= 0 && start + n <= S, "start " + std::to_string(start) + " + " + std::to_string(n) +
+                                                        " new queries must fit the cache capacity S=" + std::to_string(S));
+  attention_prefill_impl(out, q, k_cache, v_cache, start, scale);
 }
 
 void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& x_in,

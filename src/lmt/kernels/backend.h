@@ -98,7 +98,9 @@ class Backend {
                       bool trans_b, bool accumulate);
 
   // ---- linear (nn.Linear layout: weight[OC,C]) ------------------------------------------------
-  // out[N,OC] (f32) = inp[N,C] · weight[OC,C]ᵀ + bias[OC] (bias optional, f32).
+  // out[N,OC] (f32) = inp[N,C] · weight[OC,C]ᵀ + bias[OC] (bias optional, f32). inp and weight share
+  // a dtype, or inp is f32 and weight bf16 (weight-only bf16, decoding: the weight is widened
+  // exactly, the product taken and accumulated in f32; the activations are not rounded).
   void linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
                       const TensorView& bias);
   // dinp[N,C] = dout · weight (f32, overwrite; optional)
@@ -180,6 +182,14 @@ class Backend {
   // head h / (NH/G). Forward only (generation needs no gradients).
   void attention_decode(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                         const TensorView& v_cache, int64_t length, float scale);
+  // n new query positions of one sequence at [start, start + n) over its KV cache (prefill, and a
+  // choice segment after a shared prefix in eval): q[n,NH,HD], k_cache, v_cache [1,S,G,HD] with the
+  // new tokens' keys and values already in rows [start, start + n) (start >= 0, n >= 1,
+  // start + n <= S); query i attends causally over cache rows [0, start + i]:
+  // out[n,NH,HD] = softmax(scale · q_i·kᵀ) · v. For n = 1 it is attention_decode of one row with
+  // length start + 1. One call replaces n attention_decode calls. Forward only.
+  void attention_prefill(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                         const TensorView& v_cache, int64_t start, float scale);
 
   // ---- LM head fused with softmax cross-entropy -------------------------------------------------
   // logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ restricted to rows < V, computed chunk_rows at a time
@@ -320,6 +330,9 @@ class Backend {
   virtual void attention_decode_impl(const TensorView& out, const TensorView& q,
                                      const TensorView& k_cache, const TensorView& v_cache,
                                      int64_t length, float scale) = 0;
+  virtual void attention_prefill_impl(const TensorView& out, const TensorView& q,
+                                      const TensorView& k_cache, const TensorView& v_cache,
+                                      int64_t start, float scale) = 0;
   virtual void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                           const TensorView& weight, const TensorView& targets,
                                           const CrossEntropyOptions& opts, const TensorView& dx,

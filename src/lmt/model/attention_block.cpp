@@ -3,7 +3,6 @@
 #include "lmt/model/attention_block.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/model/activations.h"
@@ -143,33 +142,76 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
 
 void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
                             const TensorView& k_cache, const TensorView& v_cache, int64_t length,
-                            const TensorView& positions, const TensorView& proj, std::span<const int64_t> segment_ends) {
+                            const TensorView& positions, const TensorView& proj) {
   const int64_t n = x.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
   LMT_CHECK(k_cache.dim(0) == 1 && length >= 0 && length + n <= S)
       << "attention decode of " << n << " tokens after " << length << " into a cache " << k_cache.to_string();
-  LMT_CHECK(segment_ends.empty() || segment_ends.back() == n) << "attention decode: the last segment must end at row " << n;
   AttentionActs d = a;  // k, v: the new tokens' cache rows, written by the projections
   d.k = k_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.v = v_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.att_c = d.att;
   project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
-  const int64_t one = n, row = G * HD;
-  const std::span<const int64_t> ends = segment_ends.empty() ? std::span<const int64_t>(&one, 1) : segment_ends;
+  be_.attention_prefill(d.att.reshape({n, NH, HD}), d.q.reshape({n, NH, HD}), k_cache, v_cache, length, scale());
+  project_out(n, x, x, w, d, /*bf16=*/false, proj);
+}
+
+void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
+                                 const TensorView& k_cache, const TensorView& v_cache, std::span<const int64_t> lengths,
+                                 const TensorView& positions, const TensorView& proj) {
+  const int64_t R = x.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  LMT_CHECK(k_cache.dim(0) == R && static_cast<int64_t>(lengths.size()) == R && a.k.numel() == R * G * HD &&
+            a.v.numel() == R * G * HD)
+      << "attention decode_rows of " << R << " rows: " << lengths.size() << " lengths, cache " << k_cache.to_string()
+      << ", k " << a.k.to_string();
+  AttentionActs d = a;
+  d.att_c = d.att;
+  project_qkv(R, x, w, d, positions, /*bf16=*/false, proj);
+  const TensorView q = d.q.reshape({R, NH * HD}), att = d.att.reshape({R, NH * HD});
+  const TensorView k_new = d.k.reshape({R, G * HD}), v_new = d.v.reshape({R, G * HD});
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t len = lengths[r];
+    if (len == -1) continue;
+    LMT_CHECK(len >= 0 && len < S) << "attention decode_rows: row " << r << " at " << len << " of a cache of " << S;
+    const Shape one{1, S, G, HD};
+    const TensorView kc(k_cache.as<float>() + r * S * G * HD, one, DType::kF32);
+    const TensorView vc(v_cache.as<float>() + r * S * G * HD, one, DType::kF32);
+    be_.copy(kc.reshape({S, G * HD}).slice_rows(len, len + 1), k_new.slice_rows(r, r + 1));
+    be_.copy(vc.reshape({S, G * HD}).slice_rows(len, len + 1), v_new.slice_rows(r, r + 1));
+    be_.attention_decode(att.slice_rows(r, r + 1).reshape({1, NH, HD}), q.slice_rows(r, r + 1).reshape({1, NH, HD}),
+                         kc, vc, len + 1, scale());
+  }
+  project_out(R, x, x, w, d, /*bf16=*/false, proj);
+}
+
+void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
+                                     const TensorView& k_cache, const TensorView& v_cache,
+                                     std::span<const DecodeSegment> segments, const TensorView& positions,
+                                     const TensorView& proj) {
+  const int64_t n = x.dim(0), R = k_cache.dim(0), S = k_cache.dim(1), NH = c_.n_heads, G = c_.n_kv_heads,
+                HD = c_.head_dim;
+  LMT_CHECK(a.k.numel() == n * G * HD && a.v.numel() == n * G * HD)
+      << "attention decode_segments of " << n << " rows: k " << a.k.to_string() << ", v " << a.v.to_string();
+  AttentionActs d = a;
+  d.att_c = d.att;
+  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
+  const TensorView q = d.q.reshape({n, NH * HD}), att = d.att.reshape({n, NH * HD});
+  const TensorView k_new = d.k.reshape({n, G * HD}), v_new = d.v.reshape({n, G * HD});
+  const Shape one{1, S, G, HD};
   int64_t begin = 0;
-  for (const int64_t end : ends) {
-    LMT_CHECK(end > begin && end <= n) << "attention decode: segment [" << begin << ", " << end << ") of " << n << " rows";
-    if (begin > 0)  // this segment's k, v right after the prefix (earlier segments are done with them)
-      for (const TensorView* cache : {&k_cache, &v_cache}) {
-        float* base = cache->as<float>() + length * row;
-        std::memmove(base, base + begin * row, static_cast<size_t>((end - begin) * row) * sizeof(float));
-      }
-    for (int64_t i = begin; i < end; ++i) {  // token i sees cache rows [0, length + i - begin]
-      const TensorView qi = d.q.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
-      const TensorView oi = d.att.reshape({n, NH * HD}).slice_rows(i, i + 1).reshape({1, NH, HD});
-      be_.attention_decode(oi, qi, k_cache, v_cache, length + i - begin + 1, scale());
-    }
+  for (const DecodeSegment& seg : segments) {
+    const int64_t end = begin + seg.size;
+    LMT_CHECK(seg.row >= 0 && seg.row < R && seg.size >= 1 && seg.start >= 0 && seg.start + seg.size <= S && end <= n)
+        << "attention decode_segments: segment of " << seg.size << " rows at " << seg.start << " of cache row " << seg.row
+        << " (rows " << R << ", S " << S << ", " << begin << " of " << n << " rows used)";
+    const TensorView kc(k_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32);
+    const TensorView vc(v_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32);
+    be_.copy(kc.reshape({S, G * HD}).slice_rows(seg.start, seg.start + seg.size), k_new.slice_rows(begin, end));
+    be_.copy(vc.reshape({S, G * HD}).slice_rows(seg.start, seg.start + seg.size), v_new.slice_rows(begin, end));
+    be_.attention_prefill(att.slice_rows(begin, end).reshape({seg.size, NH, HD}),
+                          q.slice_rows(begin, end).reshape({seg.size, NH, HD}), kc, vc, seg.start, scale());
     begin = end;
   }
+  LMT_CHECK(begin == n) << "attention decode_segments: the segments cover " << begin << " of " << n << " rows";
   project_out(n, x, x, w, d, /*bf16=*/false, proj);
 }
 

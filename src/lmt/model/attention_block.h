@@ -17,7 +17,8 @@
 //   backward  training: from d res_out in Scratch::dres, leaves d res_in there.
 //   decode    inference, n new rows at positions [length, length + n) of one sequence: k and v are
 //             written straight into rows [length, length + n) of the layer's KV cache and token i
-//             attends over cache rows [0, length + i] with attention_decode. The decoder's logits
+//             attends over cache rows [0, length + i] (one attention_prefill call for the n rows,
+//             or one per segment). The decoder's logits
 //             therefore equal the training forward's up to the attention kernels' rounding.
 //
 // bf16 convention (forward/backward with BlockPass::compute == kBF16): every GEMM reads bf16 — its
@@ -74,6 +75,12 @@ struct AttentionActs {
   TensorView att_c;                 // att in the compute dtype (bf16 mode), else == att
 };
 
+// One run of new tokens in AttentionBlock::decode_segments: the next `size` rows continue cache row
+// `row` at positions [start, start + size).
+struct DecodeSegment {
+  int64_t row = 0, start = 0, size = 0;
+};
+
 class AttentionBlock {
  public:
   AttentionBlock(kernels::Backend& be, const ModelConfig& config, int64_t layer)
@@ -98,19 +105,32 @@ class AttentionBlock {
   // k_cache, v_cache: this layer's [1,S,G,HD] f32, rows [0, length) filled by earlier calls; rows
   // [length, length + n) are written here (length + n <= S). `a` holds rows [0, n) of chunk
   // scratch: norm_mean, norm_rstd, h, q, att (att_c == att), and q_pre, k_pre, q_rstd, k_rstd with
-  // qk_norm; its k, v and lse are not used. proj [n,C] f32: scratch.
-  //
-  // segment_ends (optional; empty: one segment of n rows): the n rows are consecutive independent
-  // continuations of the cached prefix [0, length), segment s = rows [segment_ends[s-1], segment_ends[s])
-  // (ascending, the last == n); positions are the caller's (each segment restarts at `length`). A
-  // row attends over the prefix and the earlier rows of its own segment: before a segment's
-  // attention its k, v rows are moved (host memmove) down to cache rows [length, ...), so on return
-  // rows [length, length + last segment's size) hold the last segment's k, v and later rows are
-  // stale. Used by shared-prefix scoring (eval/prefix_scoring.h) to run all choices of an item in
-  // one chunk.
+  // qk_norm; its k, v and lse are not used. proj [n,C] f32: scratch. Attention: one
+  // attention_prefill call (token i sees cache rows [0, length + i]).
   void decode(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
-              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj,
-              std::span<const int64_t> segment_ends = {});
+              const TensorView& v_cache, int64_t length, const TensorView& positions, const TensorView& proj);
+
+  // Batched decoding: x[R,C] += attention output of one new token for each of R sequences. Row r is
+  // at position lengths[r] (positions[r] == lengths[r], i32) of its own cache k_cache[r], v_cache[r]
+  // ([R,S,G,HD] f32, rows [0, lengths[r]) filled, lengths[r] < S). a.k, a.v: [R, G·HD] f32 scratch
+  // for the new keys and values, which are copied to cache row lengths[r]; row r then attends over
+  // cache rows [0, lengths[r]] (one attention_decode per row). A row with lengths[r] == -1 sits
+  // out: its cache is untouched and its output row is unspecified. Otherwise as decode(); the
+  // lengths are the caller's to advance.
+  void decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
+                   const TensorView& v_cache, std::span<const int64_t> lengths, const TensorView& positions,
+                   const TensorView& proj);
+
+  // Segments over several cache rows in one pass (batched shared-prefix scoring): x[n,C] += the
+  // attention output of n new tokens that form consecutive segments (Σ size = n), segment s
+  // continuing cache row segments[s].row ([R,S,G,HD] caches) at positions [start, start + size)
+  // (positions[] are the caller's: start + i). k, v are projected into a.k, a.v ([n, G·HD] f32
+  // scratch); just before a segment's attention its k, v are copied to cache rows [start, start +
+  // size) of its row (so segments of one row may reuse positions: each sees the cache rows [0, start)
+  // and its own earlier tokens), then one attention_prefill call per segment.
+  void decode_segments(const TensorView& x, const AttentionWeights& w, const AttentionActs& a, const TensorView& k_cache,
+                       const TensorView& v_cache, std::span<const DecodeSegment> segments, const TensorView& positions,
+                       const TensorView& proj);
 
  private:
   // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.

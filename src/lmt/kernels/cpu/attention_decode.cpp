@@ -1,4 +1,5 @@
-// cpu: attention of one new query per row over a KV cache (incremental decoding).
+// cpu: attention of one new query per row over a KV cache (incremental decoding), and of n new
+// queries of one sequence over its cache, each causally (attention_prefill).
 //
 // Decoding is memory-bound: each (row, query head) item reads `length` cached keys and values once.
 // Items are spread over threads (OpenMP, static); an item computes its scores into per-thread
@@ -66,6 +67,30 @@ void CpuBackend::attention_decode_impl(const TensorView& out, const TensorView& 
     const int64_t kv_off = (b * S * G + g) * HD;
     decode_one(op + item * HD, qp + item * HD, kp + kv_off, vp + kv_off, G * HD, length, HD, scale, scores,
                scores + round16(length));
+  }
+}
+
+// The n·NH (query, head) items of one call in one parallel region: item (i, h) is decode_one over
+// keys [0, start + i]. Later queries see more keys, so items are dealt out dynamically.
+void CpuBackend::attention_prefill_impl(const TensorView& out, const TensorView& q,
+                                        const TensorView& k_cache, const TensorView& v_cache,
+                                        int64_t start, float scale) {
+  for (const TensorView* t : {&out, &q, &k_cache, &v_cache}) cpu_require_f32("attention_prefill", *t);
+  const int64_t n = q.dim(0), NH = q.dim(1), HD = q.dim(2), G = k_cache.dim(2);
+  const int64_t group = NH / G, items = n * NH;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));
+  const int64_t per_thread = round16(start + n) + round16(HD);
+  float* scratch = static_cast<float*>(workspace(threads * per_thread * sizeof(float)));
+  const float* qp = q.as<float>();
+  const float* kp = k_cache.as<float>();
+  const float* vp = v_cache.as<float>();
+  float* op = out.as<float>();
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+  for (int64_t item = 0; item < items; ++item) {
+    const int64_t i = item / NH, h = item % NH, g = h / group;
+    float* scores = scratch + omp_get_thread_num() * per_thread;
+    decode_one(op + item * HD, qp + item * HD, kp + g * HD, vp + g * HD, G * HD, start + i + 1, HD, scale, scores,
+               scores + round16(start + n));
   }
 }
 

@@ -13,6 +13,11 @@
 
 namespace lmt::kernels {
 
+// out[N,OC] = inp[N,C] (f32) · weight[OC,C] (bf16 bits)ᵀ + bias[OC] (f32, may be null), f32
+// accumulation (cpu/linear_bf16w.cpp): linear_forward with bf16 weights and f32 activations.
+void linear_forward_bf16_weights(float* out, const float* inp, const uint16_t* weight, const float* bias, int64_t N,
+                                 int64_t C, int64_t OC);
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
@@ -72,6 +77,8 @@ class CpuBackend final : public Backend {
                                const TensorView& doc_ids, float scale) override;
   void attention_decode_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                              const TensorView& v_cache, int64_t length, float scale) override;
+  void attention_prefill_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                              const TensorView& v_cache, int64_t start, float scale) override;
   void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                   const TensorView& weight, const TensorView& targets,
                                   const CrossEntropyOptions& opts, const TensorView& dx,

@@ -206,6 +206,11 @@ void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& in
                                      const TensorView& weight, const TensorView& bias) {
   require_gemm_dtype("linear_forward", inp);
   const int64_t N = inp.dim(0), C = inp.dim(1), OC = weight.dim(0);
+  if (inp.dtype() != weight.dtype()) {  // f32 activations, bf16 weights (validated): decode GEMVs
+    linear_forward_bf16_weights(out.as<float>(), inp.as<float>(), static_cast<const uint16_t*>(weight.data()),
+                                bias.present() ? bias.as<float>() : nullptr, N, C, OC);
+    return;
+  }
   // out = inp · weightᵀ: weight[OC,C] read as a transposed [C,OC] operand.
   dnnl_->run({N, C, OC, inp.dtype(), false, true, false, bias.present()}, inp.data(), weight.data(),
              out.data(), bias.data());

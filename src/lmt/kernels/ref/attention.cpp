@@ -124,4 +124,31 @@ void RefBackend::attention_decode_impl(const TensorView& out, const TensorView& 
     }
 }
 
+// Query i of n at position start + i: the attention_decode loops over its own causal key range.
+void RefBackend::attention_prefill_impl(const TensorView& out, const TensorView& q,
+                                        const TensorView& k_cache, const TensorView& v_cache,
+                                        int64_t start, float scale) {
+  const int64_t n = q.dim(0), NH = q.dim(1), HD = q.dim(2), G = k_cache.dim(2);
+  auto kv = [&](int64_t j, int64_t g, int64_t e) { return (j * G + g) * HD + e; };
+  std::vector<double> p(start + n);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t h = 0; h < NH; ++h) {
+      const int64_t g = h / (NH / G), length = start + i + 1;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < length; ++j) {
+        double s = 0;
+        for (int64_t e = 0; e < HD; ++e) s += ld(q, (i * NH + h) * HD + e) * ld(k_cache, kv(j, g, e));
+        p[j] = s * scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < length; ++j) sum += p[j] = std::exp(p[j] - mx);
+      for (int64_t e = 0; e < HD; ++e) {
+        double o = 0;
+        for (int64_t j = 0; j < length; ++j) o += p[j] * ld(v_cache, kv(j, g, e));
+        st(out, (i * NH + h) * HD + e, o / sum);
+      }
+    }
+}
+
 }  // namespace lmt::kernels

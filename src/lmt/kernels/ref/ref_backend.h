@@ -58,6 +58,8 @@ class RefBackend final : public Backend {
                                const TensorView& doc_ids, float scale) override;
   void attention_decode_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                              const TensorView& v_cache, int64_t length, float scale) override;
+  void attention_prefill_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                              const TensorView& v_cache, int64_t start, float scale) override;
   void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                   const TensorView& weight, const TensorView& targets,
                                   const CrossEntropyOptions& opts, const TensorView& dx,
