@@ -68,7 +68,9 @@ class Zero3Test : public ::testing::Test {
     EXPECT_TRUE(c.apply_override("optim.name=" + optim).ok());
     // Muon's Newton–Schulz in f32 (dist_test.cpp explains: bf16 operands would turn last-bit
     // differences of the reduced gradients into bf16-sized ones).
-    if (optim == "muon") EXPECT_TRUE(c.apply_override("optim.muon_ns_dtype=fp32").ok());
+    if (optim == "muon") {
+      EXPECT_TRUE(c.apply_override("optim.muon_ns_dtype=fp32").ok());
+    }
     return c;
   }
 
