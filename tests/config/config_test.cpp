@@ -139,7 +139,9 @@ TEST(Config, EveryShippedRecipeParses) {
     if (e.path().extension() != ".toml") continue;
     auto c = Config::from_toml_file(e.path().string());
     EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (c.ok()) EXPECT_TRUE(c->check_complete(e.path().string()).ok()) << e.path();
+    if (c.ok()) {
+      EXPECT_TRUE(c->check_complete(e.path().string()).ok()) << e.path();
+    }
     ++n;
   }
   EXPECT_GE(n, 11);
@@ -223,7 +225,9 @@ TEST(ConfigRanges, EveryNumericKeyHasARangeAndItsDefaultIsInside) {
     if (k.type != Type::kInt && k.type != Type::kFloat && k.type != Type::kFloatList) continue;
     if (k.key == "train.seed") continue;  // any non-negative seed
     EXPECT_TRUE(k.range.bounded()) << k.key;
-    if (k.presence == Presence::kDefault) EXPECT_TRUE(check_value(k, k.default_value, "schema").ok()) << k.key;
+    if (k.presence == Presence::kDefault) {
+      EXPECT_TRUE(check_value(k, k.default_value, "schema").ok()) << k.key;
+    }
   }
 }
 

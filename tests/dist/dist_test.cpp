@@ -72,11 +72,15 @@ class DistTest : public ::testing::Test {
     // (another summation order), and bf16 GEMM operands turn that into bf16-sized differences
     // (~1e-4 in the loss by step 3), beyond this test's tolerances. Sharded bf16 Muon is pinned bit
     // for bit elsewhere (optimizer_test: ShardedStepsEqualAWholeStepBitForBit, default bf16).
-    if (optim == "muon") EXPECT_TRUE(c.apply_override("optim.muon_ns_dtype=fp32").ok());
+    if (optim == "muon") {
+      EXPECT_TRUE(c.apply_override("optim.muon_ns_dtype=fp32").ok());
+    }
     EXPECT_TRUE(c.apply_override(std::string("dist.shared_memory=") + (shared_memory ? "true" : "false")).ok());
     // Every other step logs per-layer gradient norms, which need the full reduced gradients even
     // where ZeRO-1 would otherwise reduce only its shard (ZeRO-2 refuses the key).
-    if (zero < 2) EXPECT_TRUE(c.apply_override("metrics.layer_grad_norm_every=2").ok());
+    if (zero < 2) {
+      EXPECT_TRUE(c.apply_override("metrics.layer_grad_norm_every=2").ok());
+    }
     return c;
   }
 
@@ -220,7 +224,9 @@ TEST_F(DistTest, DefaultThreadsShareTheCoresAmongLocalRanks) {
   EXPECT_EQ(dist::default_threads_per_rank(1), std::min(allowed, online));
   EXPECT_EQ(dist::default_threads_per_rank(online), 1);
   EXPECT_EQ(dist::default_threads_per_rank(4 * online), 1) << "never fewer than one thread";
-  if (allowed == online && online >= 2) EXPECT_EQ(dist::default_threads_per_rank(2), online / 2);
+  if (allowed == online && online >= 2) {
+    EXPECT_EQ(dist::default_threads_per_rank(2), online / 2);
+  }
 }
 
 TEST_F(DistTest, RanksSeeDisjointRowsThatMakeUpOneProcessBatch) {

@@ -117,7 +117,9 @@ TEST(CliConvention, CommandsThatReadARecipeTakeSet) {
 
 TEST(CliConvention, InputsAreNamedExceptReportRuns) {
   for (const auto& [cmd, h] : leaves())
-    if (cmd != "report") EXPECT_FALSE(h.has_positionals) << "lmtrain " << cmd << " shows a positional argument";
+    if (cmd != "report") {
+      EXPECT_FALSE(h.has_positionals) << "lmtrain " << cmd << " shows a positional argument";
+    }
   EXPECT_TRUE(leaves().at("report").has_positionals);
 }
 
@@ -130,7 +132,9 @@ TEST(CliConvention, EveryLeafWithNoArgumentsExits0Or2) {
     if (runs_by_default.count(cmd)) continue;
     Result r = run(cmd, true);
     EXPECT_TRUE(r.code == 0 || r.code == 2) << "lmtrain " << cmd << " with no arguments exited " << r.code << ":\n" << r.out;
-    if (r.code == 2) EXPECT_NE(r.out.find("Usage:"), std::string::npos) << "lmtrain " << cmd << ": no usage shown\n" << r.out;
+    if (r.code == 2) {
+      EXPECT_NE(r.out.find("Usage:"), std::string::npos) << "lmtrain " << cmd << ": no usage shown\n" << r.out;
+    }
   }
 }
 

@@ -148,7 +148,7 @@ TEST_F(CompressedInputCli, EvalAccuracyIsIdentical) {
   const std::string arc = kData + "/eval/arc/arc_easy.llmfoundry.jsonl";
   sh("gzip -c '" + arc + "' > arc.jsonl.gz && zstd -q -c '" + arc + "' > arc.jsonl.zst");
   nlohmann::json want;
-  for (const std::string data : {arc, p("arc.jsonl.gz"), p("arc.jsonl.zst")}) {
+  for (const std::string& data : {arc, p("arc.jsonl.gz"), p("arc.jsonl.zst")}) {
     Result r = run("eval --preset tiny --tokenizer " + p("tok.json") + " --task arc_easy --limit 6 --batch 8 --json --data " + data);
     ASSERT_EQ(r.code, 0) << r.out;
     nlohmann::json j = last_json(r.out);
@@ -205,7 +205,7 @@ TEST_F(CompressedInputCli, TruncatedAndCorruptFilesFailNamingFileAndOffsetWithNo
 TEST_F(CompressedInputCli, Bzip2IsRefusedWithItsCommand) {
   sh("bzip2 -c plain/docs.jsonl > docs.jsonl.bz2");
   const std::string in = p("docs.jsonl.bz2");
-  for (const std::string cmd : {"data prepare --tokenizer " + kData + "/tokenizers/gpt2 --input " + in + " --out " + p("o1"),
+  for (const std::string& cmd : {"data prepare --tokenizer " + kData + "/tokenizers/gpt2 --input " + in + " --out " + p("o1"),
                                 "tokenizer train --input " + in + " --vocab-size 300 --out " + p("o2.json"),
                                 "data clean --input " + in + " --out " + p("o3")}) {
     Result r = run(cmd);

@@ -220,9 +220,11 @@ TEST(StepTime, CpuPlanComparesDpTpPpAndZero3) {
   EXPECT_DOUBLE_EQ(by_name["PP2"].bubble, (by_name["PP2"].compute + by_name["PP2"].pp_comm) / 4);
   EXPECT_GT(by_name["DP2 ZeRO-3"].dp_comm, by_name["DP2"].dp_comm);
   // The ranking is the model's: fitting layouts by predicted step time, the chosen one first.
-  for (size_t i = 1; i < r->search.ranked.size(); ++i)
-    if (r->search.ranked[i].fits == r->search.ranked[i - 1].fits)
+  for (size_t i = 1; i < r->search.ranked.size(); ++i) {
+    if (r->search.ranked[i].fits == r->search.ranked[i - 1].fits) {
       EXPECT_LE(r->search.ranked[i - 1].step_seconds, r->search.ranked[i].step_seconds);
+    }
+  }
   EXPECT_EQ(r->layout.step_seconds, r->search.ranked.front().step_seconds);
   EXPECT_DOUBLE_EQ(r->layout_time.step, r->layout.step_seconds);
   // The JSON carries the same figures.
