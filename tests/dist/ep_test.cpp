@@ -105,7 +105,9 @@ void model_level(int64_t experts, double capacity_factor) {
     std::vector<double> kept(E), done(E);
     for (int64_t e = 0; e < E; ++e) {
       const bool mine = e / El == r;
-      if (!mine) EXPECT_EQ(se.computed[e], 0) << "layer " << l << " expert " << e << " is the other rank's";
+      if (!mine) {
+        EXPECT_EQ(se.computed[e], 0) << "layer " << l << " expert " << e << " is the other rank's";
+      }
       kept[e] = static_cast<double>(sp.computed[e]);  // without EP: the kept rows of this rank
       done[e] = static_cast<double>(se.computed[e]);
     }
@@ -144,7 +146,7 @@ void model_level(int64_t experts, double capacity_factor) {
   EXPECT_LE(worst, 1e-7) << "gradient " << at << ": " << ga[at] << " vs " << gb[at];
 
   // Inference is local: the logits of both models agree without any exchange.
-  Tensor la({N, c.padded_vocab()}, DType::kF32), lb({N, c.padded_vocab()}, DType::kF32);
+  Tensor la({N, c.vocab_size}, DType::kF32), lb({N, c.vocab_size}, DType::kF32);
   plain.logits(tokens.data(), nullptr, la.view());
   ep.logits(tokens.data(), nullptr, lb.view());
   for (int64_t i = 0; i < la.numel(); ++i) ASSERT_EQ(la.as<float>()[i], lb.as<float>()[i]) << i;
