@@ -84,11 +84,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   t->comm_ = comm;
   t->root_ = comm->rank() == 0;
   // parallel.* against the world: tp/pp > 1 are Unimplemented, dp · tp · pp must be the world.
-  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
   if (recipe.parallel.ep > 1 && recipe.zero == 3)
     return Unimplemented("parallel.ep = " + std::to_string(recipe.parallel.ep) +
                              " with train.zero = 3: expert parallelism is not combined with ZeRO-3 yet",
                          "use train.zero = 0, 1 or 2 with parallel.ep, or parallel.ep = 1 (docs/MOE.md)");
+  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
   LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));
   if (recipe.parallel.ep > 1) {  // groups of ep consecutive data-parallel ranks
     const int ep = static_cast<int>(recipe.parallel.ep), r = t->topology_->dp_rank();
