@@ -5,7 +5,9 @@
 // coordinates dist/topology.h describes.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "lmt/dist/communicator.h"
@@ -85,6 +87,42 @@ TEST(DistGroupsTest, SymmetricBufferOverAGroupFollowsTheGroupRanks) {
   for (int i = 0; i < 16; ++i) o[i] = static_cast<float>(g_world->rank() + 1);
   ASSERT_TRUE((*own)->all_reduce_sum_f32(0, 16).ok());
   for (int i = 0; i < 16; ++i) EXPECT_EQ(o[i], static_cast<float>(g_world->rank() + 1));
+}
+
+// all_to_all_v: rank r sends (r + 1) · (p + 1) int32 values to rank p, each value 100·r + p + i/1000-ish
+// (r·1000 + p·100 + i), so every received block says who sent it, to whom and in which order;
+// empty blocks and a self block included.
+TEST(DistGroupsTest, AllToAllVDeliversEachBlockToItsRankInOrder) {
+  REQUIRE_TWO_RANKS();
+  const int r = g_world->rank(), W = g_world->world();
+  std::vector<int32_t> send;
+  std::vector<int64_t> sb(W), rb(W);
+  for (int p = 0; p < W; ++p) {
+    const int n = (r + 1) * (p + 1) - (r == 1 && p == 0 ? 2 : 0);  // rank 1 sends nothing to rank 0
+    for (int i = 0; i < n; ++i) send.push_back(r * 1000 + p * 100 + i);
+    sb[p] = n * 4;
+  }
+  for (int p = 0; p < W; ++p) rb[p] = 4 * ((p + 1) * (r + 1) - (p == 1 && r == 0 ? 2 : 0));
+  std::vector<int32_t> recv(static_cast<size_t>((rb[0] + rb[1]) / 4), -1);
+  ASSERT_TRUE(g_world->all_to_all_v(send.data(), sb, recv.data(), rb).ok());
+  size_t k = 0;
+  for (int p = 0; p < W; ++p)
+    for (int i = 0; i < rb[p] / 4; ++i, ++k) EXPECT_EQ(recv[k], p * 1000 + r * 100 + i) << "from " << p << " item " << i;
+  EXPECT_EQ(k, recv.size());
+  // Counts of the wrong length are refused with the rank named, on every rank (no call is made).
+  Status bad = g_world->all_to_all_v(send.data(), {4}, recv.data(), rb);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.ToString().find("MPI_Alltoallv"), std::string::npos) << bad.ToString();
+}
+
+TEST(DistGroupsTest, SoloAllToAllVCopiesAndChecksSizes) {
+  SoloCommunicator solo;
+  const std::vector<float> in = {1.5f, -2.0f, 3.25f};
+  std::vector<float> out(3, 0.0f);
+  ASSERT_TRUE(solo.all_to_all_v(in.data(), {12}, out.data(), {12}).ok());
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(solo.all_to_all_v(in.data(), {12}, out.data(), {8}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(solo.all_to_all_v(in.data(), {12, 0}, out.data(), {12}).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DistGroupsTest, NegativeColorIsRefused) {

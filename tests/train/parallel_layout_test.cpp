@@ -95,6 +95,36 @@ TEST(ParallelLayoutCheck, SequenceParallelNeedsTensorParallel) {
   EXPECT_NE(e2.find("train.seq_len = 30 is not divisible by parallel.tp = 4"), std::string::npos) << e2;
 }
 
+// parallel.ep (expert parallelism, docs/MOE.md): an MoE model whose expert count it divides, and
+// (given or resolved) a data-parallel size it divides.
+TEST(ParallelLayoutCheck, ExpertParallelNeedsMoeAndDivisibility) {
+  ParallelLayout p = layout(4, 1, 1);
+  p.ep = 2;
+  std::string e = check(p);
+  EXPECT_NE(e.find("parallel.ep = 2 needs a mixture-of-experts model"), std::string::npos) << e;
+  model::ModelConfig m = shape();
+  m.moe.num_experts = 6;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn = 16;
+  EXPECT_EQ(check(p, m), "");
+  p.ep = 4;
+  e = check(p, m);
+  EXPECT_NE(e.find("parallel.ep = 4 does not divide model.moe.num_experts = 6"), std::string::npos) << e;
+  EXPECT_NE(e.find("r.toml"), std::string::npos) << e;
+  p.ep = 3;
+  e = check(p, m);
+  EXPECT_NE(e.find("parallel.ep = 3 does not divide parallel.dp = 4"), std::string::npos) << e;
+  p.dp = 0;  // auto: checked against the world
+  EXPECT_EQ(check(p, m), "");
+  auto s = resolve_parallel_layout(p, 3);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->dp, 3);
+  s = resolve_parallel_layout(p, 4);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("parallel.ep = 3 does not divide the data-parallel size 4"), std::string::npos)
+      << s.status().ToString();
+}
+
 TEST(ParallelLayoutResolve, DpAutoAndExplicit) {
   auto s = resolve_parallel_layout(layout(0, 1, 1), 4);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -229,6 +259,18 @@ TEST_F(ParallelRecipeTest, TrainerRefusesTensorParallelAndWrongWorld) {
   t = Trainer::create(*r, c.to_toml(), (root_ / "dp2").string(), false);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("is not the world size 1"), std::string::npos) << t.status().ToString();
+
+  c = base();  // expert parallelism with ZeRO-3: refused before anything is written
+  for (const char* kv : {"model.moe.num_experts=2", "model.moe.top_k=1", "model.moe.expert_ffn=8", "parallel.ep=2",
+                         "train.zero=3"})
+    ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+  r = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  t = Trainer::create(*r, c.to_toml(), (root_ / "ep_z3").string(), false);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(t.status().message().find("parallel.ep = 2 with train.zero = 3"), std::string::npos) << t.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "ep_z3"));
 
   c = base();
   ASSERT_TRUE(c.apply_override("parallel.dp=1").ok());  // explicit and right: trains

@@ -202,7 +202,7 @@ TEST_F(TrainerTest, MetricsRecordsAreTypedTimedAndStartWithAHeader) {
   EXPECT_EQ(h0["git_commit"], build_git_commit());
   EXPECT_EQ(h0["config_toml"], c.to_toml());
   EXPECT_EQ(h0["max_steps"], 6);
-  EXPECT_EQ(h0["world"], (nlohmann::json{{"world_size", 1}, {"dp", 1}, {"tp", 1}, {"pp", 1}}));
+  EXPECT_EQ(h0["world"], (nlohmann::json{{"world_size", 1}, {"dp", 1}, {"tp", 1}, {"pp", 1}, {"ep", 1}}));
   EXPECT_EQ(h0["machine"]["cpu_brand"], metrics::cpu_info().brand);
   EXPECT_EQ(h0["machine"]["threads"], metrics::cpu_info().threads);
   EXPECT_GT(h0["peaks"]["mfu_peak_gflops"].get<double>(), 0);

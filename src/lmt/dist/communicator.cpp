@@ -84,6 +84,18 @@ Status SoloCommunicator::broadcast(void*, int64_t, int root) {
   return Status::Ok();
 }
 
+Status SoloCommunicator::all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                                      const std::vector<int64_t>& recv_bytes) {
+  LMT_RETURN_IF_ERROR(check_counts(send_bytes, 1, "all_to_all_v (send)"));
+  LMT_RETURN_IF_ERROR(check_counts(recv_bytes, 1, "all_to_all_v (recv)"));
+  if (send_bytes[0] != recv_bytes[0] || send_bytes[0] < 0)
+    return InvalidArgument("all_to_all_v: sends " + std::to_string(send_bytes[0]) + " bytes to itself but expects " +
+                               std::to_string(recv_bytes[0]),
+                           "in a world of 1 the send and receive sizes are the same");
+  if (send_bytes[0] > 0) std::memcpy(recv, send, static_cast<size_t>(send_bytes[0]));
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<SymmetricBuffer>> SoloCommunicator::allocate_symmetric(int64_t bytes) {
   return std::unique_ptr<SymmetricBuffer>(new LocalSymmetricBuffer(bytes));
 }

@@ -61,6 +61,13 @@ class Communicator {
   virtual std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) = 0;
   // bytes of `data` from `root` to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
+  // All-to-all with variable sizes, in bytes (any element type; MPI_Alltoallv over MPI_BYTE):
+  // send_bytes[p] bytes from send + offset_p go to rank p, and recv + offset_p receives
+  // recv_bytes[p] bytes from rank p (offsets: prefix sums, offsets_of()). recv_bytes[p] must equal
+  // what rank p sends here (callers exchange the sizes first, e.g. with a fixed-size call).
+  // send and recv must not overlap. Each buffer's total must be below 2^31 bytes (InvalidArgument).
+  virtual Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                              const std::vector<int64_t>& recv_bytes) = 0;
   virtual Status barrier() = 0;
   // A buffer of `bytes` on every rank that the ranks of the node share (symmetric_buffer.h);
   // collective. kUnimplemented when the ranks span several nodes: use the collectives above.
@@ -81,7 +88,7 @@ class Communicator {
 // A Request already complete, carrying `status` (solo calls, launch errors).
 std::unique_ptr<Request> completed_request(Status status);
 
-// World 1: all_reduce, broadcast and barrier do nothing; reduce_scatter copies; all_gather does nothing;
+// World 1: all_reduce, broadcast and barrier do nothing; reduce_scatter and all_to_all_v copy; all_gather does nothing;
 // a symmetric buffer is heap memory whose collectives only check their arguments.
 class SoloCommunicator final : public Communicator {
  public:
@@ -101,6 +108,8 @@ class SoloCommunicator final : public Communicator {
     return completed_request(all_gather(data, counts));
   }
   Status broadcast(void*, int64_t, int root) override;
+  Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                      const std::vector<int64_t>& recv_bytes) override;
   Status barrier() override { return Status::Ok(); }
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
   StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;

@@ -219,6 +219,16 @@ Status MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {
   return Status::Ok();
 }
 
+Status MpiCommunicator::all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                                     const std::vector<int64_t>& recv_bytes) {
+  std::vector<int> sc, sd, rc, rd;
+  LMT_RETURN_IF_ERROR(to_int_counts(send_bytes, world_, "MPI_Alltoallv (send bytes)", &sc, &sd));
+  LMT_RETURN_IF_ERROR(to_int_counts(recv_bytes, world_, "MPI_Alltoallv (recv bytes)", &rc, &rd));
+  return mpi_status(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE,
+                                  handle_->comm),
+                    "MPI_Alltoallv");
+}
+
 StatusOr<std::unique_ptr<SymmetricBuffer>> MpiCommunicator::allocate_symmetric(int64_t bytes) {
   return allocate_mpi_symmetric(handle_->comm, bytes);
 }

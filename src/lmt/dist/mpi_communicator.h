@@ -1,7 +1,7 @@
 // MpiCommunicator: Communicator over MPI_COMM_WORLD, or over a group of it made by split()
 // (MPI_Comm_split; the group's MPI communicator is freed with the object). Open MPI here; any MPI-3
 // library works.
-// Non-blocking calls use MPI_Iallreduce / MPI_Ireduce_scatter / MPI_Iallgatherv; Open MPI's shared
+// all_to_all_v is MPI_Alltoallv over MPI_BYTE. Non-blocking calls use MPI_Iallreduce / MPI_Ireduce_scatter / MPI_Iallgatherv; Open MPI's shared
 // memory transport progresses them mostly inside MPI calls, so overlap with computation is partial
 // on CPU (the request is tested as later buckets launch; docs/DIST.md).
 //
@@ -40,6 +40,8 @@ class MpiCommunicator final : public Communicator {
   Status all_gather(float* data, const std::vector<int64_t>& counts) override;
   std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override;
   Status broadcast(void* data, int64_t bytes, int root) override;
+  Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                      const std::vector<int64_t>& recv_bytes) override;
   Status barrier() override;
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
   StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;

@@ -9,7 +9,8 @@ namespace {
 
 // layer < 0: the entry shared by every layer (recompute), with the FFN acts of both kinds the
 // model has.
-BlockActs plan_block(const ModelConfig& c, int64_t layer, int64_t B, int64_t T, DType cd, DType f, Arena& a) {
+BlockActs plan_block(const ModelConfig& c, int64_t layer, int64_t B, int64_t T, DType cd, DType f, int ep,
+                     Arena& a) {
   bool dense = false, moe = false;
   for (int64_t l = 0; l < c.n_layers; ++l)
     if (layer < 0 || l == layer) (c.moe.is_moe_layer(l) ? moe : dense) = true;
@@ -17,7 +18,7 @@ BlockActs plan_block(const ModelConfig& c, int64_t layer, int64_t B, int64_t T, 
   b.attn = AttentionBlock::plan(c, B, T, cd, f, a);
   b.res_mid = a.allocate({B * T, c.d_model}, f, "res_mid");
   if (dense) b.ffn = FfnBlock::plan(c, B * T, cd, f, a);
-  if (moe) b.moe = MoeBlock::plan(c, B * T, cd, f, a);
+  if (moe) b.moe = MoeBlock::plan(c, B * T, cd, f, a, ep);
   return b;
 }
 
@@ -34,7 +35,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
   p.options = o;
   for (int64_t l = 0; l <= c.n_layers; ++l) p.residual.push_back(a.allocate({N, C}, f, "residual"));
   const int64_t kept = o.recompute ? 1 : c.n_layers;
-  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, o.recompute ? -1 : l, B, T, cd, f, a));
+  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, o.recompute ? -1 : l, B, T, cd, f, o.ep, a));
 
   Scratch& s = p.scratch;
   s.f32_nc = a.allocate({N, C}, f, "f32_nc");
@@ -52,7 +53,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
     s.dk_pre = a.allocate({N, G * HD}, f, "dk_pre");
   }
   int64_t grad_c = N * std::max({C, U, NH * HD});
-  if (c.moe.enabled()) grad_c = std::max(grad_c, MoeBlock::grad_c_elems(c, N));
+  if (c.moe.enabled()) grad_c = std::max(grad_c, MoeBlock::grad_c_elems(c, N, o.ep));
   if (cd != f) s.grad_c = a.allocate({grad_c}, cd, "grad_c");
   s.final_mean = a.allocate({N}, f, "final_mean");
   s.final_rstd = a.allocate({N}, f, "final_rstd");
@@ -60,7 +61,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
   s.dfinal = a.allocate({N, C}, f, "dfinal");
   s.losses = a.allocate({N}, f, "losses");
   s.positions = a.allocate({N}, DType::kI32, "positions");
-  if (c.moe.enabled()) s.moe = MoeBlock::plan_scratch(c, N, cd, f, a);
+  if (c.moe.enabled()) s.moe = MoeBlock::plan_scratch(c, N, cd, f, a, o.ep);
   return p;
 }
 

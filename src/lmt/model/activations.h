@@ -34,6 +34,9 @@ struct RunOptions {
   bool recompute = false;        // activation checkpointing per block
   float z_loss = 0.0f;
   int64_t lm_head_chunk = 256;   // rows of logits materialised at a time
+  // Expert-parallel group size the MoE activations are planned for (model/moe_block.h; 1: none).
+  // Transformer::set_expert_parallel() must then bind a group of this size.
+  int ep = 1;
 };
 
 // Float dtype of activations and gradients: f64 for an f64 run, else f32.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/kernels/moe_routing.h"
@@ -53,7 +54,94 @@ double mean_sq(const T* x, int64_t n) {
   return s / static_cast<double>(n);
 }
 
+
+// ---- expert parallelism -------------------------------------------------------------------------
+// Layout of one exchange, from this rank's view (P ranks, El = E/P experts each; this rank owns
+// experts [rank·El, (rank+1)·El)). Local rows are grouped by expert, so the rows for rank p's experts
+// are one contiguous block: send_rows[p]. The rows received from rank p arrive grouped by this
+// rank's experts: cnt[p·El + j] rows for local expert j ("source-major"); the experts run over them
+// regrouped by expert, then by source ("expert-major", offsets[E+1] over all E experts, the other
+// ranks' experts empty).
+struct EpLayout {
+  int P = 1, rank = 0;
+  int64_t El = 0;
+  std::vector<int64_t> cnt;                  // [P·El]
+  std::vector<int64_t> send_rows, recv_rows;  // [P]
+  std::vector<int64_t> offsets;              // [E+1] expert-major
+  int64_t received = 0;                      // Σ recv_rows
+};
+
+EpLayout ep_layout(const ExpertParallel& ep, int64_t E, const std::vector<int64_t>& local_offsets,
+                   std::vector<int64_t> cnt) {
+  EpLayout L;
+  L.P = ep.size;
+  L.rank = ep.rank;
+  L.El = E / ep.size;
+  L.cnt = std::move(cnt);
+  L.send_rows.assign(static_cast<size_t>(L.P), 0);
+  L.recv_rows.assign(static_cast<size_t>(L.P), 0);
+  for (int p = 0; p < L.P; ++p) {
+    L.send_rows[p] = local_offsets[(p + 1) * L.El] - local_offsets[p * L.El];
+    for (int64_t j = 0; j < L.El; ++j) L.recv_rows[p] += L.cnt[p * L.El + j];
+    L.received += L.recv_rows[p];
+  }
+  L.offsets.assign(static_cast<size_t>(E + 1), 0);
+  int64_t at = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    L.offsets[e] = at;
+    const int64_t j = e - L.rank * L.El;
+    if (j >= 0 && j < L.El)
+      for (int p = 0; p < L.P; ++p) at += L.cnt[p * L.El + j];
+  }
+  L.offsets[E] = at;
+  return L;
+}
+
+std::vector<int64_t> times(const std::vector<int64_t>& rows, int64_t row_bytes) {
+  std::vector<int64_t> b(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) b[i] = rows[i] * row_bytes;
+  return b;
+}
+
+void exchange(const ExpertParallel& ep, const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+              const std::vector<int64_t>& recv_bytes, const char* what) {
+  const Status st = ep.all_to_all_v(send, send_bytes, recv, recv_bytes);
+  LMT_CHECK(st.ok()) << "expert parallelism (ep rank " << ep.rank << "/" << ep.size << "), " << what << ": "
+                     << st.ToString();
+}
+
+// Copies rows between source-major (src_major = true on `from`) and expert-major order.
+void regroup(const EpLayout& L, void* to, const void* from, int64_t row_bytes, bool to_expert_major) {
+  auto* dst = static_cast<char*>(to);
+  const auto* src = static_cast<const char*>(from);
+  int64_t source_at = 0;  // first source-major row of rank p's block
+  for (int p = 0; p < L.P; ++p) {
+    int64_t in_block = 0;
+    for (int64_t j = 0; j < L.El; ++j) {
+      const int64_t n = L.cnt[p * L.El + j];
+      int64_t expert_at = L.offsets[L.rank * L.El + j];
+      for (int q = 0; q < p; ++q) expert_at += L.cnt[q * L.El + j];
+      const int64_t s_row = source_at + in_block;
+      const int64_t a = to_expert_major ? s_row : expert_at, b = to_expert_major ? expert_at : s_row;
+      if (n > 0) std::memcpy(dst + b * row_bytes, src + a * row_bytes, static_cast<size_t>(n * row_bytes));
+      in_block += n;
+    }
+    source_at += L.recv_rows[p];
+  }
+}
+
+TensorView bytes_as(const TensorView& buf, int64_t rows, int64_t cols, DType dt) {
+  LMT_CHECK(static_cast<size_t>(rows * cols) * dtype_size(dt) <= buf.bytes()) << "expert-parallel buffer too small";
+  return TensorView(buf.data(), Shape{rows, cols}, dt, buf.device());
+}
+
 }  // namespace
+
+int64_t moe_expert_rows(const ModelConfig& c, int64_t N, int ep) {
+  const int64_t K = c.moe.top_k;
+  if (ep <= 1) return N * K;
+  return static_cast<int64_t>(ep) * N * std::min<int64_t>(K, c.moe.num_experts / ep);
+}
 
 double load_imbalance(const std::vector<int64_t>& load) {
   int64_t total = 0, mx = 0;
@@ -68,6 +156,8 @@ double MoeStepStats::imbalance() const { return load_imbalance(load); }
 void MoeStepStats::add(const MoeStats& s) {
   if (load.size() != s.load.size()) load.assign(s.load.size(), 0);
   for (size_t e = 0; e < load.size(); ++e) load[e] += s.load[e];
+  if (computed.size() != s.computed.size()) computed.assign(s.computed.size(), 0);
+  for (size_t e = 0; e < computed.size(); ++e) computed[e] += s.computed[e];
   dropped += s.dropped;
   aux_loss += s.aux_loss;
   z_loss += s.z_loss;
@@ -86,9 +176,9 @@ MoeWeights MoeWeights::of(const BlockViews& master, const BlockViews& gemm) {
   return w;
 }
 
-MoeActs MoeBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena& arena) {
+MoeActs MoeBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena& arena, int ep) {
   const Dims d = dims(c);
-  const int64_t R = N * d.K;
+  const int64_t R = N * d.K, Rx = moe_expert_rows(c, N, ep);
   MoeActs a;
   a.norm_mean = arena.allocate({N}, f, "moe_norm_mean");
   a.norm_rstd = arena.allocate({N}, f, "moe_norm_rstd");
@@ -102,10 +192,11 @@ MoeActs MoeBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena
   a.row_token = arena.allocate({R}, DType::kI32, "moe_row_token");
   a.offsets = arena.allocate({d.E + 1}, DType::kI32, "moe_offsets");
   a.load = arena.allocate({d.E}, DType::kI32, "moe_load");
-  a.xp = arena.allocate({R, d.C}, cd, "moe_xp");
-  a.u = arena.allocate({R, d.Ue}, f, "moe_u");
-  a.a = arena.allocate({R, d.He}, cd, "moe_a");
+  a.xp = arena.allocate({Rx, d.C}, cd, "moe_xp");
+  a.u = arena.allocate({Rx, d.Ue}, f, "moe_u");
+  a.a = arena.allocate({Rx, d.He}, cd, "moe_a");
   a.y = arena.allocate({R, d.C}, f, "moe_y");
+  if (ep > 1) a.ep_counts = arena.allocate({static_cast<int64_t>(ep), d.E / ep}, DType::kI32, "moe_ep_counts");
   if (d.Hs > 0) {
     a.shared_u = arena.allocate({N, d.Us}, f, "moe_shared_u");
     a.shared_a = arena.allocate({N, d.Hs}, cd, "moe_shared_a");
@@ -113,15 +204,19 @@ MoeActs MoeBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena
   return a;
 }
 
-MoeScratch MoeBlock::plan_scratch(const ModelConfig& c, int64_t N, DType cd, DType f, Arena& arena) {
+MoeScratch MoeBlock::plan_scratch(const ModelConfig& c, int64_t N, DType cd, DType f, Arena& arena, int ep) {
   const Dims d = dims(c);
-  const int64_t R = N * d.K;
+  const int64_t R = N * d.K, Rx = moe_expert_rows(c, N, ep);
   MoeScratch m;
-  if (cd != f) m.f32_wide = arena.allocate({std::max(R * d.He, N * d.Hs)}, f, "moe_f32_wide");
+  if (cd != f) m.f32_wide = arena.allocate({std::max(Rx * d.He, N * d.Hs)}, f, "moe_f32_wide");
   m.dy = arena.allocate({R, d.C}, f, "moe_dy");
-  m.da = arena.allocate({R, d.He}, f, "moe_da");
-  m.du = arena.allocate({R, d.Ue}, f, "moe_du");
-  m.dxp = arena.allocate({R, d.C}, f, "moe_dxp");
+  m.da = arena.allocate({Rx, d.He}, f, "moe_da");
+  m.du = arena.allocate({Rx, d.Ue}, f, "moe_du");
+  m.dxp = arena.allocate({Rx, d.C}, f, "moe_dxp");
+  if (ep > 1) {
+    m.ep_a = arena.allocate({Rx * d.C}, f, "moe_ep_a");
+    m.ep_b = arena.allocate({Rx * d.C}, f, "moe_ep_b");
+  }
   m.dlogits = arena.allocate({N, d.E}, f, "moe_dlogits");
   m.dweights = arena.allocate({N, d.K}, f, "moe_dweights");
   m.dprobs = arena.allocate({d.E}, f, "moe_dprobs");
@@ -133,15 +228,15 @@ MoeScratch MoeBlock::plan_scratch(const ModelConfig& c, int64_t N, DType cd, DTy
   return m;
 }
 
-int64_t MoeBlock::grad_c_elems(const ModelConfig& c, int64_t N) {
+int64_t MoeBlock::grad_c_elems(const ModelConfig& c, int64_t N, int ep) {
   const Dims d = dims(c);
-  const int64_t R = N * d.K;
+  const int64_t R = moe_expert_rows(c, N, ep);
   return std::max({R * d.C, R * d.Ue, N * d.E, N * d.Us, N * d.C});
 }
 
 MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, const MoeWeights& w,
                            const MoeActs& acts, DType compute, const TensorView& bias, int64_t capacity,
-                           const TensorView& f32_nc, const TensorView& f32_wide) {
+                           const TensorView& f32_nc, const TensorView& f32_wide, const MoeScratch* m) {
   const Dims d = dims(c_);
   const int64_t N = res_in.dim(0);
   const bool bf16 = compute == DType::kBF16;
@@ -163,17 +258,49 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   for (int64_t e = 0; e <= d.E; ++e) acts.offsets.as<int32_t>()[e] = static_cast<int32_t>(r.offsets[e]);
   for (int64_t e = 0; e < d.E; ++e) acts.load.as<int32_t>()[e] = static_cast<int32_t>(r.load[e]);
 
-  // Experts over the routed rows.
-  const TensorView xp = first(acts.xp, R), u = first(acts.u, R), act_c = first(acts.a, R), y = first(acts.y, R);
-  be_.moe_gather_rows(xp, h, first(acts.row_token, R));
-  be_.grouped_linear_forward(u, xp, w.experts_up, r.offsets);
-  const TensorView act = bf16 ? as2d(f32_wide, R, d.He) : act_c;
+  // Experts over the routed rows: here (Rx = R rows, grouped by expert as routed), or under expert
+  // parallelism on the owning ranks (Rx = the rows of all ranks for this rank's experts).
+  const DType fd = acts.y.dtype();
+  const int64_t cs = static_cast<int64_t>(dtype_size(h.dtype())), fs = static_cast<int64_t>(dtype_size(fd));
+  const TensorView y = first(acts.y, R);
+  std::vector<int64_t> offsets = r.offsets;
+  EpLayout L;
+  if (ep_) {
+    LMT_CHECK(m && m->ep_a.present() && acts.ep_counts.present() && acts.ep_counts.dim(0) == ep_->size)
+        << "MoeBlock: expert parallelism needs acts and scratch planned for ep = " << ep_->size;
+    const int64_t El = d.E / ep_->size;
+    std::vector<int64_t> mine(static_cast<size_t>(d.E)), cnt(static_cast<size_t>(d.E));
+    for (int64_t e = 0; e < d.E; ++e) mine[e] = r.offsets[e + 1] - r.offsets[e];  // kept rows per expert
+    const std::vector<int64_t> eb(static_cast<size_t>(ep_->size), El * 8);
+    exchange(*ep_, mine.data(), eb, cnt.data(), eb, "row counts");
+    for (int64_t i = 0; i < d.E; ++i) acts.ep_counts.as<int32_t>()[i] = static_cast<int32_t>(cnt[i]);
+    L = ep_layout(*ep_, d.E, r.offsets, std::move(cnt));
+    LMT_CHECK(L.received <= acts.xp.dim(0)) << "expert parallelism: " << L.received << " rows over the planned "
+                                            << acts.xp.dim(0);
+    const TensorView local = bytes_as(m->ep_a, R, d.C, h.dtype());
+    be_.moe_gather_rows(local, h, first(acts.row_token, R));
+    exchange(*ep_, local.data(), times(L.send_rows, d.C * cs), m->ep_b.data(), times(L.recv_rows, d.C * cs), "rows");
+    regroup(L, acts.xp.data(), m->ep_b.data(), d.C * cs, /*to_expert_major=*/true);
+    offsets = L.offsets;
+  }
+  const int64_t Rx = offsets[d.E];
+  const TensorView xp = first(acts.xp, Rx), u = first(acts.u, Rx), act_c = first(acts.a, Rx);
+  if (!ep_) be_.moe_gather_rows(xp, h, first(acts.row_token, R));
+  be_.grouped_linear_forward(u, xp, w.experts_up, offsets);
+  const TensorView act = bf16 ? as2d(f32_wide, Rx, d.He) : act_c;
   if (d.glu)
     be_.glu_forward(c_.activation, act, u);
   else
     be_.activation_forward(c_.activation, act, u);
   if (bf16) be_.convert(act_c, act);
-  be_.grouped_linear_forward(y, act_c, w.experts_down, r.offsets);
+  if (ep_) {
+    const TensorView ye = bytes_as(m->ep_a, Rx, d.C, fd);
+    be_.grouped_linear_forward(ye, act_c, w.experts_down, offsets);
+    regroup(L, m->ep_b.data(), ye.data(), d.C * fs, /*to_expert_major=*/false);
+    exchange(*ep_, m->ep_b.data(), times(L.recv_rows, d.C * fs), y.data(), times(L.send_rows, d.C * fs), "outputs");
+  } else {
+    be_.grouped_linear_forward(y, act_c, w.experts_down, offsets);
+  }
   be_.moe_combine_forward(f32_nc, y, weights, slots);
   be_.add(res_out, res_in, f32_nc);
 
@@ -193,6 +320,8 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
 
   MoeStats s;
   s.load = r.load;
+  s.computed.resize(static_cast<size_t>(d.E));
+  for (int64_t e = 0; e < d.E; ++e) s.computed[e] = offsets[e + 1] - offsets[e];
   s.dropped = r.dropped;
   const bool f64 = probs.dtype() == DType::kF64;
   if (c_.moe.balance == MoeBalance::kAuxLoss) {
@@ -214,20 +343,44 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   const TensorView h = first(acts.h, N), dres = s.dres, dh = s.dh;
   const TensorView dh2 = first(m.dh2, N);
 
-  // Combine, down, activation, up, un-permutation.
-  const TensorView dy = first(m.dy, R), da = first(m.da, R), du = first(m.du, R), dxp = first(m.dxp, R);
+  // Combine, then (under expert parallelism: on the owning ranks, after sending d y there) down,
+  // activation, up; then the un-permutation of d x (sent back first under EP).
+  const TensorView dy = first(m.dy, R);
   const TensorView dweights = first(m.dweights, N);
   be_.moe_combine_backward(dy, dweights, dres, first(acts.y, R), first(acts.weights, N), first(acts.slots, N));
-  be_.grouped_linear_backward(da, g.experts_down, gemm_input(be_, s.grad_c, dy), first(acts.a, R), w.experts_down,
-                              offsets);
+  const DType fd = dy.dtype();
+  const int64_t fs = static_cast<int64_t>(dtype_size(fd));
+  TensorView dy_x = dy;  // d y of the rows computed here, expert-major
+  EpLayout L;
+  if (ep_) {
+    std::vector<int64_t> cnt(static_cast<size_t>(d.E));
+    for (int64_t i = 0; i < d.E; ++i) cnt[i] = acts.ep_counts.as<int32_t>()[i];
+    const std::vector<int64_t> local_offsets = offsets;
+    L = ep_layout(*ep_, d.E, local_offsets, std::move(cnt));
+    exchange(*ep_, dy.data(), times(L.send_rows, d.C * fs), m.ep_a.data(), times(L.recv_rows, d.C * fs), "d outputs");
+    dy_x = bytes_as(m.ep_b, L.received, d.C, fd);
+    regroup(L, dy_x.data(), m.ep_a.data(), d.C * fs, /*to_expert_major=*/true);
+    offsets = L.offsets;
+  }
+  const int64_t Rx = offsets[d.E];
+  const TensorView da = first(m.da, Rx), du = first(m.du, Rx), dxp = first(m.dxp, Rx);
+  be_.grouped_linear_backward(da, g.experts_down, gemm_input(be_, s.grad_c, dy_x), first(acts.a, Rx),
+                              w.experts_down, offsets);
   if (d.glu)
-    be_.glu_backward(c_.activation, du, da, first(acts.u, R));
+    be_.glu_backward(c_.activation, du, da, first(acts.u, Rx));
   else
-    be_.activation_backward(c_.activation, du, da, first(acts.u, R));
-  be_.grouped_linear_backward(dxp, g.experts_up, gemm_input(be_, s.grad_c, du), first(acts.xp, R), w.experts_up,
+    be_.activation_backward(c_.activation, du, da, first(acts.u, Rx));
+  be_.grouped_linear_backward(dxp, g.experts_up, gemm_input(be_, s.grad_c, du), first(acts.xp, Rx), w.experts_up,
                               offsets);
+  TensorView dx_local = dxp;  // d x of this rank's routed rows, in routed order
+  if (ep_) {
+    regroup(L, m.ep_a.data(), dxp.data(), d.C * fs, /*to_expert_major=*/false);
+    dx_local = bytes_as(m.ep_b, R, d.C, fd);
+    exchange(*ep_, m.ep_a.data(), times(L.recv_rows, d.C * fs), dx_local.data(), times(L.send_rows, d.C * fs),
+             "d inputs");
+  }
   be_.fill(dh, 0.0);
-  be_.moe_scatter_add_rows(dh, dxp, first(acts.row_token, R));
+  be_.moe_scatter_add_rows(dh, dx_local, first(acts.row_token, R));
 
   // Router: the routing weights' gradient plus the aux and z-loss terms.
   TensorView dprobs;

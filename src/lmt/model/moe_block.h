@@ -24,11 +24,25 @@
 //
 // bf16 convention, gradient contract and threading: as FfnBlock (model/ffn_block.h). The routing
 // bookkeeping runs on the host (activations in host memory).
+//
+// Expert parallelism (ExpertParallel of P > 1 ranks, training forwards and their backward only;
+// docs/MOE.md "Expert parallelism"): routing, capacity, the aux/z losses, the combine and the shared
+// experts stay local to each rank (its own N tokens, exactly as without EP). Rank r of the ep group
+// computes only experts [r·E/P, (r+1)·E/P): each rank sends the routed rows of every other rank's
+// experts there (all_to_all_v of the per-expert row counts, then of the rows), the owner runs its
+// experts over the rows of all P ranks (grouped by expert, then by source rank), and the outputs go
+// back the same way; backward sends d y to the owners and d x back. Expert weight gradients are
+// therefore written only on the owning rank (zero elsewhere); a sum over the data-parallel ranks
+// (which the ep group is part of) gives the same total as without EP. Every rank still holds every
+// expert's parameters (sharding them is not done). Inference passes (logits, decoding) compute
+// every expert locally.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "lmt/base/status.h"
 #include "lmt/kernels/backend.h"
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
@@ -37,6 +51,20 @@
 namespace lmt::model {
 
 struct Scratch;  // model/activations.h
+
+// The expert-parallel group as the model sees it (the model never talks to processes itself: the
+// trainer binds all_to_all_v to a dist::Communicator, Communicator::all_to_all_v's contract).
+struct ExpertParallel {
+  int rank = 0, size = 1;
+  std::function<Status(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                       const std::vector<int64_t>& recv_bytes)>
+      all_to_all_v;
+  bool enabled() const { return size > 1; }
+};
+
+// Rows an expert-parallel rank may hold for its experts: P ranks × N tokens × min(K, E/P) slots
+// (a token chooses distinct experts). ep = 1: N·K.
+int64_t moe_expert_rows(const ModelConfig& c, int64_t N, int ep);
 
 struct MoeWeights {
   TensorView norm_w, norm_b;  // [C] master
@@ -48,7 +76,8 @@ struct MoeWeights {
   static MoeWeights of(const BlockViews& master, const BlockViews& gemm);
 };
 
-// What forward saves for backward (N rows; R_max = N·K rows for the routed tensors).
+// What forward saves for backward (N rows; R_max = N·K rows for the routed tensors; under expert
+// parallelism xp, u and a hold the rows this rank computes, up to moe_expert_rows(c, N, ep)).
 struct MoeActs {
   TensorView norm_mean, norm_rstd;  // [N] f32
   TensorView h;                     // [N,C] compute
@@ -65,6 +94,7 @@ struct MoeActs {
   TensorView y;                     // [R_max,C] f32: expert outputs
   TensorView shared_u;              // [N,Us] f32 (shared experts only)
   TensorView shared_a;              // [N,Hs] compute
+  TensorView ep_counts;             // [P, E/P] i32 (ep > 1): rows rank p sent for each expert of this rank
 };
 
 // Backward scratch of the MoE layers (one set, shared by all of them; planned in activations.cpp).
@@ -78,11 +108,13 @@ struct MoeScratch {
   TensorView dprobs;     // [E] the aux loss gradient per expert
   TensorView dshared_a, dshared_u;  // [N,Hs], [N,Us]
   TensorView dh2;        // [N,C] a second input gradient to add into Scratch::dh
+  TensorView ep_a, ep_b;  // [R_ep·C] f32 each (ep > 1): exchange and reordering buffers (forward too)
 };
 
 // One forward's routing statistics (host).
 struct MoeStats {
   std::vector<int64_t> load;  // [E] slots routed to each expert
+  std::vector<int64_t> computed;  // [E] rows this rank ran through each expert (EP: only its own)
   int64_t dropped = 0;        // slots over capacity
   double aux_loss = 0;        // coef · E · Σ_e (load_e/N) · mean_n(p_ne) (kAuxLoss; else 0)
   double z_loss = 0;          // coef · mean(lse²) (0 when off)
@@ -92,6 +124,7 @@ struct MoeStats {
 // One MoE layer's statistics summed over the training forwards of an optimizer step.
 struct MoeStepStats {
   std::vector<int64_t> load;  // [E] routed slots per expert, summed
+  std::vector<int64_t> computed;  // [E] rows this rank computed per expert, summed (not summed over ranks)
   int64_t dropped = 0;        // slots over capacity, summed
   double aux_loss = 0;        // summed over forwards (aux_mean(): per forward)
   double z_loss = 0;
@@ -107,19 +140,24 @@ double load_imbalance(const std::vector<int64_t>& load);
 
 class MoeBlock {
  public:
-  MoeBlock(kernels::Backend& be, const ModelConfig& config) : be_(be), c_(config) {}
+  // ep: the expert-parallel group for this pass (training), or nullptr / size 1 for none; the acts
+  // and scratch must then have been planned for ep->size. It must outlive the block.
+  MoeBlock(kernels::Backend& be, const ModelConfig& config, const ExpertParallel* ep = nullptr)
+      : be_(be), c_(config), ep_(ep && ep->enabled() ? ep : nullptr) {}
 
-  static MoeActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena);
-  static MoeScratch plan_scratch(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena);
+  static MoeActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int ep = 1);
+  static MoeScratch plan_scratch(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int ep = 1);
   // Elements of Scratch::grad_c the MoE backward needs for N rows.
-  static int64_t grad_c_elems(const ModelConfig& c, int64_t N);
+  static int64_t grad_c_elems(const ModelConfig& c, int64_t N, int ep = 1);
 
   // res_out[N,C] = res_in + MoE output; N = res_in's rows (acts planned for at least N rows).
   // bias: [E] f32 selection bias or absent; capacity: 0 dropless. f32_nc [N,C] f32 scratch,
-  // f32_wide: MoeScratch::f32_wide (bf16 mode; may be absent otherwise). Returns the statistics.
+  // f32_wide: MoeScratch::f32_wide (bf16 mode; may be absent otherwise); m: the MoeScratch (needed
+  // only under expert parallelism). Returns the statistics. Under EP every rank of the group must
+  // call it (collective); a failed exchange is fatal (LMT_CHECK naming the rank).
   MoeStats forward(const TensorView& res_out, const TensorView& res_in, const MoeWeights& w, const MoeActs& a,
                    DType compute, const TensorView& bias, int64_t capacity, const TensorView& f32_nc,
-                   const TensorView& f32_wide);
+                   const TensorView& f32_wide, const MoeScratch* m = nullptr);
 
   // As FfnBlock::backward; loss_scale multiplies the aux and z-loss gradients (the LM loss's
   // gradient arrives in s.dres already scaled). Reads forward's stats (load) from `a`.
@@ -135,6 +173,7 @@ class MoeBlock {
  private:
   kernels::Backend& be_;
   const ModelConfig& c_;
+  const ExpertParallel* ep_;
 };
 
 }  // namespace lmt::model

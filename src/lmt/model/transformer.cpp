@@ -32,6 +32,16 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, D
   }
 }
 
+void Transformer::set_expert_parallel(ExpertParallel ep) {
+  if (ep.enabled()) {
+    LMT_CHECK(config().moe.enabled() && config().moe.num_experts % ep.size == 0)
+        << "expert parallelism over " << ep.size << " ranks needs moe.num_experts divisible by it";
+    LMT_CHECK(plan_.options.ep == ep.size) << "prepare() with RunOptions::ep = " << ep.size << " first";
+    LMT_CHECK(ep.rank >= 0 && ep.rank < ep.size && ep.all_to_all_v) << "bad expert-parallel group";
+  }
+  ep_ = std::move(ep);
+}
+
 void Transformer::reset_moe_stats() {
   for (MoeStepStats& s : moe_stats_) s = MoeStepStats();
 }

@@ -102,6 +102,12 @@ class Transformer {
   // from the loads of moe_stats() (this step's), for every MoE layer; then resets the stats.
   // A no-op for other balance modes (the stats are still reset).
   void update_router_bias();
+  // Expert parallelism (model/moe_block.h): training forwards and their backward compute only this
+  // rank's experts and exchange rows through ep.all_to_all_v; every rank of the group must run the
+  // same passes in lockstep. Needs prepare() with RunOptions::ep == ep.size (checked); ep.size must
+  // divide moe.num_experts. Inference passes are unaffected. size 1 (the default): none.
+  void set_expert_parallel(ExpertParallel ep);
+  const ExpertParallel& expert_parallel() const { return ep_; }
 
   // Per-token losses of the last forward ([B·T], 0 where ignored).
   TensorView token_losses() const { return plan_.scratch.losses; }
@@ -162,6 +168,7 @@ class Transformer {
   bool train_pass_ = false;              // the current forward trains (capacity applies, stats count)
   bool recomputing_ = false;             // backward is recomputing a block
   float loss_scale_ = 1.0f;              // of the last training forward (aux/z-loss gradients)
+  ExpertParallel ep_;                    // size 1: none
 };
 
 }  // namespace lmt::model

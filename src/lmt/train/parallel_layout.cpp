@@ -41,6 +41,21 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
     return InvalidArgument(at + "parallel.sp = true: train.seq_len = " + str(seq_len) + " is not divisible by " + tp +
                                " (each tensor-parallel rank holds seq_len / tp positions)",
                            "choose train.seq_len as a multiple of parallel.tp");
+  if (p.ep > 1) {
+    const std::string ep = "parallel.ep = " + str(p.ep);
+    if (!m.moe.enabled())
+      return InvalidArgument(at + ep + " needs a mixture-of-experts model (model.moe.num_experts > 0): expert "
+                                  "parallelism splits the routed experts",
+                             "set parallel.ep = 1 for a dense model");
+    if (m.moe.num_experts % p.ep != 0)
+      return InvalidArgument(at + ep + " does not divide model.moe.num_experts = " + str(m.moe.num_experts) +
+                                 ": each expert-parallel rank computes E / ep experts",
+                             "choose parallel.ep dividing model.moe.num_experts and the data-parallel size");
+    if (p.dp > 0 && p.dp % p.ep != 0)
+      return InvalidArgument(at + ep + " does not divide parallel.dp = " + str(p.dp) +
+                                 ": expert-parallel groups are carved out of the data-parallel ranks",
+                             "choose parallel.ep dividing parallel.dp");
+  }
   if (p.dp > 0 && p.dp * p.tp * p.pp > (int64_t{1} << 24))
     return InvalidArgument(at + "parallel.dp · parallel.tp · parallel.pp = " + str(p.dp * p.tp * p.pp) +
                                " ranks is more than the limit of 2^24",
@@ -73,6 +88,11 @@ StatusOr<dist::ParallelSizes> resolve_parallel_layout(const ParallelLayout& p, i
                                " = " + str(dp * model_ranks) + " is not the world size " + str(w) +
                                (w == 1 ? " (a single process; under mpirun -np N the world is N)" : " (the ranks under mpirun)"),
                            "set parallel.dp = 0 (auto: world / (tp · pp)), or run mpirun -np " + str(dp * model_ranks));
+  if (dp % p.ep != 0)
+    return InvalidArgument("parallel.ep = " + str(p.ep) + " does not divide the data-parallel size " + str(dp) +
+                               " (world " + str(w) + " / (tp · pp)): expert-parallel groups are carved out of the "
+                               "data-parallel ranks",
+                           "run with a multiple of parallel.ep data-parallel ranks (mpirun -np), or lower parallel.ep");
   dist::ParallelSizes s;
   s.dp = static_cast<int>(dp);
   s.tp = static_cast<int>(p.tp);

@@ -5,6 +5,7 @@
 //   check_parallel_layout: when the recipe is built (no world yet) — what the model and the batch
 //     decide: n_heads and n_kv_heads divisible by tp, ffn_hidden and the padded vocabulary
 //     divisible by tp (column/row-parallel matmuls, vocabulary-parallel embedding), n_layers >= pp,
+//     ep > 1 needs an MoE model whose moe.num_experts it divides (and divides dp when dp is given),
 //     sp needs tp > 1 and train.seq_len divisible by tp (sequence shards), and dp · tp · pp within
 //     the limits when dp is given.
 //   resolve_parallel_layout: when the world is known (`lmtrain train` start, under mpirun) —
@@ -26,6 +27,7 @@ namespace lmt::train {
 struct ParallelLayout {
   int64_t dp = 0;  // 0: auto (world / (tp · pp))
   int64_t tp = 1, pp = 1;
+  int64_t ep = 1;  // expert parallelism: groups of ep consecutive dp ranks (docs/MOE.md)
   bool sp = false;
 };
 

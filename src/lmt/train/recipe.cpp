@@ -201,6 +201,8 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.parallel.dp = c.get_int("parallel.dp");
   r.parallel.tp = c.get_int("parallel.tp");
   r.parallel.pp = c.get_int("parallel.pp");
+  r.parallel.ep = c.get_int("parallel.ep");
+  r.run.ep = static_cast<int>(r.parallel.ep);  // the MoE activations are planned for the ep group
   r.parallel.sp = c.get_bool("parallel.sp");
   LMT_RETURN_IF_ERROR(check_parallel_layout(r.parallel, r.model, r.seq_len, where_section(c, "parallel.")));
   const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)

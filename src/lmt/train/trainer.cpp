@@ -84,8 +84,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   t->comm_ = comm;
   t->root_ = comm->rank() == 0;
   // parallel.* against the world: tp/pp > 1 are Unimplemented, dp · tp · pp must be the world.
+  if (recipe.parallel.ep > 1 && recipe.zero == 3)
+    return Unimplemented("parallel.ep = " + std::to_string(recipe.parallel.ep) +
+                             " with train.zero = 3: expert parallelism is not combined with ZeRO-3 yet",
+                         "use train.zero = 0, 1 or 2 with parallel.ep, or parallel.ep = 1 (docs/MOE.md)");
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
   LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));
+  if (recipe.parallel.ep > 1) {  // groups of ep consecutive data-parallel ranks
+    const int ep = static_cast<int>(recipe.parallel.ep), r = t->topology_->dp_rank();
+    LMT_ASSIGN_OR_RETURN(t->ep_comm_, t->topology_->dp().split(r / ep, r % ep));
+  }
   LMT_RETURN_IF_ERROR(t->setup(resume));
   return t;
 }
@@ -121,6 +129,16 @@ Status Trainer::setup(bool resume) {
   if (!recipe_.init_from.empty())  // a resume replaces these with its checkpoint's below
     LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), model_->params().as<float>()));
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
+  if (ep_comm_) {
+    model::ExpertParallel ep;
+    ep.rank = ep_comm_->rank();
+    ep.size = ep_comm_->world();
+    dist::Communicator* c = ep_comm_.get();
+    ep.all_to_all_v = [c](const void* send, const std::vector<int64_t>& sb, void* recv, const std::vector<int64_t>& rb) {
+      return c->all_to_all_v(send, sb, recv, rb);
+    };
+    model_->set_expert_parallel(std::move(ep));
+  }
   dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
   if (recipe_.layer_grad_norm_every > 0 && ((dp_->sharded() && recipe_.zero == 2) || recipe_.zero == 3))
@@ -318,7 +336,7 @@ nlohmann::json Trainer::run_header(int64_t resumed_from_step) const {
                       {"machine", {{"cpu_vendor", cpu.vendor}, {"cpu_brand", cpu.brand}, {"threads", cpu.threads},
                                    {"avx512f", cpu.avx512f}, {"avx512_bf16", cpu.avx512_bf16}, {"amx_bf16", cpu.amx_bf16}}},
                       {"peaks", peaks},
-                      {"world", {{"world_size", topology_->world_size()}, {"dp", sz.dp}, {"tp", sz.tp}, {"pp", sz.pp}}},
+                      {"world", {{"world_size", topology_->world_size()}, {"dp", sz.dp}, {"tp", sz.tp}, {"pp", sz.pp}, {"ep", recipe_.parallel.ep}}},
                       {"model", {{"name", recipe_.model.name}, {"parameters", recipe_.model.param_count()}}},
                       {"max_steps", recipe_.max_steps}};
   if (resumed_from_step >= 0) h["resumed_from_step"] = resumed_from_step;

@@ -119,6 +119,7 @@ class Trainer {
   std::unique_ptr<dist::Communicator> own_comm_;  // solo, when create() got none
   dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
+  std::unique_ptr<dist::Communicator> ep_comm_;   // parallel.ep > 1: ep consecutive ranks of topology_->dp()
   bool root_ = true;                              // rank 0: logs, metrics, checkpoints
   std::unique_ptr<model::Transformer> model_;
   std::unique_ptr<DataParallel> dp_;              // over topology_->dp(); destroyed before model_ (ZeRO 3 unhooks it)

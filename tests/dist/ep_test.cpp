@@ -1,0 +1,323 @@
+// Expert parallelism (parallel.ep, model/moe_block.h) under `mpirun -np 2` (ctest registers it so;
+// alone, as world 1, every test skips: EP needs 2 ranks):
+//   - the model: on each rank a Transformer with ep = 2 and one without, same weights, same batch
+//     (this rank's): the loss is the same, each rank computed only its own experts (the per-expert
+//     row counter), the other experts' weight gradients are exactly zero before the data-parallel
+//     sum, and the summed gradients equal the summed gradients without EP;
+//   - training (fp32, top-2 of 4, 6 steps): parallel.ep = 2 on 2 data-parallel ranks gives the same
+//     per-step losses (1e-5 relative) and final parameters (1e-6 + 1e-5·|p|) as ep = 1 on the same
+//     2 ranks — with the aux loss, the z-loss and capacity drops, which are per rank either way —
+//     and, without the aux loss and dropless, as one process with the global batch; also with
+//     ZeRO-1 and 2 micro-batches of gradient accumulation.
+//   - a bad parallel.ep is refused naming the key.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <unistd.h>
+
+#include "common/synthetic_dataset.h"
+#include "lmt/dist/communicator.h"
+#include "lmt/kernels/registry.h"
+#include "lmt/model/transformer.h"
+#include "lmt/train/trainer.h"
+
+namespace lmt {
+namespace {
+namespace fs = std::filesystem;
+
+dist::Communicator* g_comm = nullptr;
+constexpr int64_t kVocab = 64;
+constexpr int64_t kB = 2;  // micro-batch per rank; single-process references use kB · world
+
+#define REQUIRE_TWO_RANKS() \
+  if (g_comm->world() != 2) GTEST_SKIP() << "needs mpirun -np 2 (ctest runs it so)"
+
+model::ExpertParallel ep_of(dist::Communicator& c) {
+  model::ExpertParallel ep;
+  ep.rank = c.rank();
+  ep.size = c.world();
+  ep.all_to_all_v = [&c](const void* s, const std::vector<int64_t>& sb, void* r, const std::vector<int64_t>& rb) {
+    return c.all_to_all_v(s, sb, r, rb);
+  };
+  return ep;
+}
+
+model::ModelConfig small_moe(int64_t experts) {
+  model::ModelConfig c = *model::preset("tiny");
+  c.vocab_size = 37;
+  c.max_seq_len = 16;
+  c.n_layers = 2;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.head_dim = 8;
+  c.ffn_hidden = 24;
+  c.init_std = 0.3f;
+  c.moe.num_experts = experts;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 12;
+  c.moe.shared_experts = 1;
+  c.moe.every = 1;
+  c.moe.router_z_loss = 1e-3f;
+  return c;
+}
+
+void model_level(int64_t experts, double capacity_factor) {
+  model::ModelConfig c = small_moe(experts);
+  c.moe.capacity_factor = static_cast<float>(capacity_factor);
+  ASSERT_TRUE(c.validate().ok()) << c.validate().ToString();
+  const int64_t B = 2, T = 16, N = B * T, E = experts, El = E / 2;
+  auto* be = *kernels::find_backend("cpu");
+  model::RunOptions o;
+  o.compute = DType::kF32;
+  model::Transformer plain(c, *be), ep(c, *be);
+  plain.init(7);
+  ep.init(7);
+  plain.prepare(B, T, o);
+  o.ep = 2;
+  ep.prepare(B, T, o);
+  ep.set_expert_parallel(ep_of(*g_comm));
+  std::mt19937 rng(100 + static_cast<unsigned>(g_comm->rank()));  // each rank its own tokens
+  std::vector<int32_t> tokens(N), targets(N);
+  for (int64_t i = 0; i < N; ++i) tokens[i] = static_cast<int32_t>(rng() % 37), targets[i] = static_cast<int32_t>(rng() % 37);
+  for (model::Transformer* m : {&plain, &ep}) {
+    m->zero_grads();
+    m->reset_moe_stats();
+  }
+  const double l_plain = plain.forward(tokens.data(), targets.data(), nullptr, true, 0.5f);
+  plain.backward();
+  const double l_ep = ep.forward(tokens.data(), targets.data(), nullptr, true, 0.5f);
+  ep.backward();
+  EXPECT_NEAR(l_ep, l_plain, 1e-6 * std::abs(l_plain));
+
+  // Each rank computed only its experts; over both ranks every kept row was computed once.
+  const int r = g_comm->rank();
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const model::MoeStepStats& sp = plain.moe_stats()[l];
+    const model::MoeStepStats& se = ep.moe_stats()[l];
+    ASSERT_EQ(se.computed.size(), static_cast<size_t>(E));
+    EXPECT_EQ(se.load, sp.load) << "routing is local and the same";
+    EXPECT_EQ(se.dropped, sp.dropped);
+    std::vector<double> kept(E), done(E);
+    for (int64_t e = 0; e < E; ++e) {
+      const bool mine = e / El == r;
+      if (!mine) {
+        EXPECT_EQ(se.computed[e], 0) << "layer " << l << " expert " << e << " is the other rank's";
+      }
+      kept[e] = static_cast<double>(sp.computed[e]);  // without EP: the kept rows of this rank
+      done[e] = static_cast<double>(se.computed[e]);
+    }
+    ASSERT_TRUE(g_comm->all_reduce_sum(kept.data(), E).ok());
+    ASSERT_TRUE(g_comm->all_reduce_sum(done.data(), E).ok());
+    EXPECT_EQ(done, kept) << "layer " << l;
+    double rows = 0;
+    for (int64_t e = r * El; e < (r + 1) * El; ++e) rows += done[e];
+    EXPECT_GT(rows, 0) << "this rank computed rows of its experts";
+  }
+
+  // Non-owned experts' gradients are zero here; the data-parallel sums agree.
+  const model::ModelViews gv = ep.grad_views();
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    for (const TensorView* t : {&gv.blocks[l].experts_up_w, &gv.blocks[l].experts_down_w}) {
+      const int64_t per = t->numel() / E;
+      const float* g = t->as<float>();
+      double other = 0, own = 0;
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t i = 0; i < per; ++i) (e / El == r ? own : other) += std::abs(g[e * per + i]);
+      EXPECT_EQ(other, 0.0) << "layer " << l;
+      EXPECT_GT(own, 0.0) << "layer " << l;
+    }
+  }
+  const int64_t n = plain.layout().total_numel();
+  std::vector<float> ga(plain.grads().as<float>(), plain.grads().as<float>() + n);
+  std::vector<float> gb(ep.grads().as<float>(), ep.grads().as<float>() + n);
+  ASSERT_TRUE(g_comm->all_reduce_sum(ga.data(), n).ok());
+  ASSERT_TRUE(g_comm->all_reduce_sum(gb.data(), n).ok());
+  double worst = 0;
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = std::abs(double(ga[i]) - gb[i]) - 1e-5 * std::abs(double(ga[i]));
+    if (d > worst) worst = d, at = i;
+  }
+  EXPECT_LE(worst, 1e-7) << "gradient " << at << ": " << ga[at] << " vs " << gb[at];
+
+  // Inference is local: the logits of both models agree without any exchange.
+  Tensor la({N, c.vocab_size}, DType::kF32), lb({N, c.vocab_size}, DType::kF32);
+  plain.logits(tokens.data(), nullptr, la.view());
+  ep.logits(tokens.data(), nullptr, lb.view());
+  for (int64_t i = 0; i < la.numel(); ++i) ASSERT_EQ(la.as<float>()[i], lb.as<float>()[i]) << i;
+}
+
+TEST(ExpertParallelModel, TwoRanksComputeOnlyTheirExpertsWithTheSameGradients) {
+  REQUIRE_TWO_RANKS();
+  model_level(4, 0.0);
+}
+
+TEST(ExpertParallelModel, EightExpertsWithCapacityDrops) {
+  REQUIRE_TWO_RANKS();
+  model_level(8, 1.0);
+}
+
+class EpTrainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    int64_t pid = ::getpid();
+    ASSERT_TRUE(g_comm->broadcast(&pid, sizeof(pid), 0).ok());
+    root_ = fs::temp_directory_path() / ("lmt_ep_" + std::to_string(pid));
+    if (g_comm->rank() == 0) {
+      fs::remove_all(root_);
+      fs::create_directories(root_);
+      test::write_markov_dataset((root_ / "data").string(), kVocab, "ep_test");
+    }
+    ASSERT_TRUE(g_comm->barrier().ok());
+  }
+  static void TearDownTestSuite() {
+    (void)g_comm->barrier();
+    if (g_comm->rank() == 0) fs::remove_all(root_);
+  }
+
+  static config::Config recipe_config(int64_t steps, int64_t micro_batch, int64_t ep,
+                                      const std::vector<std::string>& extra) {
+    config::Config c = config::Config::defaults();
+    for (const char* kv : {"model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
+                           "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64", "train.seq_len=32",
+                           "model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=24",
+                           "optim.lr=3e-3", "schedule.warmup_steps=2", "eval.batches=2", "checkpoint.async=false",
+                           "train.dtype=fp32"})
+      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    EXPECT_TRUE(c.apply_override("data.path=" + (root_ / "data").string()).ok());
+    EXPECT_TRUE(c.apply_override("train.max_steps=" + std::to_string(steps)).ok());
+    EXPECT_TRUE(c.apply_override("train.micro_batch=" + std::to_string(micro_batch)).ok());
+    EXPECT_TRUE(c.apply_override("parallel.ep=" + std::to_string(ep)).ok());
+    for (const std::string& kv : extra) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    return c;
+  }
+
+  static std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm) {
+    auto recipe = train::recipe_from_config(c, "test.toml");
+    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
+    if (!recipe.ok()) return nullptr;
+    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), false, comm);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  static std::map<int64_t, double> losses_of(const fs::path& run) {
+    std::map<int64_t, double> out;
+    std::ifstream in(run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+    }
+    return out;
+  }
+
+  static void expect_losses(const fs::path& a, const fs::path& b, int64_t steps) {
+    auto la = losses_of(a), lb = losses_of(b);
+    ASSERT_EQ(la.size(), static_cast<size_t>(steps)) << a;
+    ASSERT_EQ(lb.size(), static_cast<size_t>(steps)) << b;
+    for (int64_t s = 1; s <= steps; ++s) {
+      EXPECT_TRUE(std::isfinite(lb[s])) << "step " << s;
+      EXPECT_NEAR(la[s], lb[s], 1e-5 * std::abs(la[s])) << "step " << s;
+    }
+  }
+
+  static void expect_params(train::Trainer& a, train::Trainer& b) {
+    const TensorView pa = a.model().params(), pb = b.model().params();
+    ASSERT_EQ(pa.numel(), pb.numel());
+    double worst = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; i < pa.numel(); ++i) {
+      const double x = pa.as<float>()[i], y = pb.as<float>()[i];
+      const double d = std::abs(x - y) - 1e-5 * std::abs(x);
+      if (d > worst) worst = d, at = i;
+    }
+    EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << pa.as<float>()[at] << " vs " << pb.as<float>()[at];
+  }
+
+  // ep = 2 against ep = 1 on the same 2 ranks, and optionally against one process (global batch).
+  void compare(const std::string& name, const std::vector<std::string>& extra, bool vs_one_process) {
+    const int64_t steps = 6;
+    const fs::path run_dp = root_ / (name + "_dp2"), run_ep = root_ / (name + "_ep2");
+    auto dp = make(recipe_config(steps, kB, 1, extra), run_dp, g_comm);
+    ASSERT_TRUE(dp);
+    ASSERT_TRUE(dp->run().ok());
+    auto ep = make(recipe_config(steps, kB, 2, extra), run_ep, g_comm);
+    ASSERT_TRUE(ep);
+    EXPECT_EQ(ep->model().expert_parallel().size, 2);
+    Status s = ep->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE(g_comm->barrier().ok());
+    expect_losses(run_dp, run_ep, steps);
+    expect_params(*dp, *ep);
+    if (!vs_one_process) return;
+    const fs::path run_one = root_ / (name + "_one_rank" + std::to_string(g_comm->rank()));
+    dist::SoloCommunicator solo;
+    auto one = make(recipe_config(steps, kB * 2, 1, extra), run_one, &solo);
+    ASSERT_TRUE(one);
+    ASSERT_TRUE(one->run().ok());
+    expect_losses(run_one, run_ep, steps);
+    expect_params(*one, *ep);
+  }
+
+  static fs::path root_;
+};
+fs::path EpTrainTest::root_;
+
+// The aux loss, the z-loss and capacity are computed per rank's micro-batch, with or without EP
+// (so not comparable with one process of twice the batch).
+TEST_F(EpTrainTest, Ep2EqualsDp2WithAuxLossZLossAndCapacity) {
+  REQUIRE_TWO_RANKS();
+  compare("aux", {"model.moe.aux_loss_coef=0.01", "model.moe.router_z_loss=0.001", "model.moe.capacity_factor=1.0"},
+          false);
+}
+
+TEST_F(EpTrainTest, Ep2EqualsDp2AndOneProcessWhenDropless) {
+  REQUIRE_TWO_RANKS();
+  compare("none", {"model.moe.balance=none"}, true);
+}
+
+TEST_F(EpTrainTest, Ep2WithZero1AndGradAccumulationEqualsOneProcess) {
+  REQUIRE_TWO_RANKS();
+  compare("z1acc", {"model.moe.balance=bias_update", "train.zero=1", "train.grad_accum=2", "model.moe.shared_experts=1"},
+          true);
+}
+
+TEST_F(EpTrainTest, BadEpIsRefusedNamingTheKey) {
+  REQUIRE_TWO_RANKS();
+  // 3 does not divide 4 experts: refused when the recipe is built.
+  auto r3 = train::recipe_from_config(recipe_config(1, kB, 3, {}), "test.toml");
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().ToString().find("parallel.ep"), std::string::npos) << r3.status().ToString();
+  // 4 divides the experts but not the 2 data-parallel ranks: refused at start, on every rank.
+  const config::Config c4 = recipe_config(1, kB, 4, {});
+  auto r4 = train::recipe_from_config(c4, "test.toml");
+  ASSERT_TRUE(r4.ok()) << r4.status().ToString();
+  auto t = train::Trainer::create(*r4, c4.to_toml(), (root_ / "bad_ep").string(), false, g_comm);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().ToString().find("parallel.ep = 4"), std::string::npos) << t.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "bad_ep")) << "nothing written";
+}
+
+}  // namespace
+}  // namespace lmt
+
+int main(int argc, char** argv) {
+  auto comm = lmt::dist::make_communicator();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
+    return 2;
+  }
+  lmt::g_comm = comm->get();
+  ::testing::InitGoogleTest(&argc, argv);
+  if (lmt::g_comm->rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  return RUN_ALL_TESTS();
+}
