@@ -24,6 +24,7 @@
 #include "lmt/base/bf16.h"
 #include "lmt/base/rng.h"
 #include "lmt/base/xxh64.h"
+#include "common/mpi_trainer_runs.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
 #include "lmt/dist/communicator.h"
@@ -39,21 +40,8 @@ constexpr int64_t kB = 2;  // micro-batch per rank; the single-process reference
 
 class DistTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    int64_t pid = ::getpid();  // rank 0's, so every rank names the same directory
-    ASSERT_TRUE(g_comm->broadcast(&pid, sizeof(pid), 0).ok());
-    root_ = fs::temp_directory_path() / ("lmt_dist_" + std::to_string(pid));
-    if (g_comm->rank() == 0) {
-      fs::remove_all(root_);
-      fs::create_directories(root_);
-      test::write_markov_dataset((root_ / "data").string(), kVocab, "dist_test");
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-  }
-  static void TearDownTestSuite() {
-    (void)g_comm->barrier();
-    if (g_comm->rank() == 0) fs::remove_all(root_);
-  }
+  static void SetUpTestSuite() { root_ = test::make_shared_run_root(*g_comm, "lmt_dist", kVocab); }
+  static void TearDownTestSuite() { test::remove_shared_run_root(*g_comm, root_); }
 
   config::Config recipe_config(int64_t steps, int64_t micro_batch, int zero, const std::string& optim = "adamw",
                                bool shared_memory = true) {
@@ -84,14 +72,9 @@ class DistTest : public ::testing::Test {
     return c;
   }
 
-  std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm,
-                                       bool resume = false) {
-    auto recipe = train::recipe_from_config(c, "test.toml");
-    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
-    if (!recipe.ok()) return nullptr;
-    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), resume, comm);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? std::move(*t) : nullptr;
+  static std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm,
+                                              bool resume = false) {
+    return test::make_trainer(c, run, comm, resume);
   }
 
   static std::map<int64_t, nlohmann::json> steps_of(const fs::path& run) {

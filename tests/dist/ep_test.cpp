@@ -19,6 +19,7 @@
 #include <random>
 #include <unistd.h>
 
+#include "common/mpi_trainer_runs.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/dist/communicator.h"
 #include "lmt/kernels/registry.h"
@@ -164,21 +165,8 @@ TEST(ExpertParallelModel, EightExpertsWithCapacityDrops) {
 
 class EpTrainTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    int64_t pid = ::getpid();
-    ASSERT_TRUE(g_comm->broadcast(&pid, sizeof(pid), 0).ok());
-    root_ = fs::temp_directory_path() / ("lmt_ep_" + std::to_string(pid));
-    if (g_comm->rank() == 0) {
-      fs::remove_all(root_);
-      fs::create_directories(root_);
-      test::write_markov_dataset((root_ / "data").string(), kVocab, "ep_test");
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-  }
-  static void TearDownTestSuite() {
-    (void)g_comm->barrier();
-    if (g_comm->rank() == 0) fs::remove_all(root_);
-  }
+  static void SetUpTestSuite() { root_ = test::make_shared_run_root(*g_comm, "lmt_ep", kVocab); }
+  static void TearDownTestSuite() { test::remove_shared_run_root(*g_comm, root_); }
 
   static config::Config recipe_config(int64_t steps, int64_t micro_batch, int64_t ep,
                                       const std::vector<std::string>& extra) {
@@ -197,28 +185,14 @@ class EpTrainTest : public ::testing::Test {
     return c;
   }
 
-  static std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm) {
-    auto recipe = train::recipe_from_config(c, "test.toml");
-    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
-    if (!recipe.ok()) return nullptr;
-    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), false, comm);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? std::move(*t) : nullptr;
+  static std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm,
+                                              bool resume = false) {
+    return test::make_trainer(c, run, comm, resume);
   }
 
-  static std::map<int64_t, double> losses_of(const fs::path& run) {
-    std::map<int64_t, double> out;
-    std::ifstream in(run / "metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-    }
-    return out;
-  }
 
   static void expect_losses(const fs::path& a, const fs::path& b, int64_t steps) {
-    auto la = losses_of(a), lb = losses_of(b);
+    auto la = test::losses_of(a), lb = test::losses_of(b);
     ASSERT_EQ(la.size(), static_cast<size_t>(steps)) << a;
     ASSERT_EQ(lb.size(), static_cast<size_t>(steps)) << b;
     for (int64_t s = 1; s <= steps; ++s) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <unistd.h>
 
+#include "common/mpi_trainer_runs.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/dist/communicator.h"
 #include "lmt/kernels/registry.h"
@@ -36,21 +37,8 @@ constexpr int64_t kB = 2;  // micro-batch per rank; single-process references us
 
 class Zero3Test : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    int64_t pid = ::getpid();
-    ASSERT_TRUE(g_comm->broadcast(&pid, sizeof(pid), 0).ok());
-    root_ = fs::temp_directory_path() / ("lmt_zero3_" + std::to_string(pid));
-    if (g_comm->rank() == 0) {
-      fs::remove_all(root_);
-      fs::create_directories(root_);
-      test::write_markov_dataset((root_ / "data").string(), kVocab, "zero3_test");
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-  }
-  static void TearDownTestSuite() {
-    (void)g_comm->barrier();
-    if (g_comm->rank() == 0) fs::remove_all(root_);
-  }
+  static void SetUpTestSuite() { root_ = test::make_shared_run_root(*g_comm, "lmt_zero3", kVocab); }
+  static void TearDownTestSuite() { test::remove_shared_run_root(*g_comm, root_); }
 
   static config::Config recipe_config(int64_t steps, int64_t micro_batch, int zero, const std::string& dtype = "fp32",
                                       const std::string& optim = "adamw") {
@@ -76,24 +64,9 @@ class Zero3Test : public ::testing::Test {
 
   static std::unique_ptr<train::Trainer> make(const config::Config& c, const fs::path& run, dist::Communicator* comm,
                                               bool resume = false) {
-    auto recipe = train::recipe_from_config(c, "test.toml");
-    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
-    if (!recipe.ok()) return nullptr;
-    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), resume, comm);
-    EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return t.ok() ? std::move(*t) : nullptr;
+    return test::make_trainer(c, run, comm, resume);
   }
 
-  static std::map<int64_t, double> losses_of(const fs::path& run) {
-    std::map<int64_t, double> out;
-    std::ifstream in(run / "metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line);
-      if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-    }
-    return out;
-  }
 
   // The full parameters of a trainer, gathered from the shards under ZeRO 3 (collective then).
   static std::vector<float> params_of(train::Trainer& t) {
@@ -104,7 +77,7 @@ class Zero3Test : public ::testing::Test {
   }
 
   static void expect_losses(const fs::path& a, const fs::path& b, int64_t steps, double rel) {
-    auto la = losses_of(a), lb = losses_of(b);
+    auto la = test::losses_of(a), lb = test::losses_of(b);
     ASSERT_EQ(la.size(), static_cast<size_t>(steps)) << a;
     ASSERT_EQ(lb.size(), static_cast<size_t>(steps)) << b;
     for (int64_t s = 1; s <= steps; ++s) {
@@ -184,7 +157,7 @@ TEST_F(Zero3Test, OneProcessZero3EqualsZero0BitForBit) {
   ASSERT_TRUE(a->run().ok());
   Status s = b->run();
   ASSERT_TRUE(s.ok()) << s.ToString();
-  auto la = losses_of(root_ / "solo_z0"), lb = losses_of(root_ / "solo_z3");
+  auto la = test::losses_of(root_ / "solo_z0"), lb = test::losses_of(root_ / "solo_z3");
   ASSERT_EQ(la.size(), static_cast<size_t>(steps));
   for (int64_t k = 1; k <= steps; ++k) EXPECT_EQ(la[k], lb[k]) << "step " << k;
   const std::vector<float> pa = params_of(*a), pb = params_of(*b);
