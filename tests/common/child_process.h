@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -42,6 +43,26 @@ inline bool running(pid_t pid) {
   siginfo_t info{};
   if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
   return info.si_pid == 0;
+}
+
+// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 'Z' zombie), or 0 when it is gone.
+inline char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  const size_t close = line.rfind(')');  // the command name may hold spaces and parentheses
+  return close == std::string::npos || close + 2 >= line.size() ? 0 : line[close + 2];
+}
+
+// True once `pid` no longer runs (gone, or a zombie for its parent to reap) within `seconds`.
+inline bool ends_within(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  do {
+    const char s = process_state(pid);
+    if (s == 0 || s == 'Z' || s == 'X') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (std::chrono::steady_clock::now() < end);
+  return false;
 }
 
 }  // namespace lmt::test

@@ -54,25 +54,7 @@ size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
-// The state letter of /proc/PID/stat, or 0 when the process is gone.
-char state_of(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  const size_t close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() ? 0 : line[close + 2];
-}
 
-// True once `pid` no longer runs (gone, or a zombie for its new parent to reap) within `seconds`.
-bool ends_within(int pid, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  do {
-    const char s = state_of(pid);
-    if (s == 0 || s == 'Z' || s == 'X') return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  } while (std::chrono::steady_clock::now() < end);
-  return false;
-}
 
 // The busy loop's pid from the "contend: busy-loop process PID on cpu N" line, or -1.
 int busy_pid_in(const std::string& text) {
@@ -155,7 +137,7 @@ TEST(ContendCli, ReportsIdleAndContendedFiguresAndReapsTheBusyLoop) {
   EXPECT_DOUBLE_EQ(c["idle_tokens_per_s"].get<double>(), j["tokens_per_s"].get<double>());
   const int pid = c["busy_pid"].get<int>();
   EXPECT_EQ(busy_pid_in(r.out), pid);
-  EXPECT_EQ(state_of(pid), 0) << "busy-loop process " << pid << " left behind";
+  EXPECT_EQ(lmt::test::process_state(pid), 0) << "busy-loop process " << pid << " left behind";
 }
 
 TEST(ContendCli, AnErrorAfterTheBusyLoopStartedReapsIt) {
@@ -164,7 +146,7 @@ TEST(ContendCli, AnErrorAfterTheBusyLoopStartedReapsIt) {
   EXPECT_EQ(r.code, 1) << r.out;
   const int pid = busy_pid_in(r.out);
   ASSERT_GT(pid, 0) << r.out;
-  EXPECT_EQ(state_of(pid), 0) << "busy-loop process " << pid << " left behind";
+  EXPECT_EQ(lmt::test::process_state(pid), 0) << "busy-loop process " << pid << " left behind";
 }
 
 class ContendSignal : public lmt::test::ScratchDirTest, public ::testing::WithParamInterface<int> {};
@@ -186,7 +168,7 @@ TEST_P(ContendSignal, TheBusyLoopDiesWithTheCommand) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // some rounds run
   kill(cmd, GetParam());
   EXPECT_EQ(lmt::test::wait_exit(cmd, 30), 128 + GetParam());
-  EXPECT_TRUE(ends_within(busy, 5.0)) << "busy-loop process " << busy << " outlived lmtrain (signal " << GetParam() << ")";
+  EXPECT_TRUE(lmt::test::ends_within(busy, 5.0)) << "busy-loop process " << busy << " outlived lmtrain (signal " << GetParam() << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, ContendSignal, ::testing::Values(SIGTERM, SIGKILL));

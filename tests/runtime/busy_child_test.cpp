@@ -14,28 +14,12 @@
 #include <string>
 #include <thread>
 
+#include "common/child_process.h"
+
 namespace lmt::runtime {
 namespace {
 
-// The state letter of /proc/PID/stat ('R', 'S', 'T' stopped, 'Z' zombie), or 0 when it is gone.
-char state_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(in, line)) return 0;
-  const size_t close = line.rfind(')');
-  return close == std::string::npos || close + 2 >= line.size() ? 0 : line[close + 2];
-}
 
-// True once `pid` no longer runs (gone, or a zombie waiting for a reaper that is not us), within `seconds`.
-bool ends_within(pid_t pid, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  do {
-    const char s = state_of(pid);
-    if (s == 0 || s == 'Z' || s == 'X') return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  } while (std::chrono::steady_clock::now() < end);
-  return false;
-}
 
 // CPU seconds the process has used (utime + stime from /proc/PID/stat).
 double cpu_seconds(pid_t pid) {
@@ -59,16 +43,16 @@ TEST(BusyChild, StartsStoppedSpinsWhenResumedAndIsReapedByItsDestructor) {
     auto child = BusyChild::start(last_allowed_cpu());
     ASSERT_TRUE(child.ok()) << child.status().ToString();
     pid = (*child)->pid();
-    EXPECT_EQ(state_of(pid), 'T');  // stopped until resumed
+    EXPECT_EQ(test::process_state(pid), 'T');  // stopped until resumed
     ASSERT_TRUE((*child)->resume().ok());
     const double before = cpu_seconds(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_GT(cpu_seconds(pid), before);  // it burns CPU (no timing threshold: just more than none)
     ASSERT_TRUE((*child)->pause().ok());
-    EXPECT_EQ(state_of(pid), 'T');
+    EXPECT_EQ(test::process_state(pid), 'T');
   }
   // Reaped by us: no zombie left, and no longer our child.
-  EXPECT_EQ(state_of(pid), 0);
+  EXPECT_EQ(test::process_state(pid), 0);
   EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);
 }
 
@@ -83,7 +67,7 @@ TEST(BusyChild, AnErrorReturnReapsIt) {
   pid_t pid = -1;
   EXPECT_FALSE(fails_while_busy(&pid).ok());
   ASSERT_GT(pid, 0);
-  EXPECT_EQ(state_of(pid), 0);
+  EXPECT_EQ(test::process_state(pid), 0);
 }
 
 TEST(BusyChild, ItDiesWhenItsOwnerIsKilled) {
@@ -103,10 +87,10 @@ TEST(BusyChild, ItDiesWhenItsOwnerIsKilled) {
   ASSERT_EQ(read(fds[0], &busy, sizeof busy), static_cast<ssize_t>(sizeof busy));
   close(fds[0]);
   ASSERT_GT(busy, 0);
-  EXPECT_NE(state_of(busy), 0);
+  EXPECT_NE(test::process_state(busy), 0);
   kill(owner, SIGKILL);  // no destructor runs: the kernel's parent-death signal must end it
   waitpid(owner, nullptr, 0);
-  EXPECT_TRUE(ends_within(busy, 5.0)) << "busy-loop process " << busy << " outlived its owner";
+  EXPECT_TRUE(test::ends_within(busy, 5.0)) << "busy-loop process " << busy << " outlived its owner";
 }
 
 TEST(BusyChild, RefusesACpuThisProcessMayNotUse) {
