@@ -26,6 +26,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/dist/topology.h"
+#include "lmt/metrics/device_peaks.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/metrics/peaks.h"
 #include "lmt/metrics/profiler.h"
@@ -91,12 +92,13 @@ Status run_train_bench(const TrainBenchArgs& a) {
     std::fprintf(stderr, "contend: busy-loop process %d on cpu %d (running in the contended rounds only)\n",
                  static_cast<int>(busy->pid()), busy->cpu());
   }
-  // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena.
-  LMT_RETURN_IF_ERROR(model::activation_memory_check(
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
+  // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena, in host
+  // memory (a device backend's allocator stops with a message naming what is free instead).
+  if (be->device().is_host()) LMT_RETURN_IF_ERROR(model::activation_memory_check(
       config, a.batch, a.seq, o, (16.0 + (o.compute == DType::kBF16 ? 2.0 : 0.0)) * config.param_count_estimate(),
       "--preset " + a.preset + " --micro-batch " + std::to_string(a.batch) + " --seq-len " + std::to_string(a.seq),
       "lower --micro-batch (raise --grad-accum to keep the batch) or --seq-len, or pass --recompute"));
-  LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
   model::Transformer m(config, *be);
   m.init(1);
   m.prepare(a.batch, a.seq, o);
@@ -137,6 +139,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
     {
       TraceScope scope(contended ? "train_step_contended" : "train_step");  // --profile splits idle steps
       st = engine->step(source, so, 1.0f, ++step_no, r);
+      be->synchronize();  // a device backend may still be running the step's last ops
     }
     const double secs = t.seconds();
     if (contended) LMT_RETURN_IF_ERROR(busy->pause());
@@ -184,7 +187,16 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const double hidden = std::max(0.0, alone - exposed);
   const double secs = median(t_step), tps = static_cast<double>(N * a.accum * dp_size) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
-  const double peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops}) * world;
+  double peak = 0;
+  if (be->device().is_host() || a.peak_gflops > 0) {
+    peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops}) * world;
+  } else {  // a GPU: the dense datasheet peak of its table entry, per rank
+    LMT_ASSIGN_OR_RETURN(const metrics::DeviceSpec gpu, metrics::device_spec_for_gpu(be->device_description()));
+    LMT_ASSIGN_OR_RETURN(const double p, metrics::dense_peak_flops(gpu, o.compute == DType::kBF16
+                                                                          ? metrics::Precision::kBf16
+                                                                          : metrics::Precision::kFp32));
+    peak = p * world;
+  }
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
   // Model-state memory this rank holds (counted from its buffers), against the planner's
   // per-device prediction (plan/memory.h: 16 B/param, ZeRO shards over the ranks, two gathered
@@ -199,7 +211,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
       {"model_states", sm.total()},
       {"plan_model_states", predicted.total()},
       {"plan_optimizer_state", predicted.optimizer_state},
-      {"peak_rss", metrics::peak_rss_bytes()}};
+      {"peak_rss", metrics::peak_rss_bytes()},
+      {"device_peak", be->device_memory_peak_bytes()}};
   const nlohmann::json split = {{"forward", median(t_fwd)},         {"backward", median(t_bwd)},
                                 {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
@@ -223,7 +236,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                         {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads}, {"omp", omp_json},
-                        {"machine", metrics::machine_summary()}};
+                        {"machine", metrics::machine_summary()}, {"device", be->device_description()}};
     if (a.profile) {
       nlohmann::json rows = nlohmann::json::object();
       for (const auto& [name, ms] : ops.rows) rows[name] = ms;

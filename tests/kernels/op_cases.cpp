@@ -405,8 +405,7 @@ void add_elementwise_cases(std::vector<OpCase>& out) {
     s.forward = [](Backend& be, Env& e) {
       be.scale(e["x"], 0.75f);
       double v = be.sum_squares(e["x"]);
-      TensorView ss = e["ss"];
-      if (ss.dtype() == DType::kF64) ss.as<double>()[0] = v; else ss.as<float>()[0] = static_cast<float>(v);
+      be.fill(e["ss"], v);  // through the backend: the tensor may live on its device
     };
     out.push_back(s);
 
@@ -432,10 +431,9 @@ void add_elementwise_cases(std::vector<OpCase>& out) {
   }
 }
 
-// Stores a scalar result in a one-element output tensor of the case's float dtype.
-void store_scalar(const TensorView& t, double v) {
-  if (t.dtype() == DType::kF64) t.as<double>()[0] = v; else t.as<float>()[0] = static_cast<float>(v);
-}
+// Stores a scalar result in a one-element output tensor of the case's float dtype, through the
+// backend (the tensor may live on its device: tests/kernels/cuda/cuda_op_test.cpp).
+void store_scalar(Backend& be, const TensorView& t, double v) { be.fill(t, v); }
 
 void add_memory_cases(std::vector<OpCase>& out) {
   for (int64_t n : {1, 17, 1000, 40961}) {
@@ -477,8 +475,8 @@ void add_memory_cases(std::vector<OpCase>& out) {
     r.outputs = {"count", "total"};
     r.gradcheck = false;
     r.forward = [](Backend& be, Env& e) {
-      store_scalar(e["count"], static_cast<double>(be.count_valid_targets(e["targets"], -100)));
-      store_scalar(e["total"], be.sum(e["losses"]));
+      store_scalar(be, e["count"], static_cast<double>(be.count_valid_targets(e["targets"], -100)));
+      store_scalar(be, e["total"], be.sum(e["losses"]));
     };
     out.push_back(r);
   }
@@ -540,9 +538,9 @@ void add_moe_cases(std::vector<OpCase>& out) {
           c.gradcheck = !with_bias;  // the bias is f32 whatever the run's dtype; the f32 case below covers it
           c.forward = [=](Backend& be, Env& e) {
             Tensor b32;
-            if (with_bias) {  // the selection bias is always f32
-              b32 = Tensor({E}, DType::kF32);
-              for (int64_t i = 0; i < E; ++i) b32.as<float>()[i] = static_cast<float>(at(e["bias"], i));
+            if (with_bias) {  // the selection bias is always f32 (made where the backend computes)
+              b32 = Tensor({E}, DType::kF32, be.allocator());
+              be.convert(b32, e["bias"]);
             }
             be.moe_router_forward(e["weights"], e["experts"], e["probs"], e["lse"], e["logits"],
                                   with_bias ? b32.view() : TensorView(), renorm);
@@ -586,11 +584,13 @@ void add_moe_cases(std::vector<OpCase>& out) {
                in("dout", {N, F}), zero("dy", {R, F}), zero("dweights", {N, K})};
     c.outputs = {"out"};
     c.grads = {{"y", "dy"}, {"weights", "dweights"}};
-    auto set_slots = [=](const TensorView& s) {
-      for (int64_t i = 0; i < R; ++i) s.as<int32_t>()[i] = i == 3 ? -1 : static_cast<int32_t>((i * 5 + 1) % R);
+    auto set_slots = [=](Backend& be, const TensorView& s) {  // made on the host, copied where s lives
+      Tensor host(s.shape(), DType::kI32);
+      for (int64_t i = 0; i < R; ++i) host.as<int32_t>()[i] = i == 3 ? -1 : static_cast<int32_t>((i * 5 + 1) % R);
+      be.copy(s, host);
     };
     c.forward = [=](Backend& be, Env& e) {
-      set_slots(e["slots"]);
+      set_slots(be, e["slots"]);
       be.moe_combine_forward(e["out"], e["y"], e["weights"], e["slots"]);
     };
     c.backward = [](Backend& be, Env& e) {

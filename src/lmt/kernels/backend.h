@@ -29,9 +29,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "lmt/base/status.h"
+#include "lmt/tensor/allocator.h"
 #include "lmt/tensor/tensor_view.h"
 
 namespace lmt::kernels {
@@ -83,6 +86,24 @@ class Backend {
   // Whether AttentionBackend::kFlash is a real tiled kernel here (the ref oracle computes both
   // backends with the same exact loops, so it says no).
   virtual bool has_flash_attention() const { return true; }
+
+  // ---- where the backend computes ---------------------------------------------------------------
+  // Every tensor handed to an op must live on device() (host memory for cpu and ref; CUDA memory for
+  // cuda), except copy(), which also moves data between the host and device(). allocator() hands out
+  // device() memory: the model, the optimizer and the trainer take their Tensors and Arenas from it.
+  virtual Device device() const { return Device::host(); }
+  virtual Allocator& allocator() { return host_allocator(); }
+  // Ops may run asynchronously on a device (ops that return a value to the host wait for their own
+  // result); synchronize() waits until every queued op has finished. Timing code calls it.
+  virtual void synchronize() {}
+  // Whether this backend can run in this process: a GPU backend without a visible GPU says why.
+  // find_backend() returns this status for a name the user gave.
+  virtual Status available() const { return Status::Ok(); }
+  // The accelerator's own name (e.g. "NVIDIA H100 80GB HBM3"; empty for host backends): MFU looks up
+  // its dense peak in metrics/device_peaks.h by it.
+  virtual std::string device_description() { return {}; }
+  // The most device memory this backend has held at once (0 for host backends: see peak RSS).
+  virtual int64_t device_memory_peak_bytes() const { return 0; }
 
   // ---- GEMM -------------------------------------------------------------------------------------
   // c[M,N] (f32, or f64 with f64 inputs) = op(a) · op(b)  (+ c if accumulate)

@@ -132,7 +132,11 @@ void scatter_add(T* dinp, const T* dout, const int32_t* rows, int64_t R, int64_t
     for (int64_t f = 0; f < F; ++f) dinp[rows[r] * F + f] += dout[r * F + f];
 }
 
-void check_ids(const Ctx& x, const char* what, const int32_t* ids, int64_t n, int64_t lo, int64_t hi) {
+// Index tensors in host memory are checked value by value; on a device backend (kernels/cuda) they are
+// not read here (that would cost a device-to-host copy per op).
+void check_ids(const Ctx& x, const char* what, const TensorView& view, int64_t n, int64_t lo, int64_t hi) {
+  if (!view.device().is_host()) return;
+  const int32_t* ids = view.as<int32_t>();
   for (int64_t i = 0; i < n; ++i)
     x.require(ids[i] >= lo && ids[i] < hi, std::string(what) + "[" + std::to_string(i) + "] = " +
                                                std::to_string(ids[i]) + " outside [" + std::to_string(lo) + ", " +
@@ -203,7 +207,7 @@ void Backend::moe_router_backward(const TensorView& dlogits, const TensorView& d
     x.shape("dprobs", dprobs, {E});
     x.same_dtype("dprobs", dprobs, "probs", probs);
   }
-  check_ids(x, "experts", experts.as<int32_t>(), N * K, 0, E);
+  check_ids(x, "experts", experts, N * K, 0, E);
   moe_router_backward_impl(dlogits, dweights, probs, lse, experts, renormalize, dprobs, z_scale);
 }
 
@@ -230,7 +234,7 @@ void Backend::moe_gather_rows(const TensorView& out, const TensorView& inp, cons
   x.shape("rows", rows, {-1});
   x.dtype("rows", rows, {DType::kI32});
   x.shape("out", out, {rows.dim(0), inp.dim(1)});
-  check_ids(x, "rows", rows.as<int32_t>(), rows.numel(), 0, inp.dim(0));
+  check_ids(x, "rows", rows, rows.numel(), 0, inp.dim(0));
   moe_gather_rows_impl(out, inp, rows);
 }
 
@@ -251,7 +255,7 @@ void Backend::moe_scatter_add_rows(const TensorView& dinp, const TensorView& dou
   x.shape("rows", rows, {-1});
   x.dtype("rows", rows, {DType::kI32});
   x.shape("dout", dout, {rows.dim(0), dinp.dim(1)});
-  check_ids(x, "rows", rows.as<int32_t>(), rows.numel(), 0, dinp.dim(0));
+  check_ids(x, "rows", rows, rows.numel(), 0, dinp.dim(0));
   moe_scatter_add_rows_impl(dinp, dout, rows);
 }
 
@@ -274,7 +278,7 @@ void Backend::moe_combine_forward(const TensorView& out, const TensorView& y, co
   x.shape("weights", weights, {out.dim(0), -1});
   x.shape("slots", slots, {out.dim(0), weights.dim(1)});
   x.dtype("slots", slots, {DType::kI32});
-  check_ids(x, "slots", slots.as<int32_t>(), slots.numel(), -1, y.dim(0));
+  check_ids(x, "slots", slots, slots.numel(), -1, y.dim(0));
   moe_combine_forward_impl(out, y, weights, slots);
 }
 
@@ -301,7 +305,7 @@ void Backend::moe_combine_backward(const TensorView& dy, const TensorView& dweig
   x.shape("dweights", dweights, {dout.dim(0), weights.dim(1)});
   x.shape("slots", slots, {dout.dim(0), weights.dim(1)});
   x.dtype("slots", slots, {DType::kI32});
-  check_ids(x, "slots", slots.as<int32_t>(), slots.numel(), -1, y.dim(0));
+  check_ids(x, "slots", slots, slots.numel(), -1, y.dim(0));
   moe_combine_backward_impl(dy, dweights, dout, y, weights, slots);
 }
 

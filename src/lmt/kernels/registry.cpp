@@ -88,7 +88,9 @@ StatusOr<Backend*> find_backend(std::string_view name) {
   if (e == nullptr)
     return InvalidArgument("unknown backend '" + std::string(name) + "' (registered backends: " + backend_names_text() + ")",
                            "use one of the registered names, e.g. --backend cpu (or runtime.backend = \"cpu\" in a recipe)");
-  return &instance(name, *e);
+  Backend* b = &instance(name, *e);
+  LMT_RETURN_IF_ERROR(b->available());
+  return b;
 }
 
 Backend& backend(std::string_view name) {

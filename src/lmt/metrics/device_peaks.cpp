@@ -143,4 +143,23 @@ StatusOr<double> dense_peak_flops(const DeviceSpec& d, Precision p) {
                                       : "precisions " + d.name + " supports: " + joined(have));
 }
 
+StatusOr<DeviceSpec> device_spec_for_gpu(std::string_view driver_name) {
+  std::string n(driver_name);
+  for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  const char* key = nullptr;
+  if (has("h200")) key = "h200";
+  else if (has("h100") && (has("pcie") || has("nvl"))) key = "h100-pcie";
+  else if (has("h100")) key = "h100-sxm";
+  else if (has("b200")) key = "b200";
+  else if (has("a100") && (has("80g") || has("80 g"))) key = "a100-80gb";
+  else if (has("a100")) key = "a100-40gb";
+  else if (has("a6000")) key = "a6000";
+  else if (has("v100")) key = "v100";
+  if (key == nullptr)
+    return NotFound("GPU '" + std::string(driver_name) + "' is not in the accelerator table (metrics/device_peaks.cpp)",
+                    "pass its dense bf16 peak with --peak-flops GFLOPS, or add it to the table");
+  return device_spec(key);
+}
+
 }  // namespace lmt::metrics

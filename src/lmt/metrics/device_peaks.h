@@ -51,6 +51,12 @@ StatusOr<DeviceSpec> device_spec(const std::string& name);
 // All valid names, in table order (GPUs oldest first, then "cpu").
 std::vector<std::string> device_names();
 
+// The table entry of a GPU named as its driver names it (cudaDeviceProp::name, e.g. "NVIDIA H100 80GB
+// HBM3" -> h100-sxm, "NVIDIA H100 PCIe" -> h100-pcie, "NVIDIA H200" -> h200, "NVIDIA A100-SXM4-80GB"
+// -> a100-80gb, "NVIDIA B200" -> b200). NotFound naming it, with a hint to pass --peak-flops, for a
+// GPU the table does not know.
+StatusOr<DeviceSpec> device_spec_for_gpu(std::string_view driver_name);
+
 // Dense peak FLOP/s of `d` at precision `p`. InvalidArgument, with the precisions the device does
 // support in the hint, when it has no unit for `p` (fp8 before Hopper, tf32 on V100 or the CPU).
 StatusOr<double> dense_peak_flops(const DeviceSpec& d, Precision p);

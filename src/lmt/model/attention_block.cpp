@@ -173,8 +173,8 @@ void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w,
     if (len == -1) continue;
     LMT_CHECK(len >= 0 && len < S) << "attention decode_rows: row " << r << " at " << len << " of a cache of " << S;
     const Shape one{1, S, G, HD};
-    const TensorView kc(k_cache.as<float>() + r * S * G * HD, one, DType::kF32);
-    const TensorView vc(v_cache.as<float>() + r * S * G * HD, one, DType::kF32);
+    const TensorView kc(k_cache.as<float>() + r * S * G * HD, one, DType::kF32, k_cache.device());
+    const TensorView vc(v_cache.as<float>() + r * S * G * HD, one, DType::kF32, v_cache.device());
     be_.copy(kc.reshape({S, G * HD}).slice_rows(len, len + 1), k_new.slice_rows(r, r + 1));
     be_.copy(vc.reshape({S, G * HD}).slice_rows(len, len + 1), v_new.slice_rows(r, r + 1));
     be_.attention_decode(att.slice_rows(r, r + 1).reshape({1, NH, HD}), q.slice_rows(r, r + 1).reshape({1, NH, HD}),
@@ -203,8 +203,8 @@ void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights
     LMT_CHECK(seg.row >= 0 && seg.row < R && seg.size >= 1 && seg.start >= 0 && seg.start + seg.size <= S && end <= n)
         << "attention decode_segments: segment of " << seg.size << " rows at " << seg.start << " of cache row " << seg.row
         << " (rows " << R << ", S " << S << ", " << begin << " of " << n << " rows used)";
-    const TensorView kc(k_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32);
-    const TensorView vc(v_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32);
+    const TensorView kc(k_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32, k_cache.device());
+    const TensorView vc(v_cache.as<float>() + seg.row * S * G * HD, one, DType::kF32, v_cache.device());
     be_.copy(kc.reshape({S, G * HD}).slice_rows(seg.start, seg.start + seg.size), k_new.slice_rows(begin, end));
     be_.copy(vc.reshape({S, G * HD}).slice_rows(seg.start, seg.start + seg.size), v_new.slice_rows(begin, end));
     be_.attention_prefill(att.slice_rows(begin, end).reshape({seg.size, NH, HD}),

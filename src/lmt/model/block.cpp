@@ -12,7 +12,7 @@ namespace lmt::model {
 
 TensorView gemm_input(kernels::Backend& be, const TensorView& buffer, const TensorView& g) {
   if (!buffer.present()) return g;
-  TensorView c(buffer.data(), g.shape(), buffer.dtype());
+  TensorView c(buffer.data(), g.shape(), buffer.dtype(), buffer.device());
   be.convert(c, g);
   return c;
 }

@@ -136,24 +136,24 @@ const ParamInfo* ParamLayout::find(const std::string& name) const {
   return nullptr;
 }
 
-TensorView ParamLayout::view(const ParamInfo& p, void* base, DType dtype) const {
+TensorView ParamLayout::view(const ParamInfo& p, void* base, DType dtype, Device device) const {
   char* ptr = static_cast<char*>(base) + static_cast<size_t>(p.offset) * dtype_size(dtype);
-  return TensorView(ptr, p.shape, dtype);
+  return TensorView(ptr, p.shape, dtype, device);
 }
 
-ModelViews ParamLayout::views(void* base, DType dtype) const {
+ModelViews ParamLayout::views(void* base, DType dtype, Device device) const {
   const ModelConfig& c = config_;
   ModelViews m;
   m.blocks.resize(c.n_layers);
   // Consecutive tensors (q,k,v; gate,up; their biases) are joined into one view.
   auto join = [&](const ParamInfo& first, int64_t rows, int64_t cols) {
     char* ptr = static_cast<char*>(base) + static_cast<size_t>(first.offset) * dtype_size(dtype);
-    return cols > 0 ? TensorView(ptr, Shape{rows, cols}, dtype) : TensorView(ptr, Shape{rows}, dtype);
+    return cols > 0 ? TensorView(ptr, Shape{rows, cols}, dtype, device) : TensorView(ptr, Shape{rows}, dtype, device);
   };
   const int64_t C = c.d_model, qkv_rows = c.q_dim() + 2 * c.kv_dim();
   const int64_t up_rows = c.ffn == FfnKind::kGlu ? 2 * c.ffn_hidden : c.ffn_hidden;
   for (const ParamInfo& p : params_) {
-    TensorView v = view(p, base, dtype);  // (fused groups are contiguous: see add()'s `joined`)
+    TensorView v = view(p, base, dtype, device);  // (fused groups are contiguous: see add()'s `joined`)
     const std::string& n = p.name;
     auto ends = [&](const char* suffix) {
       const size_t s = std::strlen(suffix);
@@ -176,9 +176,9 @@ ModelViews ParamLayout::views(void* base, DType dtype) const {
         b.router_w = v;
       } else if (n.find(".experts.0.") != std::string::npos && (ends(".experts.0.gate_proj.weight") ||
                                                                (ends(".experts.0.up_proj.weight") && Ue == He))) {
-        b.experts_up_w = TensorView(v.data(), Shape{E, Ue, C}, dtype);
+        b.experts_up_w = TensorView(v.data(), Shape{E, Ue, C}, dtype, device);
       } else if (ends(".experts.0.down_proj.weight")) {
-        b.experts_down_w = TensorView(v.data(), Shape{E, C, He}, dtype);
+        b.experts_down_w = TensorView(v.data(), Shape{E, C, He}, dtype, device);
       } else if (n.find(".shared_expert.") != std::string::npos) {
         if (ends("gate_proj.weight") || (ends("up_proj.weight") && Us == Hs)) b.up_w = join(p, Us, C);
         else if (ends("down_proj.weight")) b.down_w = v;

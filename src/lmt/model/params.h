@@ -92,9 +92,9 @@ class ParamLayout {
   int64_t total_numel() const { return total_; }  // including alignment gaps and vocab padding
   const ParamInfo* find(const std::string& name) const;
 
-  // Views into a flat buffer of total_numel() elements of any dtype.
-  ModelViews views(void* base, DType dtype) const;
-  TensorView view(const ParamInfo& p, void* base, DType dtype) const;
+  // Views into a flat buffer of total_numel() elements of any dtype, living on `device`.
+  ModelViews views(void* base, DType dtype, Device device = Device::host()) const;
+  TensorView view(const ParamInfo& p, void* base, DType dtype, Device device = Device::host()) const;
 
  private:
   // `joined`: the next tensor continues this one without an alignment gap (members of a fused

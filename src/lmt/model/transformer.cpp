@@ -17,8 +17,11 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, D
   Status s = config.validate();
   LMT_CHECK(s.ok()) << s.ToString();
   LMT_CHECK(master == DType::kF32 || master == DType::kF64) << "master dtype must be f32 or f64";
-  params_ = Tensor({layout_.total_numel()}, master);
-  grads_ = Tensor({layout_.total_numel()}, master);
+  LMT_CHECK(!config.moe.enabled() || backend.device().is_host())
+      << "MoE models run on host backends only for now (the '" << backend.name()
+      << "' backend computes on " << backend.device().to_string() << "); docs/CUDA.md, known limits";
+  params_ = Tensor({layout_.total_numel()}, master, backend_.allocator());
+  grads_ = Tensor({layout_.total_numel()}, master, backend_.allocator());
   w_ = param_views();
   gw_ = grad_views();
   wc_ = w_;
@@ -106,7 +109,7 @@ Status Transformer::set_storage(StorageAllocator alloc) {
   storage_ = std::move(alloc);
   w_ = param_views();
   gw_ = grad_views();
-  wc_ = bf16_views ? layout_.views(mirror_.view().data(), DType::kBF16) : w_;
+  wc_ = bf16_views ? layout_.views(mirror_.view().data(), DType::kBF16, mirror_.device()) : w_;
   return Status::Ok();
 }
 
@@ -145,7 +148,11 @@ int64_t Transformer::storage_bytes() const {
 }
 
 void Transformer::init(uint64_t seed) {
-  if (master_ == DType::kF32) {
+  if (master_ == DType::kF32 && !backend_.device().is_host()) {
+    Tensor host({layout_.total_numel()}, DType::kF32);  // initialised on the host, then copied over
+    init_params(layout_, host.as<float>(), seed);
+    backend_.copy(params_, host);
+  } else if (master_ == DType::kF32) {
     init_params(layout_, params_.as<float>(), seed);
   } else {
     Tensor f32({layout_.total_numel()}, DType::kF32);
@@ -179,20 +186,34 @@ void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
         LMT_CHECK(t.ok()) << "allocating the bf16 mirror: " << t.status().ToString();
         mirror_ = std::move(*t);
       } else {
-        mirror_ = Tensor({layout_.total_numel()}, DType::kBF16);
+        mirror_ = Tensor({layout_.total_numel()}, DType::kBF16, backend_.allocator());
       }
     }
-    wc_ = layout_.views(mirror_.view().data(), DType::kBF16);
+    wc_ = layout_.views(mirror_.view().data(), DType::kBF16, mirror_.device());
     refresh_compute_weights();
   } else {
     wc_ = w_;
   }
-  arena_ = std::make_unique<Arena>(activation_bytes(config(), B, T, options));
+  arena_ = std::make_unique<Arena>(activation_bytes(config(), B, T, options), backend_.allocator());
+  if (!backend_.device().is_host()) {
+    const int64_t N = B * T;
+    for (Tensor* t : {&dev_tokens_, &dev_targets_, &dev_doc_ids_, &dev_positions_})
+      *t = Tensor({N}, DType::kI32, backend_.allocator());
+  }
   plan_ = plan_activations(config(), B, T, options, *arena_);
   plan_.attention = resolve_attention(options.attention, backend_);
   backend_.positions(plan_.scratch.positions, TensorView(), T);
   positions_given_ = false;
   have_train_forward_ = false;
+}
+
+TensorView Transformer::device_ints(const int32_t* host, Shape shape, Tensor& staging) {
+  if (host == nullptr) return TensorView();
+  const TensorView h(const_cast<int32_t*>(host), shape, DType::kI32);
+  if (backend_.device().is_host()) return h;
+  const TensorView d = staging.view().reshape(shape);
+  backend_.copy(d, h);
+  return d;
 }
 
 void Transformer::norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
@@ -211,12 +232,12 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
   const int64_t B = plan_.B, T = plan_.T, N = B * T;
   Scratch& s = plan_.scratch;
   if (params_needed_) params_needed_(-1, false);
-  tokens_ = TensorView(const_cast<int32_t*>(tokens), Shape{N}, DType::kI32);
-  doc_ids_ = doc_ids ? TensorView(const_cast<int32_t*>(doc_ids), Shape{B, T}, DType::kI32) : TensorView();
+  tokens_ = device_ints(tokens, Shape{N}, dev_tokens_);
+  doc_ids_ = device_ints(doc_ids, Shape{B, T}, dev_doc_ids_);
   // Positions n % T stay in the arena from prepare(); given ones replace them for this pass, and the
   // next pass without them restores n % T.
   if (positions != nullptr) {
-    backend_.positions(s.positions, TensorView(const_cast<int32_t*>(positions), Shape{N}, DType::kI32), T);
+    backend_.positions(s.positions, device_ints(positions, Shape{N}, dev_positions_), T);
     positions_given_ = true;
   } else if (positions_given_) {
     backend_.positions(s.positions, TensorView(), T);
@@ -252,7 +273,7 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   const int64_t N = plan_.B * plan_.T;
   const RunOptions& o = plan_.options;
   Scratch& s = plan_.scratch;
-  targets_ = TensorView(const_cast<int32_t*>(targets), Shape{N}, DType::kI32);
+  targets_ = device_ints(targets, Shape{N}, dev_targets_);
 
   CrossEntropyOptions xo;
   num_valid_ = backend_.count_valid_targets(targets_, xo.ignore_index);

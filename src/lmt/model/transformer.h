@@ -1,5 +1,9 @@
 // Transformer: parameters, gradients and the forward/backward passes of any ModelConfig.
 //
+// Memory: every buffer (flat params, grads, mirror, the activation arena) comes from the backend's
+// allocator(), so the model lives where its backend computes (host for cpu/ref, a GPU for cuda). The
+// batch arrays given to forward()/logits() are host memory; they are copied to the device there.
+//
 // Storage: one flat master buffer (f32; f64 for gradient checks) laid out by ParamLayout, one
 // gradient buffer of the same dtype, and in bf16 mode one bf16 mirror of the master weights that
 // GEMMs read (refresh_compute_weights() after every update). Norm weights and biases are always
@@ -43,8 +47,8 @@ class Transformer {
   DType master() const { return master_; }
   TensorView params() const { return params_.view(); }
   TensorView grads() const { return grads_.view(); }
-  ModelViews param_views() const { return layout_.views(params_.view().data(), master_); }
-  ModelViews grad_views() const { return layout_.views(grads_.view().data(), master_); }
+  ModelViews param_views() const { return layout_.views(params_.view().data(), master_, params_.device()); }
+  ModelViews grad_views() const { return layout_.views(grads_.view().data(), master_, grads_.device()); }
 
   // The bf16 mirror GEMMs read in bf16 mode (absent otherwise); an optimizer may refresh it in its
   // update pass instead of refresh_compute_weights().
@@ -157,6 +161,11 @@ class Transformer {
   std::unique_ptr<Arena> arena_;
   ActivationPlan plan_;
   TensorView tokens_, targets_, doc_ids_;
+  // On a device backend: the batch's host arrays copied to the device (prepare() sizes them).
+  Tensor dev_tokens_, dev_targets_, dev_doc_ids_, dev_positions_;
+  // A host array of N i32 as a view the backend can read (the array itself on the host; a copy in
+  // `staging` on a device backend). Null gives an absent view.
+  TensorView device_ints(const int32_t* host, Shape shape, Tensor& staging);
   int64_t num_valid_ = 0;
   bool positions_given_ = false;  // plan_.scratch.positions holds given positions, not n % T
   bool have_train_forward_ = false;

@@ -29,21 +29,21 @@ int64_t muon_batch_size(int64_t count, int64_t numel) {
   return std::clamp<int64_t>(kMuonBatchElements / std::max<int64_t>(numel, 1), 1, std::max<int64_t>(count, 1));
 }
 
-MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype)
+MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, Allocator& allocator)
     : capacity_(capacity),
       ns_dtype_(ns_dtype),
-      direction_(Shape{capacity.numel}, DType::kF32),
-      product_(Shape{capacity.numel}, DType::kF32),
-      gram_(Shape{capacity.gram}, DType::kF32),
-      poly_(Shape{capacity.gram}, DType::kF32) {
+      direction_(Shape{capacity.numel}, DType::kF32, allocator),
+      product_(Shape{capacity.numel}, DType::kF32, allocator),
+      gram_(Shape{capacity.gram}, DType::kF32, allocator),
+      poly_(Shape{capacity.gram}, DType::kF32, allocator) {
   LMT_CHECK(capacity.numel > 0 && capacity.gram > 0)
       << "MuonUpdater needs a matrix: " << capacity.numel << ", " << capacity.gram;
   LMT_CHECK(ns_dtype == DType::kF32 || ns_dtype == DType::kBF16)
       << "MuonUpdater: Newton-Schulz runs in f32 or bf16, not " << dtype_name(ns_dtype);
   if (ns_dtype == DType::kBF16) {
-    x16_ = Tensor(Shape{capacity.numel}, DType::kBF16);
-    gram16_ = Tensor(Shape{capacity.gram}, DType::kBF16);
-    poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16);
+    x16_ = Tensor(Shape{capacity.numel}, DType::kBF16, allocator);
+    gram16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
+    poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
   }
 }
 

@@ -67,7 +67,8 @@ class MuonUpdater {
   // Newton–Schulz in f32 (the original single-matrix form).
   MuonUpdater(int64_t max_numel, int64_t max_side) : MuonUpdater({max_numel, max_side * max_side}, DType::kF32) {}
   // Scratch for batches within `capacity`; ns_dtype kBF16 or kF32 (GEMM operands, see above).
-  MuonUpdater(MuonCapacity capacity, DType ns_dtype);
+  // Scratch comes from `allocator` (the backend's: the host, or the GPU the update runs on).
+  MuonUpdater(MuonCapacity capacity, DType ns_dtype, Allocator& allocator = host_allocator());
 
   // One Muon step of each matrix (formulas above), all of one shape [R,C], within the capacity;
   // updates params, momenta and mirrors in place. Gradients are not modified.

@@ -190,9 +190,10 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
       adamw_spans_.push_back(span);
     }
   }
-  adam_m_ = Tensor(Shape{n}, DType::kF32);
-  adam_v_ = Tensor(Shape{n}, DType::kF32);
-  if (c.name == "muon") muon_momentum_ = Tensor(Shape{n}, DType::kF32);
+  // Optimizer state lives where the backend computes (host for cpu/ref, the GPU for cuda).
+  adam_m_ = Tensor(Shape{n}, DType::kF32, backend_.allocator());
+  adam_v_ = Tensor(Shape{n}, DType::kF32, backend_.allocator());
+  if (c.name == "muon") muon_momentum_ = Tensor(Shape{n}, DType::kF32, backend_.allocator());
   // Scratch for the largest batch step_muon can form (a shard batches a subset of these).
   MuonCapacity cap;
   for (const auto& [shape, count] : muon_shapes) {
@@ -202,14 +203,15 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
     cap.gram = std::max(cap.gram, nb * side * side);
   }
   if (!muon_shapes.empty())
-    muon_ = std::make_unique<MuonUpdater>(cap, c.muon_ns_dtype == "bf16" ? DType::kBF16 : DType::kF32);
+    muon_ = std::make_unique<MuonUpdater>(cap, c.muon_ns_dtype == "bf16" ? DType::kBF16 : DType::kF32,
+                                          backend_.allocator());
 }
 
 Optimizer::~Optimizer() = default;
 
 TensorView Optimizer::state_span(const Tensor& t, int64_t begin, int64_t end) const {
   float* base = t.as<float>() + (begin - state_begin_);
-  return TensorView(base, Shape{end - begin}, DType::kF32);
+  return TensorView(base, Shape{end - begin}, DType::kF32, t.device());
 }
 
 void Optimizer::step(const TensorView& params, const TensorView& grads, const TensorView& param_bf16, float lr_mult,

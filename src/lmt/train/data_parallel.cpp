@@ -197,7 +197,7 @@ StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
   if (!grads_sharded_) return optim::global_grad_norm(m.backend(), m.grads());
   double ss = 0;
   if (shard_end() > shard_begin())
-    ss = m.backend().sum_squares(TensorView(m.grads().as<float>() + shard_begin(), Shape{shard_end() - shard_begin()}, DType::kF32));
+    ss = m.backend().sum_squares(m.grads().slice_rows(shard_begin(), shard_end()));
   LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));
   return std::sqrt(ss);
 }

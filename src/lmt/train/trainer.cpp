@@ -99,6 +99,16 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 }
 
 Status Trainer::setup(bool resume) {
+  {
+    // Before anything is written: the trainer's checkpoint and init-from paths read the flat
+    // parameters through host pointers, which a device backend's memory is not (docs/CUDA.md).
+    LMT_ASSIGN_OR_RETURN(kernels::Backend* be, kernels::find_backend(recipe_.backend));
+    if (!be->device().is_host())
+      return Unimplemented("lmtrain train on the '" + recipe_.backend + "' backend (" + be->device().to_string() +
+                               ") is not supported yet: checkpoints still stage through host memory",
+                           "use --backend cpu for training runs; `lmtrain bench train --backend " + recipe_.backend +
+                               "` runs full training steps on the GPU (docs/CUDA.md, Known limits)");
+  }
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";
   const bool has_run = fs::exists(run_dir_ + "/metrics.jsonl") || fs::exists(ckpt_dir);
