@@ -1,0 +1,97 @@
+// Helpers shared by the .cu files of kernels/cuda: error checks, launch sizes, typed device pointers,
+// element loads/stores for f32 and bf16, and deterministic block reductions.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "lmt/base/check.h"
+#include "lmt/kernels/cuda/context.h"
+#include "lmt/kernels/cuda/math/bf16_math.h"
+#include "lmt/tensor/tensor_view.h"
+
+// Stops the process with the failing call, its error and where (a device error is never user input:
+// the backend's callers validated shapes; what remains is a bug or a broken device).
+#define LMT_CUDA_CHECK(expr)                                                                       \
+  do {                                                                                             \
+    cudaError_t lmt_cuda_err_ = (expr);                                                            \
+    LMT_CHECK(lmt_cuda_err_ == cudaSuccess)                                                        \
+        << #expr << ": " << cudaGetErrorName(lmt_cuda_err_) << " (" << cudaGetErrorString(lmt_cuda_err_) << ")"; \
+  } while (0)
+
+// After a kernel launch: a bad launch configuration is reported here, not at the next sync.
+#define LMT_CUDA_LAUNCHED() LMT_CUDA_CHECK(cudaGetLastError())
+
+namespace lmt::kernels::cuda {
+
+// The device pointer of a view (nullptr for an absent one). Checks the view lives on a CUDA device
+// and has element type T's dtype (uint16_t stands for bf16).
+template <typename T>
+T* dptr(const TensorView& v) {
+  if (!v.present()) return nullptr;
+  LMT_CHECK(v.device().kind() == Device::Kind::kCuda)
+      << "the cuda backend got a tensor in host memory: " << v.to_string()
+      << " (hint: allocate it with the backend's allocator(), or copy it over with Backend::copy)";
+  if constexpr (std::is_same_v<T, uint16_t> || std::is_same_v<T, const uint16_t>) {
+    LMT_CHECK(v.dtype() == DType::kBF16) << "expected bf16, got " << v.to_string();
+  } else {
+    LMT_CHECK(v.dtype() == dtype_of<std::remove_const_t<T>>()) << "unexpected dtype " << v.to_string();
+  }
+  return static_cast<T*>(v.data());
+}
+
+// The cuda backend computes in f32 and bf16 (f64 is the ref oracle's).
+inline bool is_bf16(const TensorView& v) { return v.dtype() == DType::kBF16; }
+
+inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > cap) b = cap;
+  return static_cast<unsigned>(b);
+}
+
+// Typed element access: float stays float; uint16_t holds bf16 bits.
+__device__ __forceinline__ float load_f(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float load_f(const uint16_t* p, int64_t i) { return cuda_math::bf16_to_f32(p[i]); }
+__device__ __forceinline__ void store_f(float* p, int64_t i, float x) { p[i] = x; }
+__device__ __forceinline__ void store_f(uint16_t* p, int64_t i, float x) { p[i] = cuda_math::bf16_round(x); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ double warp_sum(double x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// Deterministic: a fixed tree for a fixed blockDim. `shared` holds at least 32 values.
+template <typename T>
+__device__ __forceinline__ T block_sum(T x, T* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  x = warp_sum(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  T total = lane < warps ? shared[lane] : T(0);
+  total = warp_sum(total);
+  return total;
+}
+
+__device__ __forceinline__ float block_max(float x, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0) shared[warp] = x;
+  __syncthreads();
+  float m = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(m);
+}
+
+}  // namespace lmt::kernels::cuda

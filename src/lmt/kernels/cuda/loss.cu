@@ -1,0 +1,175 @@
+// LM head fused with softmax cross-entropy (+ z-loss), chunked over rows (kernels/backend.h):
+//   logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ (rows < V only); x and weight share f32 or bf16;
+//   losses[N] f32 (written) = lse - logit[target] + z_loss·lse², 0 where target == ignore_index;
+//   dx[N,C] f32 (overwrite, optional), dweight[Vp,C] f32 (+=, rows >= V untouched, optional): the
+//   gradients of grad_scale · Σ losses, from the same logits pass.
+//
+// Per chunk of R rows [r0, r0 + R):
+//   1. gemm: logits[R,V] f32 (scratch) = x[rows] · weight[0:V]ᵀ;
+//   2. ce_rows_kernel, one block per row: an online (max, Σexp) over the row, lse, the loss; then,
+//      when gradients are wanted, the row is overwritten in place by
+//      dlogit = grad_scale·(softmax·(1 + 2·z·lse) - onehot) (math/cross_entropy_math.h), zero for an
+//      ignored row; with bf16 operands it also writes a bf16 copy (GEMM operands share a dtype);
+//   3. gemm: dx[rows] = dlogits · weight[0:V]  (beta 0);
+//   4. gemm: dweight[0:V] += dlogitsᵀ · x[rows]  (beta 1).
+// The logits are read twice by the row kernel (statistics, then gradient) and written once.
+//
+// R = max(opts.chunk_rows, 4096), at most N: GPU GEMMs need a large M to run near peak, and the
+// dweight GEMM's K (= R) is the reduction over tokens, so a small chunk would also mean many small
+// accumulating GEMMs. Scratch (one ctx.scratch call per invocation): R·V·4 bytes of f32 logits, plus
+// R·V·2 bytes of bf16 dlogits when x is bf16 and gradients are wanted (e.g. R = 4096, V = 128256:
+// 2.1 GB + 1.05 GB). gemm() uses ctx.lt_workspace, not ctx.scratch, so the carve stays valid.
+//
+// A target outside [0, V) (and not ignore_index) cannot be reported from the device: its loss is
+// NaN and its row contributes no gradient.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "lmt/kernels/cuda/common.cuh"
+#include "lmt/kernels/cuda/math/cross_entropy_math.h"
+#include "lmt/kernels/cuda/ops.h"
+
+namespace lmt::kernels::cuda {
+namespace {
+
+namespace cm = lmt::kernels::cuda_math;
+
+constexpr int kCeThreads = 512;
+constexpr int64_t kMinChunkRows = 4096;
+
+// Merges every thread's (m, s) into one pair, returned to all threads. `sh_m`, `sh_s`: 32 floats each.
+__device__ __forceinline__ void block_online_merge(float& m, float& s, float* sh_m, float* sh_s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    cm::ce_online_merge(m, s, m2, s2);
+  }
+  __syncthreads();  // the previous row's readers of sh_m/sh_s are done
+  if (lane == 0) {
+    sh_m[warp] = m;
+    sh_s[warp] = s;
+  }
+  __syncthreads();
+  m = lane < warps ? sh_m[lane] : -INFINITY;
+  s = lane < warps ? sh_s[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    cm::ce_online_merge(m, s, m2, s2);
+  }
+}
+
+// logits [R,V] f32: read, then (want_grad) overwritten by dlogits; dlogits_bf16 [R,V] optional.
+__global__ void __launch_bounds__(kCeThreads)
+    ce_rows_kernel(float* logits, uint16_t* dlogits_bf16, float* losses, const int32_t* targets, int64_t R, int64_t V,
+                   int32_t ignore_index, float z_loss, float grad_scale, bool want_grad) {
+  __shared__ float sh_m[32], sh_s[32];
+  for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
+    float* l = logits + row * V;
+    uint16_t* lb = dlogits_bf16 != nullptr ? dlogits_bf16 + row * V : nullptr;
+    const int32_t t = targets[row];
+    // Uniform over the block: no thread skips a barrier another one waits at.
+    if (t == ignore_index || t < 0 || t >= V) {
+      if (threadIdx.x == 0) losses[row] = t == ignore_index ? 0.0f : NAN;
+      if (want_grad) {
+        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+          l[v] = 0.0f;
+          if (lb != nullptr) lb[v] = 0;
+        }
+      }
+      continue;
+    }
+    // Read before the merge's barriers, hence before any thread overwrites the row with gradients.
+    const float logit_t = threadIdx.x == 0 ? l[t] : 0.0f;
+    float m = -INFINITY, s = 0.0f;
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) cm::ce_online_update(m, s, l[v]);
+    block_online_merge(m, s, sh_m, sh_s);
+    const float lse = cm::ce_lse(m, s);
+    if (threadIdx.x == 0) losses[row] = cm::ce_loss(lse, logit_t, z_loss);
+    if (want_grad) {
+      const float factor = cm::ce_grad_factor(lse, z_loss);
+      for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+        const float d = cm::ce_dlogit(l[v], lse, factor, v == t, grad_scale);
+        l[v] = d;
+        if (lb != nullptr) lb[v] = cm::bf16_round(d);
+      }
+    }
+  }
+}
+
+size_t align256(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
+}  // namespace
+
+void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorView& x, const TensorView& weight,
+                           const TensorView& targets, const CrossEntropyOptions& opts, const TensorView& dx,
+                           const TensorView& dweight) {
+  const int64_t N = x.dim(0), C = x.dim(1), V = opts.vocab_size;
+  LMT_CHECK(x.dtype() == DType::kF32 || x.dtype() == DType::kBF16)
+      << "cuda lm_head_cross_entropy: x and weight must be f32 or bf16, got " << x.to_string();
+  LMT_CHECK(weight.dtype() == x.dtype()) << "cuda lm_head_cross_entropy: x " << x.to_string() << " vs weight "
+                                         << weight.to_string();
+  const bool bf16 = is_bf16(x);
+  const void* xp = bf16 ? static_cast<const void*>(dptr<const uint16_t>(x)) : dptr<const float>(x);
+  const void* wp = bf16 ? static_cast<const void*>(dptr<const uint16_t>(weight)) : dptr<const float>(weight);
+  float* loss = dptr<float>(losses);
+  const int32_t* tgt = dptr<const int32_t>(targets);
+  float* dxp = dptr<float>(dx);
+  float* dwp = dptr<float>(dweight);
+  const bool want_grad = dxp != nullptr || dwp != nullptr;
+  if (N == 0) return;
+
+  int64_t R = opts.chunk_rows > kMinChunkRows ? opts.chunk_rows : kMinChunkRows;
+  if (R > N) R = N;
+  const size_t logits_bytes = align256(static_cast<size_t>(R) * static_cast<size_t>(V) * sizeof(float));
+  const size_t bf16_bytes =
+      bf16 && want_grad ? align256(static_cast<size_t>(R) * static_cast<size_t>(V) * sizeof(uint16_t)) : 0;
+  char* s = static_cast<char*>(ctx.scratch(logits_bytes + bf16_bytes));
+  float* logits = reinterpret_cast<float*>(s);
+  uint16_t* dlogits_bf16 = bf16_bytes > 0 ? reinterpret_cast<uint16_t*>(s + logits_bytes) : nullptr;
+  const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
+  const char* xb = static_cast<const char*>(xp);
+
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    const int64_t rows = N - r0 < R ? N - r0 : R;
+    const void* x_rows = xb + static_cast<size_t>(r0) * static_cast<size_t>(C) * elem;
+
+    GemmArgs lg;  // logits[rows,V] = x[rows,C] · weight[0:V,C]ᵀ
+    lg.M = rows, lg.N = V, lg.K = C;
+    lg.A = x_rows, lg.lda = C;
+    lg.B = wp, lg.ldb = C, lg.trans_b = true;
+    lg.C = logits, lg.ldc = V;
+    lg.bf16 = bf16;
+    gemm(ctx, lg);
+
+    const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
+    ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V,
+                                                          opts.ignore_index, opts.z_loss, opts.grad_scale, want_grad);
+    LMT_CUDA_LAUNCHED();
+    if (!want_grad) continue;
+    const void* dl = bf16 ? static_cast<const void*>(dlogits_bf16) : static_cast<const void*>(logits);
+
+    if (dxp != nullptr) {  // dx[rows,C] = dlogits[rows,V] · weight[0:V,C]
+      GemmArgs g;
+      g.M = rows, g.N = C, g.K = V;
+      g.A = dl, g.lda = V;
+      g.B = wp, g.ldb = C;
+      g.C = dxp + r0 * C, g.ldc = C;
+      g.bf16 = bf16;
+      g.beta = 0.0f;
+      gemm(ctx, g);
+    }
+    if (dwp != nullptr) {  // dweight[0:V,C] += dlogits[rows,V]ᵀ · x[rows,C]
+      GemmArgs g;
+      g.M = V, g.N = C, g.K = rows;
+      g.A = dl, g.lda = V, g.trans_a = true;
+      g.B = x_rows, g.ldb = C;
+      g.C = dwp, g.ldc = C;
+      g.bf16 = bf16;
+      g.beta = 1.0f;
+      gemm(ctx, g);
+    }
+  }
+}
+
+}  // namespace lmt::kernels::cuda
