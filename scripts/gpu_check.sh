@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# One command for a machine with an NVIDIA GPU (docs/CUDA.md): builds lmtrain with the CUDA backend,
+# runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
+# training steps on the GPU against the CPU), then benchmarks full training steps and prints one JSON
+# line per run: tokens/s, MFU against the device's dense bf16 peak, and peak device memory.
+#
+#   scripts/gpu_check.sh                  build (build-gpu/, the GPU's own architecture), test, bench
+#   scripts/gpu_check.sh --pack DIR       build here, then pack the binaries, the non-system shared
+#                                         libraries they need (oneDNN, Open MPI, ...; never the CUDA
+#                                         driver or cuBLAS) and the golden model into DIR.tar.xz
+#   scripts/gpu_check.sh --prebuilt DIR   test and bench a packed DIR (unpacked), e.g. on a GPU node
+#                                         that has the CUDA runtime but not the build dependencies
+# Options: --arch LIST (CMAKE_CUDA_ARCHITECTURES; default "native" when building on a GPU machine, else
+# 80;90;100), --build DIR (default build-gpu), --skip-bench, --skip-tests.
+# Exit status: 0 when every test passed and every benchmark ran; 1 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=build-gpu arch="" pack="" prebuilt="" bench=1 tests=1
+while (($#)); do
+  case "$1" in
+    --pack) pack=$2; shift 2 ;;
+    --prebuilt) prebuilt=$2; shift 2 ;;
+    --arch) arch=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --skip-bench) bench=0; shift ;;
+    --skip-tests) tests=0; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+targets=(lmtrain cuda_op_test cuda_model_test cuda_math_test)
+
+if [[ -z "$prebuilt" ]]; then
+  if [[ -z "$arch" ]]; then
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then arch=native; else arch="80;90;100"; fi
+  fi
+  bash scripts/setup.sh
+  cmake -S . -B "$build" -G Ninja -DLMT_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DLMT_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+  bin=$build/bin
+else
+  bin=$prebuilt/bin
+  export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LMT_SHARED_DATA="$prebuilt/data"
+fi
+
+if [[ -n "$pack" ]]; then
+  rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/data/models"
+  for t in "${targets[@]}"; do cp "$bin/$t" "$pack/bin/"; done
+  # Every shared library the binaries load, except the C runtime, the CUDA driver and the CUDA
+  # toolkit's libraries (the GPU machine has its own, matching its driver).
+  for t in "${targets[@]}"; do ldd "$bin/$t"; done | awk '/=> \//{print $3}' | sort -u |
+    grep -Ev '/(ld-linux|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|libz|libudev|libcuda|libcudart|libnvidia)[.-]|/libcublas' |
+    while read -r lib; do cp -L "$lib" "$pack/lib/"; done
+  if [[ -d ../shared/data/models/stories260K ]]; then cp -r ../shared/data/models/stories260K "$pack/data/models/"; fi
+  tar -C "$(dirname "$pack")" -cJf "$pack.tar.xz" "$(basename "$pack")"
+  echo "gpu_check: packed $(du -sh "$pack.tar.xz" | cut -f1) into $pack.tar.xz"
+  exit 0
+fi
+
+# cuBLASLt from the CUDA toolkit or a pip wheel, wherever this machine has it.
+if ! ldconfig -p 2>/dev/null | grep -q libcublasLt.so.13; then
+  lt=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets /usr/lib /opt /usr/local/lib -name 'libcublasLt.so.13' 2>/dev/null | head -1 || true)
+  [[ -n "$lt" ]] && export LD_LIBRARY_PATH="$(dirname "$lt"):${LD_LIBRARY_PATH:-}"
+fi
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+status=0
+# Each op case runs in its own process (4 at a time), so a kernel that faults cannot hide the others'
+# results: a device fault is sticky for the process that hit it.
+run_isolated() {
+  local t=$1
+  "$bin/$t" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}' > "/tmp/gpu_check_$t.list"
+  local n fails
+  n=$(wc -l < "/tmp/gpu_check_$t.list")
+  xargs -P 4 -I{} sh -c 'if timeout 120 "$0" --gtest_filter="$1" --gtest_brief=1 >"/tmp/gpu_check_case_$$.log" 2>&1;
+       then echo "ok   $1"; else echo "FAIL $1"; cat "/tmp/gpu_check_case_$$.log" | grep -v "^\[" | head -20; fi;
+       rm -f "/tmp/gpu_check_case_$$.log"' "$bin/$t" {} < "/tmp/gpu_check_$t.list" > "/tmp/gpu_check_$t.out"
+  fails=$(grep -c '^FAIL' "/tmp/gpu_check_$t.out" || true)
+  grep -v '^ok ' "/tmp/gpu_check_$t.out" || true
+  echo "$t: $((n - fails)) of $n passed (each in its own process)"
+  ((fails == 0))
+}
+if ((tests)); then
+  echo "== cuda_math_test"
+  OMP_WAIT_POLICY=passive "$bin/cuda_math_test" --gtest_brief=1 || status=1
+  echo "== cuda_op_test"
+  run_isolated cuda_op_test || status=1
+  echo "== cuda_model_test"
+  OMP_WAIT_POLICY=passive "$bin/cuda_model_test" || status=1
+fi
+if ((bench)); then
+  # preset micro-batch seq-len: the issue's two reference runs.
+  while read -r preset b t; do
+    echo "== bench train $preset B$b T$t"
+    if ! "$bin/lmtrain" bench train --backend cuda --preset "$preset" --micro-batch "$b" --seq-len "$t" \
+         --warmup 2 --iters 5 --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    print(json.dumps({"preset": j["preset"], "device": j["device"], "batch": j["batch"], "seq": j["seq"],
+                      "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
+                      "ms_per_step": round(1000 * j["seconds"], 1),
+                      "peak_device_memory_gib": round(j["memory_per_rank"]["device_peak"] / 2**30, 2)}))'; then
+      status=1
+    fi
+  done <<'RUNS'
+gpt2-124m 16 1024
+llama3.2-1b 4 2048
+RUNS
+fi
+echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
+exit $status
