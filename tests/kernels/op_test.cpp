@@ -11,42 +11,18 @@
 #include <vector>
 
 #include "op_cases.h"
+#include "op_compare.h"
 #include "lmt/base/bf16.h"
 #include "lmt/kernels/registry.h"
 
 namespace lmt::testing {
 namespace {
 
-double value_at(const TensorView& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kF32: return t.as<float>()[i];
-    case DType::kF64: return t.as<double>()[i];
-    case DType::kBF16: return static_cast<float>(t.as<bf16>()[i]);
-    default: return t.as<int32_t>()[i];
-  }
-}
-
 // Tolerances for f32 results; a case may scale them (bf16 rounding inside an op).
 constexpr double kAtol = 1e-4, kRtol = 1e-4;
 
 void expect_close(const std::string& what, const TensorView& fast, const TensorView& ref, double scale) {
-  ASSERT_EQ(fast.numel(), ref.numel()) << what;
-  if (fast.dtype() == DType::kBF16) {
-    for (int64_t i = 0; i < fast.numel(); ++i)
-      ASSERT_EQ(fast.as<bf16>()[i].bits, ref.as<bf16>()[i].bits)
-          << what << "[" << i << "] bf16 differs: fast " << value_at(fast, i) << " ref " << value_at(ref, i);
-    return;
-  }
-  double worst = 0;
-  int64_t worst_i = -1;
-  for (int64_t i = 0; i < fast.numel(); ++i) {
-    const double c = value_at(fast, i), r = value_at(ref, i);
-    ASSERT_TRUE(std::isfinite(c)) << what << "[" << i << "] is " << c << " (ref " << r << ")";
-    const double ratio = std::abs(c - r) / (scale * (kAtol + kRtol * std::abs(r)));
-    if (ratio > worst) worst = ratio, worst_i = i;
-  }
-  EXPECT_LE(worst, 1.0) << what << "[" << worst_i << "]: fast " << value_at(fast, worst_i) << " ref "
-                        << value_at(ref, worst_i) << " (error " << worst << "× the tolerance)";
+  lmt::testing::expect_close(what, fast, ref, scale, kAtol, kRtol);
 }
 
 // Every registered backend except the oracle itself.

@@ -98,19 +98,36 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, 
   }
 }
 
+// The query tile a block of the forward or the dQ kernel owns: blockIdx.x walks (b, h) fastest and the
+// tiles from the last to the first (the last tiles see the most keys: scheduled first).
+struct QueryTile {
+  int b, h, g, q0, q_valid;
+  const int32_t* docs;  // this row's document ids, or nullptr
+};
+__device__ __forceinline__ QueryTile query_tile(const Dims& d, const int32_t* all_docs, int BQ) {
+  const int nbh = d.B * d.NH, nqt = (d.T + BQ - 1) / BQ;
+  const int qt = nqt - 1 - static_cast<int>(blockIdx.x) / nbh, bh = static_cast<int>(blockIdx.x) % nbh;
+  QueryTile t;
+  t.b = bh / d.NH, t.h = bh % d.NH, t.g = t.h / (d.NH / d.G);
+  t.q0 = qt * BQ, t.q_valid = min(BQ, d.T - t.q0);
+  t.docs = all_docs ? all_docs + int64_t(t.b) * d.T : nullptr;
+  return t;
+}
+
+// Loads the key and value rows [k0, k0 + BK) of kv head g (rows >= k_valid zeroed) and, with a
+// document mask, their document ids, into shared memory. The caller synchronises before and after.
+__device__ __forceinline__ void load_kv_tile(float* Ks, float* Vs, int32_t* kdoc, const float* k, const float* v,
+                                             const Dims& d, const QueryTile& t, int k0, int k_valid, int BK, int ld) {
+  load_rows(Ks, ld, k + d.kv_index(t.b, k0, t.g), int64_t(d.G) * d.HD, BK, k_valid, d.HD);
+  load_rows(Vs, ld, v + d.kv_index(t.b, k0, t.g), int64_t(d.G) * d.HD, BK, k_valid, d.HD);
+  if (t.docs)
+    for (int j = threadIdx.x; j < BK; j += blockDim.x) kdoc[j] = j < k_valid ? t.docs[k0 + j] : 0;
+}
+
 __device__ __forceinline__ float component(const float4& v, int u) {
   return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w;
 }
 
-// Max / sum over the 16 threads of a half-warp (xor offsets < 16 never cross the half).
-__device__ __forceinline__ float half_warp_max(float x) {
-  for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float half_warp_sum(float x) {
-  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // acc[r][c] = Σ_{e<hd4} A[(ty+16r)·ld + e] · Bm[(tx+16c)·ld + e]: a tile of dot products between rows
 // of two padded shared-memory tiles (hd4 = HD rounded up to 4; the extra columns are zero).
@@ -205,13 +222,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_forward_kernel(For
   float* Ps = Vs + BK * ld;       // [BQ][PLD]
   int32_t* kdoc = reinterpret_cast<int32_t*>(Ps + BQ * PLD);  // [BK]
 
-  // The last query tiles have the most keys: schedule them first.
-  const int nbh = d.B * d.NH, nqt = (d.T + BQ - 1) / BQ;
-  const int qt = nqt - 1 - static_cast<int>(blockIdx.x) / nbh, bh = static_cast<int>(blockIdx.x) % nbh;
-  const int b = bh / d.NH, h = bh % d.NH, g = h / (d.NH / d.G);
+  const QueryTile t = query_tile(d, a.docs, BQ);
+  const int b = t.b, h = t.h, q0 = t.q0, q_valid = t.q_valid;
+  const int32_t* docs = t.docs;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int q0 = qt * BQ, q_valid = min(BQ, d.T - q0);
-  const int32_t* docs = a.docs ? a.docs + int64_t(b) * d.T : nullptr;
 
   load_rows(Qs, ld, a.q + d.q_index(b, q0, h), int64_t(d.NH) * HD, BQ, q_valid, HD);
   int32_t qdoc[RQ];
@@ -233,10 +247,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_forward_kernel(For
   for (int kt = first_key / BK; kt <= last_key / BK; ++kt) {
     const int k0 = kt * BK, k_valid = min(BK, d.T - k0);
     __syncthreads();  // the previous tile's Ks, Vs, Ps are no longer read
-    load_rows(Ks, ld, a.k + d.kv_index(b, k0, g), int64_t(d.G) * HD, BK, k_valid, HD);
-    load_rows(Vs, ld, a.v + d.kv_index(b, k0, g), int64_t(d.G) * HD, BK, k_valid, HD);
-    if (docs)
-      for (int j = threadIdx.x; j < BK; j += blockDim.x) kdoc[j] = j < k_valid ? docs[k0 + j] : 0;
+    load_kv_tile(Ks, Vs, kdoc, a.k, a.v, d, t, k0, k_valid, BK, ld);
     __syncthreads();
 
     float s[RQ][RK];
@@ -253,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_forward_kernel(For
         s[r][c] = vis ? s[r][c] * d.scale : -INFINITY;
         mx = fmaxf(mx, s[r][c]);
       }
-      const float alpha = st[r].rescale(half_warp_max(mx));
+      const float alpha = st[r].rescale(warp_max<16>(mx));
       float psum = 0.0f;
 #pragma unroll
       for (int c = 0; c < RK; ++c) {
@@ -261,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_forward_kernel(For
         Ps[(ty + 16 * r) * PLD + tx + 16 * c] = p;
         psum += p;
       }
-      st[r].add(half_warp_sum(psum));
+      st[r].add(warp_sum<16>(psum));
 #pragma unroll
       for (int e = 0; e < E; ++e) o[r][e] *= alpha;
     }
@@ -418,12 +429,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_backward_dq_kernel
   float* dSs = Vs + BK * ld;      // [BQ][PLD]
   int32_t* kdoc = reinterpret_cast<int32_t*>(dSs + BQ * PLD);  // [BK]
 
-  const int nbh = d.B * d.NH, nqt = (d.T + BQ - 1) / BQ;
-  const int qt = nqt - 1 - static_cast<int>(blockIdx.x) / nbh, bh = static_cast<int>(blockIdx.x) % nbh;
-  const int b = bh / d.NH, h = bh % d.NH, g = h / (d.NH / d.G);
+  const QueryTile t = query_tile(d, a.docs, BQ);
+  const int b = t.b, h = t.h, q0 = t.q0, q_valid = t.q_valid;
+  const int32_t* docs = t.docs;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int q0 = qt * BQ, q_valid = min(BQ, d.T - q0);
-  const int32_t* docs = a.docs ? a.docs + int64_t(b) * d.T : nullptr;
 
   load_rows(Qs, ld, a.q + d.q_index(b, q0, h), int64_t(d.NH) * HD, BQ, q_valid, HD);
   load_rows(dOs, ld, a.dout + d.q_index(b, q0, h), int64_t(d.NH) * HD, BQ, q_valid, HD);
@@ -449,10 +458,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_backward_dq_kernel
   for (int kt = first_key / BK; kt <= last_key / BK; ++kt) {
     const int k0 = kt * BK, k_valid = min(BK, d.T - k0);
     __syncthreads();  // the previous tile's Ks, Vs, dSs are no longer read
-    load_rows(Ks, ld, a.k + d.kv_index(b, k0, g), int64_t(d.G) * HD, BK, k_valid, HD);
-    load_rows(Vs, ld, a.v + d.kv_index(b, k0, g), int64_t(d.G) * HD, BK, k_valid, HD);
-    if (docs)
-      for (int j = threadIdx.x; j < BK; j += blockDim.x) kdoc[j] = j < k_valid ? docs[k0 + j] : 0;
+    load_kv_tile(Ks, Vs, kdoc, a.k, a.v, d, t, k0, k_valid, BK, ld);
     __syncthreads();
 
     float s[RQ][RK], dp[RQ][RK];

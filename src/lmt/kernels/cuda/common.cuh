@@ -25,6 +25,16 @@
 
 namespace lmt::kernels::cuda {
 
+// Copies one value from device memory to the host (through the context's pinned buffer) and waits
+// for it: how the reductions that return a value to the host end.
+template <typename T>
+T read_back(Context& ctx, const T* device_value) {
+  T* host = static_cast<T*>(ctx.pinned(sizeof(T)));
+  LMT_CUDA_CHECK(cudaMemcpyAsync(host, device_value, sizeof(T), cudaMemcpyDeviceToHost, ctx.stream));
+  ctx.sync();
+  return *host;
+}
+
 // The device pointer of a view (nullptr for an absent one). Checks the view lives on a CUDA device
 // and has element type T's dtype (uint16_t stands for bf16).
 template <typename T>
@@ -57,16 +67,16 @@ __device__ __forceinline__ float load_f(const uint16_t* p, int64_t i) { return c
 __device__ __forceinline__ void store_f(float* p, int64_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void store_f(uint16_t* p, int64_t i, float x) { p[i] = cuda_math::bf16_round(x); }
 
-__device__ __forceinline__ float warp_sum(float x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+// Sum / max over groups of `Lanes` consecutive lanes (32: the warp; 16: each half-warp, since xor
+// offsets below 16 never cross a half); every lane of a group gets its group's result.
+template <int Lanes = 32, typename T>
+__device__ __forceinline__ T warp_sum(T x) {
+  for (int o = Lanes / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
 }
+template <int Lanes = 32>
 __device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ double warp_sum(double x) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  for (int o = Lanes / 2; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
 }
 

@@ -126,16 +126,16 @@ void CudaBackend::matmul_impl(const TensorView& c, const TensorView& a, const Te
 }
 void CudaBackend::matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool ta,
                                       bool tb, bool acc) {
-  cuda::matmul_batched(init(), c, a, b, ta, tb, acc);
+  cuda::matmul(init(), c, a, b, ta, tb, acc);
 }
 void CudaBackend::linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
                                       const TensorView& bias) {
-  if (inp.dtype() != weight.dtype()) {  // weight-only bf16 (decoding): widen the weight, exactly
+  if (inp.dtype() != weight.dtype()) {  // weight-only bf16 (decoding): widen the weight exactly, in scratch
     Context& ctx = init();
-    Tensor wide(weight.shape(), DType::kF32, *allocator_);
+    const TensorView wide(ctx.scratch(static_cast<size_t>(weight.numel()) * sizeof(float)), weight.shape(),
+                          DType::kF32, weight.device());
     cuda::convert(ctx, wide, weight);
-    cuda::linear_forward(ctx, out, inp, wide, bias);
-    ctx.sync();  // `wide` is freed on return
+    cuda::linear_forward(ctx, out, inp, wide, bias);  // gemm() takes no scratch: `wide` stays valid
     return;
   }
   cuda::linear_forward(init(), out, inp, weight, bias);

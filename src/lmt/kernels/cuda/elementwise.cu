@@ -113,10 +113,7 @@ double sum_squares(Context& ctx, const TensorView& x) {
   LMT_CUDA_LAUNCHED();
   sum_partials_kernel<<<1, 1024, 0, ctx.stream>>>(partial + parts, partial, parts);
   LMT_CUDA_LAUNCHED();
-  double* host = static_cast<double*>(ctx.pinned(sizeof(double)));
-  LMT_CUDA_CHECK(cudaMemcpyAsync(host, partial + parts, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream));
-  ctx.sync();
-  return *host;
+  return read_back(ctx, partial + parts);
 }
 
 void scale(Context& ctx, const TensorView& x, float s) {

@@ -207,48 +207,32 @@ void gemm(Context& ctx, const GemmArgs& g) {
                                   ctx.lt_workspace, Context::kLtWorkspaceBytes, ctx.stream));
 }
 
-void matmul(Context& ctx, const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
-            bool trans_b, bool accumulate) {
+namespace {
+// The GEMM of matmul (rank-2 views) or matmul_batched (rank-3: a stack of independent products).
+GemmArgs matmul_args(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a, bool trans_b,
+                     bool accumulate) {
+  const int r = a.rank() - 2;  // 0, or 1 for the batch dimension
   GemmArgs g;
   g.bf16 = is_bf16(a);
-  g.M = trans_a ? a.dim(1) : a.dim(0);
-  g.K = trans_a ? a.dim(0) : a.dim(1);
-  g.N = trans_b ? b.dim(0) : b.dim(1);
-  g.A = a.data();
-  g.lda = a.dim(1);
-  g.trans_a = trans_a;
-  g.B = b.data();
-  g.ldb = b.dim(1);
-  g.trans_b = trans_b;
-  g.C = dptr<float>(c);
-  g.ldc = g.N;
-  g.beta = accumulate ? 1.0f : 0.0f;
-  gemm(ctx, g);
-}
-
-void matmul_batched(Context& ctx, const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
-                    bool trans_b, bool accumulate) {
-  GemmArgs g;
-  g.bf16 = is_bf16(a);
-  g.batch = a.dim(0);
-  g.M = trans_a ? a.dim(2) : a.dim(1);
-  g.K = trans_a ? a.dim(1) : a.dim(2);
-  g.N = trans_b ? b.dim(1) : b.dim(2);
-  g.A = a.data();
-  g.lda = a.dim(2);
-  g.trans_a = trans_a;
-  g.B = b.data();
-  g.ldb = b.dim(2);
-  g.trans_b = trans_b;
-  g.C = dptr<float>(c);
-  g.ldc = g.N;
-  g.sa = a.dim(1) * a.dim(2);
-  g.sb = b.dim(1) * b.dim(2);
-  g.sc = g.M * g.N;
+  g.M = trans_a ? a.dim(r + 1) : a.dim(r);
+  g.K = trans_a ? a.dim(r) : a.dim(r + 1);
+  g.N = trans_b ? b.dim(r) : b.dim(r + 1);
+  g.A = a.data(), g.lda = a.dim(r + 1), g.trans_a = trans_a;
+  g.B = b.data(), g.ldb = b.dim(r + 1), g.trans_b = trans_b;
+  g.C = dptr<float>(c), g.ldc = g.N;
   g.beta = accumulate ? 1.0f : 0.0f;
   // A batch of one is one plain product (bit-identical to matmul of the same matrices).
-  if (g.batch == 1) g.sa = g.sb = g.sc = 0;
-  gemm(ctx, g);
+  if (r == 1 && a.dim(0) > 1) {
+    g.batch = a.dim(0);
+    g.sa = a.dim(1) * a.dim(2), g.sb = b.dim(1) * b.dim(2), g.sc = g.M * g.N;
+  }
+  return g;
+}
+}  // namespace
+
+void matmul(Context& ctx, const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+            bool trans_b, bool accumulate) {
+  gemm(ctx, matmul_args(c, a, b, trans_a, trans_b, accumulate));
 }
 
 void linear_forward(Context& ctx, const TensorView& out, const TensorView& inp, const TensorView& weight,

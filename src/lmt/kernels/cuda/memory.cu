@@ -115,10 +115,8 @@ void positions(Context& ctx, const TensorView& out, const TensorView& given, int
                                                                          T, n, bad);
   LMT_CUDA_LAUNCHED();
   if (given.present()) {  // the contract checks every given position (a bad one is a caller's bug)
-    int32_t* host = static_cast<int32_t*>(ctx.pinned(sizeof(int32_t)));
-    LMT_CUDA_CHECK(cudaMemcpyAsync(host, bad, sizeof(int32_t), cudaMemcpyDeviceToHost, ctx.stream));
-    ctx.sync();
-    LMT_CHECK(*host == 0x7fffffff) << "positions: given position at index " << *host << " is outside [0, " << T << ")";
+    const int32_t first_bad = read_back(ctx, bad);
+    LMT_CHECK(first_bad == 0x7fffffff) << "positions: given position at index " << first_bad << " is outside [0, " << T << ")";
   }
 }
 
@@ -130,10 +128,7 @@ int64_t count_valid_targets(Context& ctx, const TensorView& targets, int32_t ign
   LMT_CUDA_LAUNCHED();
   count_total_kernel<<<1, 1, 0, ctx.stream>>>(partial + parts, partial, parts);
   LMT_CUDA_LAUNCHED();
-  int64_t* host = static_cast<int64_t*>(ctx.pinned(sizeof(int64_t)));
-  LMT_CUDA_CHECK(cudaMemcpyAsync(host, partial + parts, sizeof(int64_t), cudaMemcpyDeviceToHost, ctx.stream));
-  ctx.sync();
-  return *host;
+  return read_back(ctx, partial + parts);
 }
 
 double sum(Context& ctx, const TensorView& x) {
@@ -144,10 +139,7 @@ double sum(Context& ctx, const TensorView& x) {
     ordered_sum_kernel<float><<<1, 1024, 0, ctx.stream>>>(d, dptr<const float>(x), x.numel());
   }
   LMT_CUDA_LAUNCHED();
-  double* host = static_cast<double*>(ctx.pinned(sizeof(double)));
-  LMT_CUDA_CHECK(cudaMemcpyAsync(host, d, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream));
-  ctx.sync();
-  return *host;
+  return read_back(ctx, d);
 }
 
 }  // namespace lmt::kernels::cuda

@@ -34,10 +34,10 @@ struct GemmArgs {
 };
 void gemm(Context& ctx, const GemmArgs& g);
 
+// matmul and matmul_batched: rank-2 views, or rank-3 stacks of independent products (one strided
+// batched GEMM).
 void matmul(Context& ctx, const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
             bool trans_b, bool accumulate);
-void matmul_batched(Context& ctx, const TensorView& c, const TensorView& a, const TensorView& b,
-                    bool trans_a, bool trans_b, bool accumulate);
 void linear_forward(Context& ctx, const TensorView& out, const TensorView& inp, const TensorView& weight,
                     const TensorView& bias);
 void linear_backward(Context& ctx, const TensorView& dinp, const TensorView& dweight,
