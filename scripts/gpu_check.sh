@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU (docs/CUDA.md): builds lmtrain with the CUDA backend,
 # runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
-# training steps on the GPU against the CPU), then benchmarks full training steps and prints one JSON
+# training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU), then benchmarks full training steps and prints one JSON
 # line per run: tokens/s, MFU against the device's dense bf16 peak, and peak device memory.
 #
 #   scripts/gpu_check.sh                  build (build-gpu/, the GPU's own architecture), test, bench
@@ -30,7 +30,7 @@ while (($#)); do
   esac
 done
 
-targets=(lmtrain cuda_op_test cuda_model_test cuda_math_test)
+targets=(lmtrain cuda_op_test cuda_model_test cuda_trainer_test cuda_math_test)
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -88,8 +88,10 @@ if ((tests)); then
   OMP_WAIT_POLICY=passive "$bin/cuda_math_test" --gtest_brief=1 || status=1
   echo "== cuda_op_test"
   run_isolated cuda_op_test || status=1
-  echo "== cuda_model_test"
-  OMP_WAIT_POLICY=passive "$bin/cuda_model_test" || status=1
+  for t in cuda_model_test cuda_trainer_test; do
+    echo "== $t"
+    OMP_WAIT_POLICY=passive "$bin/$t" --gtest_brief=1 || status=1
+  done
 fi
 if ((bench)); then
   # preset micro-batch seq-len: the issue's two reference runs.
@@ -110,6 +112,15 @@ for line in sys.stdin:
 gpt2-124m 16 1024
 llama3.2-1b 4 2048
 RUNS
+  # The attention kernel alone at gpt2-124m's shape (B16 T1024, 12 heads of 64).
+  echo "== bench attention B16 T1024 NH12 HD64"
+  "$bin/lmtrain" bench attention --backend cuda --micro-batch 16 --seq-len 1024 --heads 12 --head-dim 64 \
+    --warmup 2 --iters 10 --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    print(json.dumps({k: j[k] for k in ("device", "batch", "seq", "heads", "head_dim", "gflops_forward",
+                                        "gflops_backward", "gflops") if k in j}))' || status=1
 fi
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
 exit $status

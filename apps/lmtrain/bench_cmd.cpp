@@ -33,23 +33,32 @@ struct Timing {
   double median = 0, best = 0;
 };
 
-Timing time_it(int warmup, int iters, const std::function<void()>& fn) {
+// Times fn on `be`, waiting for a device backend's queued work before each reading.
+Timing time_it(kernels::Backend& be, int warmup, int iters, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
+  be.synchronize();
   std::vector<double> t;
   for (int i = 0; i < iters; ++i) {
     Timer timer;
     fn();
+    be.synchronize();
     t.push_back(timer.seconds());
   }
   return {median(t), *std::min_element(t.begin(), t.end())};
 }
 
+// A zero-filled tensor where `be` computes.
+Tensor zeros(kernels::Backend& be, Shape shape, DType dtype) { return Tensor(shape, dtype, be.allocator()); }
+
+// Normal(0, scale²) values made on the host, then placed where `be` computes (in `dtype`).
 Tensor random_tensor(kernels::Backend& be, Shape shape, DType dtype, Rng& rng, double scale = 1.0) {
-  Tensor f32(shape, DType::kF32);
-  float* p = f32.as<float>();
-  for (int64_t i = 0; i < f32.numel(); ++i) p[i] = static_cast<float>(rng.normal() * scale);
+  Tensor host(shape, DType::kF32);
+  float* p = host.as<float>();
+  for (int64_t i = 0; i < host.numel(); ++i) p[i] = static_cast<float>(rng.normal() * scale);
+  Tensor f32 = zeros(be, shape, DType::kF32);
+  be.copy(f32, host);
   if (dtype == DType::kF32) return f32;
-  Tensor out(shape, dtype);
+  Tensor out = zeros(be, shape, dtype);
   be.convert(out, f32);
   return out;
 }
@@ -85,34 +94,35 @@ Status run_matmul(const MatmulArgs& a) {
   if (a.form == "plain") {  // C[M,N] = A[M,K] · B[K,N]
     x = random_tensor(be, {a.m, a.k}, dtype, rng);
     w = random_tensor(be, {a.k, a.n}, dtype, rng);
-    c = Tensor({a.m, a.n}, DType::kF32);
+    c = zeros(be, {a.m, a.n}, DType::kF32);
     fn = [&] { be.matmul(c, x, w, false, false, false); };
   } else if (a.form == "linear-fwd") {  // y[M,N] = x[M,K] · W[N,K]ᵀ
     x = random_tensor(be, {a.m, a.k}, dtype, rng);
     w = random_tensor(be, {a.n, a.k}, dtype, rng);
-    y = Tensor({a.m, a.n}, DType::kF32);
+    y = zeros(be, {a.m, a.n}, DType::kF32);
     fn = [&] { be.linear_forward(y, x, w, TensorView()); };
   } else if (a.form == "linear-dx") {  // dx[M,K] = dy[M,N] · W[N,K]
     x = random_tensor(be, {a.m, a.k}, dtype, rng);
     w = random_tensor(be, {a.n, a.k}, dtype, rng);
     dy = random_tensor(be, {a.m, a.n}, dtype, rng);
-    dx = Tensor({a.m, a.k}, DType::kF32);
+    dx = zeros(be, {a.m, a.k}, DType::kF32);
     fn = [&] { be.linear_backward(dx, TensorView(), TensorView(), dy, x, w); };
   } else if (a.form == "linear-dw") {  // dW[N,K] += dyᵀ[N,M] · x[M,K]
     x = random_tensor(be, {a.m, a.k}, dtype, rng);
     w = random_tensor(be, {a.n, a.k}, dtype, rng);
     dy = random_tensor(be, {a.m, a.n}, dtype, rng);
-    dw = Tensor({a.n, a.k}, DType::kF32);
+    dw = zeros(be, {a.n, a.k}, DType::kF32);
     fn = [&] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w); };
   } else {
     return InvalidArgument("--form '" + a.form + "' is unknown",
                            "use plain, linear-fwd, linear-dx or linear-dw");
   }
-  Timing t = time_it(a.warmup, a.iters, fn);
+  Timing t = time_it(be, a.warmup, a.iters, fn);
   const auto& peaks = metrics::measured_peaks();
   const double flops = 2.0 * a.m * a.k * a.n;
   const double gflops = flops / t.median * 1e-9;
-  const double peak = metrics::peak_flops(dtype) * 1e-9;
+  LMT_ASSIGN_OR_RETURN(const double peak_flops, metrics::device_peak_flops(be.device_description(), dtype));
+  const double peak = peak_flops * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
   if (a.json) {
     nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", a.n},
@@ -120,7 +130,8 @@ Status run_matmul(const MatmulArgs& a) {
                         {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
                         {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
                         {"fraction_of_peak", frac}, {"threads", metrics::cpu_info().threads},
-                        {"gemm_isa", kernels::cpu_gemm_isa()}, {"machine", metrics::machine_summary()}};
+                        {"gemm_isa", kernels::cpu_gemm_isa()}, {"machine", metrics::machine_summary()},
+                        {"device", be.device_description()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s; oneDNN GEMM ISA %s\n", metrics::machine_summary().c_str(),
@@ -181,19 +192,21 @@ Status run_attention(const AttentionArgs& a) {
   const int64_t B = a.batch, T = a.seq, NH = a.heads, HD = a.head_dim;
   Tensor q = random_tensor(be, {B, T, NH, HD}, DType::kF32, rng), k = random_tensor(be, {B, T, G, HD}, DType::kF32, rng),
          v = random_tensor(be, {B, T, G, HD}, DType::kF32, rng), dout = random_tensor(be, {B, T, NH, HD}, DType::kF32, rng);
-  Tensor out({B, T, NH, HD}, DType::kF32), lse({B, NH, T}, DType::kF32);
-  Tensor dq({B, T, NH, HD}, DType::kF32), dk({B, T, G, HD}, DType::kF32), dv({B, T, G, HD}, DType::kF32);
+  Tensor out = zeros(be, {B, T, NH, HD}, DType::kF32), lse = zeros(be, {B, NH, T}, DType::kF32);
+  Tensor dq = zeros(be, {B, T, NH, HD}, DType::kF32), dk = zeros(be, {B, T, G, HD}, DType::kF32),
+         dv = zeros(be, {B, T, G, HD}, DType::kF32);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   auto fwd = [&] { be.attention_forward(which, out, lse, q, k, v, TensorView(), scale); };
   auto bwd = [&] { be.attention_backward(which, dq, dk, dv, dout, q, k, v, out, lse, TensorView(), scale); };
-  Timing tf = time_it(a.warmup, a.iters, fwd);
-  Timing tb = time_it(a.warmup, a.iters, bwd);
+  Timing tf = time_it(be, a.warmup, a.iters, fwd);
+  Timing tb = time_it(be, a.warmup, a.iters, bwd);
   // Causal attention: the two forward GEMMs cover half the T×T square; backward does 2.5× forward.
   const double flops_fwd = 2.0 * B * NH * static_cast<double>(T) * T * HD;
   const double flops = 3.5 * flops_fwd;
   const double secs = tf.median + tb.median;
   const double gflops = flops / secs * 1e-9;
-  const double peak = metrics::peak_flops(DType::kF32) * 1e-9;
+  LMT_ASSIGN_OR_RETURN(const double peak_flops, metrics::device_peak_flops(be.device_description(), DType::kF32));
+  const double peak = peak_flops * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
   const size_t ws = be.workspace_bytes();
   if (a.json) {
@@ -205,7 +218,7 @@ Status run_attention(const AttentionArgs& a) {
                         {"gflops_backward", 2.5 * flops_fwd / tb.median * 1e-9},
                         {"peak_gflops", peak}, {"fraction_of_peak", frac},
                         {"workspace_bytes", ws}, {"threads", metrics::cpu_info().threads},
-                        {"machine", metrics::machine_summary()}};
+                        {"machine", metrics::machine_summary()}, {"device", be.device_description()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());

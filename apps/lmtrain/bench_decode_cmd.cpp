@@ -56,6 +56,7 @@ Status run_decode_bench(const DecodeBenchArgs& a) {
           2.0 * 4 * static_cast<double>(c.n_layers * max_len * c.kv_dim()) * static_cast<double>(a.batch),
       "--preset " + a.preset, "pick a smaller preset or fewer --sequences"));
   LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
+  LMT_RETURN_IF_ERROR(eval::decoder_supports(*be, "bench decode"));
   model::Transformer m(c, *be);
   m.init(1);
   eval::Decoder d(m, max_len, /*prefill_chunk=*/64, weights, a.batch);

@@ -26,7 +26,6 @@
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/dist/topology.h"
-#include "lmt/metrics/device_peaks.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/metrics/peaks.h"
 #include "lmt/metrics/profiler.h"
@@ -187,16 +186,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const double hidden = std::max(0.0, alone - exposed);
   const double secs = median(t_step), tps = static_cast<double>(N * a.accum * dp_size) / secs;
   const model::FlopsPerToken f = model::flops_per_token(config, a.seq);
-  double peak = 0;
-  if (be->device().is_host() || a.peak_gflops > 0) {
-    peak = metrics::peak_flops(o.compute, {.override_gflops = a.peak_gflops}) * world;
-  } else {  // a GPU: the dense datasheet peak of its table entry, per rank
-    LMT_ASSIGN_OR_RETURN(const metrics::DeviceSpec gpu, metrics::device_spec_for_gpu(be->device_description()));
-    LMT_ASSIGN_OR_RETURN(const double p, metrics::dense_peak_flops(gpu, o.compute == DType::kBF16
-                                                                          ? metrics::Precision::kBf16
-                                                                          : metrics::Precision::kFp32));
-    peak = p * world;
-  }
+  LMT_ASSIGN_OR_RETURN(double peak, metrics::device_peak_flops(be->device_description(), o.compute,
+                                                               {.override_gflops = a.peak_gflops}));
+  peak *= world;
   const double mfu = f.training * tps / peak, mfu_6n = f.six_n * tps / peak;
   // Model-state memory this rank holds (counted from its buffers), against the planner's
   // per-device prediction (plan/memory.h: 16 B/param, ZeRO shards over the ranks, two gathered

@@ -8,6 +8,13 @@
 
 namespace lmt::eval {
 
+Status decoder_supports(const kernels::Backend& backend, const std::string& what) {
+  if (backend.device().is_host()) return Status::Ok();
+  return Unimplemented(what + " on the '" + std::string(backend.name()) + "' backend is not supported yet: the KV-cache "
+                           "decoder runs in host memory",
+                       "use --backend cpu for it (docs/CUDA.md, Known limits)");
+}
+
 using model::FfnKind;
 using model::PositionKind;
 

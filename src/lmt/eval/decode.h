@@ -41,6 +41,10 @@
 
 namespace lmt::eval {
 
+// The decoder keeps its KV caches, logits and ids in host memory, so it runs on host backends only
+// (cpu, ref). Ok for those; Unimplemented naming `what` (the command or key) for a device backend.
+Status decoder_supports(const kernels::Backend& backend, const std::string& what);
+
 class Decoder {
  public:
   // max_len: cache capacity in tokens per row, in [1, config.max_seq_len]. weights: kF32 or kBF16.

@@ -1,11 +1,14 @@
 #include "lmt/eval/model_dir.h"
 
+#include "lmt/eval/decode.h"
+
 #include <filesystem>
 #include <fstream>
 
 #include "lmt/base/log.h"
 #include "lmt/config/config.h"
 #include "lmt/data/manifest.h"
+#include "lmt/eval/decode.h"
 #include "lmt/io/checkpoint_dir.h"
 #include "lmt/model/config_json.h"
 #include "lmt/model/hf_checkpoint.h"
@@ -25,6 +28,7 @@ std::string tokenizer_of_checkpoint(const std::string& step_dir) {
 }  // namespace
 
 StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend& backend) {
+  LMT_RETURN_IF_ERROR(decoder_supports(backend, "loading a model for evaluation or generation"));
   std::string dir = dir_in;
   if (fs::exists(dir + "/checkpoints") && !fs::exists(dir + "/model.safetensors")) {  // a run directory
     std::vector<std::string> skipped;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "lmt/base/log.h"
+#include "lmt/metrics/device_peaks.h"
 #include "lmt/metrics/peak_cache.h"
 
 namespace lmt::metrics {
@@ -92,5 +93,11 @@ Status check_peak_gflops(double gflops, std::string_view where) {
 }
 
 std::string_view peak_source_name(PeakSource s) { return s == PeakSource::kCache ? "cache" : "measured"; }
+
+StatusOr<double> device_peak_flops(std::string_view accelerator, DType compute, const PeakOptions& options) {
+  if (accelerator.empty() || options.override_gflops > 0) return peak_flops(compute, options);
+  LMT_ASSIGN_OR_RETURN(const DeviceSpec gpu, device_spec_for_gpu(accelerator));
+  return dense_peak_flops(gpu, compute == DType::kBF16 ? Precision::kBf16 : Precision::kFp32);
+}
 
 }  // namespace lmt::metrics

@@ -57,6 +57,12 @@ struct PeakOptions {
 // (then MFU figures are reported as 0 or inf; callers that divide check).
 double peak_flops(DType compute, const PeakOptions& options = {});
 
+// The same for the device a backend computes on, named by Backend::device_description(): empty for
+// the host (peak_flops above); a GPU's dense datasheet peak from its metrics/device_peaks.h entry
+// (bf16 tensor cores for kBF16, strict fp32 otherwise). The override wins as above. NotFound for a
+// GPU the table does not know, with a hint to pass the peak.
+StatusOr<double> device_peak_flops(std::string_view accelerator, DType compute, const PeakOptions& options = {});
+
 // Checks a user's peak override in GFLOP/s: finite and in (0, 1e9]. `where` names the flag or key.
 Status check_peak_gflops(double gflops, std::string_view where);
 

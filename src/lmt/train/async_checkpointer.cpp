@@ -25,8 +25,10 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
     return buf;
   };
   const int64_t n = data.layout->total_numel();
-  backend_.copy(staged(params_, Shape{n}), TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32));
+  backend_.copy(staged(params_, Shape{n}),
+                TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32, data.params_device));
   data_.params = params_.as<float>();
+  data_.params_device = Device::host();
   state_.resize(data.optimizer_state.size());
   for (size_t i = 0; i < data.optimizer_state.size(); ++i) {
     const TensorView& v = data.optimizer_state[i].second;

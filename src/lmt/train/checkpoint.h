@@ -20,6 +20,7 @@ namespace lmt::train {
 struct CheckpointData {
   const model::ParamLayout* layout = nullptr;
   const float* params = nullptr;  // layout->total_numel()
+  Device params_device;           // where `params` lives (AsyncCheckpointer stages it to the host)
   std::vector<std::pair<std::string, TensorView>> optimizer_state;  // f32 tensors
   nlohmann::json trainer_state;
   std::string config_toml;

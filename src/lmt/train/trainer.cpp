@@ -13,6 +13,7 @@
 #include "lmt/train/memory_report.h"
 #include "lmt/base/stop_signal.h"
 #include "lmt/data/manifest.h"
+#include "lmt/eval/decode.h"
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/io/atomic_file.h"
@@ -37,6 +38,49 @@ void add_model_state(const model::Transformer& m, std::vector<std::pair<std::str
   const int64_t L = m.config().n_layers, E = m.config().moe.num_experts;
   state.emplace_back("moe.router_bias", TensorView(b0.data(), Shape{L, E}, DType::kF32));
 }
+
+// The flat f32 parameters as host memory: the model's own buffer on a host backend; on a device
+// backend a host copy (read from the device when made), written back by store().
+class HostParams {
+ public:
+  explicit HostParams(model::Transformer& m) : m_(m) {
+    if (m.params().device().is_host()) return;
+    copy_ = Tensor(m.params().shape(), DType::kF32);
+    m.backend().copy(copy_, m.params());
+  }
+  float* data() { return copy_.view().present() ? copy_.as<float>() : m_.params().as<float>(); }
+  void store() {
+    if (copy_.view().present()) m_.backend().copy(m_.params(), copy_);
+  }
+
+ private:
+  model::Transformer& m_;
+  Tensor copy_;
+};
+
+// Host stand-ins for state tensors that live on a device (views on the host are used as they are):
+// a checkpoint is read into views(), then store() copies them where they belong.
+class HostStaging {
+ public:
+  HostStaging(kernels::Backend& be, const std::vector<std::pair<std::string, TensorView>>& state)
+      : be_(be), state_(state), views_(state), copies_(state.size()) {
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (state[i].second.device().is_host()) continue;
+      copies_[i] = Tensor(state[i].second.shape(), state[i].second.dtype());
+      views_[i].second = copies_[i].view();
+    }
+  }
+  const std::vector<std::pair<std::string, TensorView>>& views() const { return views_; }
+  void store() {
+    for (size_t i = 0; i < state_.size(); ++i)
+      if (copies_[i].view().present()) be_.copy(state_[i].second, copies_[i]);
+  }
+
+ private:
+  kernels::Backend& be_;
+  std::vector<std::pair<std::string, TensorView>> state_, views_;
+  std::vector<Tensor> copies_;
+};
 
 // A loader cursor saved with (batch b, world w) replayed on (b', w') with the same global batch
 // b·w = b'·w': positions are global (row · world + rank), so the per-rank row scales by w / w'.
@@ -100,14 +144,14 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 
 Status Trainer::setup(bool resume) {
   {
-    // Before anything is written: the trainer's checkpoint and init-from paths read the flat
-    // parameters through host pointers, which a device backend's memory is not (docs/CUDA.md).
+    // Before anything is written: gradients of several processes are reduced over MPI in host memory.
     LMT_ASSIGN_OR_RETURN(kernels::Backend* be, kernels::find_backend(recipe_.backend));
-    if (!be->device().is_host())
-      return Unimplemented("lmtrain train on the '" + recipe_.backend + "' backend (" + be->device().to_string() +
-                               ") is not supported yet: checkpoints still stage through host memory",
-                           "use --backend cpu for training runs; `lmtrain bench train --backend " + recipe_.backend +
-                               "` runs full training steps on the GPU (docs/CUDA.md, Known limits)");
+    if (!recipe_.eval_tasks.empty()) LMT_RETURN_IF_ERROR(eval::decoder_supports(*be, "eval.tasks during training"));
+    if (!be->device().is_host() && comm_->world() > 1)
+      return Unimplemented("training on the '" + recipe_.backend + "' backend over " + std::to_string(comm_->world()) +
+                               " processes needs a device communicator (NCCL), which lmtrain does not have yet",
+                           "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
+                           "(docs/CUDA.md, Known limits)");
   }
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";
@@ -136,8 +180,11 @@ Status Trainer::setup(bool resume) {
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
   model_ = std::make_unique<model::Transformer>(recipe_.model, *backend);
   model_->init(recipe_.seed);
-  if (!recipe_.init_from.empty())  // a resume replaces these with its checkpoint's below
-    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), model_->params().as<float>()));
+  if (!recipe_.init_from.empty()) {  // a resume replaces these with its checkpoint's below
+    HostParams host(*model_);
+    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), host.data()));
+    host.store();
+  }
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   if (ep_comm_) {
     model::ExpertParallel ep;
@@ -193,7 +240,8 @@ Status Trainer::setup(bool resume) {
     tasks_ = std::make_unique<eval::TaskSuite>(std::move(suite));
   }
   if (root_) checkpointer_ = std::make_unique<AsyncCheckpointer>(ckpt_dir, recipe_.checkpoint_keep, recipe_.checkpoint_async, model_->backend());
-  peak_flops_ = metrics::peak_flops(recipe_.run.compute, {.override_gflops = recipe_.peak_gflops});
+  LMT_ASSIGN_OR_RETURN(peak_flops_, metrics::device_peak_flops(model_->backend().device_description(), recipe_.run.compute,
+                                                               {.override_gflops = recipe_.peak_gflops}));
 
   LMT_RETURN_IF_ERROR(check_validation_split());
 
@@ -307,7 +355,8 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   // ZeRO 3 holds a shard of the parameters: load the full ones aside, then keep the slice.
   Tensor full_params;
   if (dp_->zero3()) full_params = Tensor({model_->layout().total_numel()}, DType::kF32);
-  float* params = dp_->zero3() ? full_params.as<float>() : model_->params().as<float>();
+  HostParams host(*model_);  // the model's own buffer on a host backend, a staging copy on a device
+  float* params = dp_->zero3() ? full_params.as<float>() : host.data();
   if (dp_->sharded()) {
     auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;
@@ -318,9 +367,12 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   } else {
     std::vector<std::pair<std::string, TensorView>> views = engine_->optimizer().state();
     add_model_state(*model_, views);
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, views));
+    HostStaging staged(model_->backend(), views);
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, staged.views()));
+    staged.store();
   }
   if (dp_->zero3()) dp_->load_params(*model_, params);
+  else host.store();
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
   return Status::Ok();
@@ -383,7 +435,8 @@ Status Trainer::save_checkpoint() {
     full_params = Tensor({model_->layout().total_numel()}, DType::kF32);
     LMT_RETURN_IF_ERROR(dp_->gather_params(*model_, full_params.as<float>()));
   }
-  d.params = dp_->zero3() ? full_params.as<float>() : model_->params().as<float>();
+  d.params = dp_->zero3() ? full_params.as<float>() : static_cast<const float*>(model_->params().data());
+  d.params_device = dp_->zero3() ? Device::host() : model_->params().device();
   std::vector<std::pair<std::string, Tensor>> full;  // gathered shards (ZeRO 1/2): collective
   if (dp_->sharded()) {
     LMT_ASSIGN_OR_RETURN(full, dp_->gather_state(engine_->optimizer()));
@@ -534,7 +587,7 @@ Status Trainer::train_step() {
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);
     for (const auto& p : model_->layout().params())
-      if (p.layer >= 0) per_layer[p.layer] += model_->backend().sum_squares(model_->layout().view(p, model_->grads().data(), DType::kF32));
+      if (p.layer >= 0) per_layer[p.layer] += model_->backend().sum_squares(model_->layout().view(p, model_->grads().data(), DType::kF32, model_->grads().device()));
     for (double& v : per_layer) v = std::sqrt(v);
     rec["layer_grad_norms"] = per_layer;
   }

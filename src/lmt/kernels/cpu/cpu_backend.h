@@ -18,7 +18,9 @@ namespace lmt::kernels {
 void linear_forward_bf16_weights(float* out, const float* inp, const uint16_t* weight, const float* bias, int64_t N,
                                  int64_t C, int64_t OC);
 
-class CpuBackend final : public Backend {
+// Not final: tests derive a backend that marks its host memory as another device
+// (tests/train/trainer_backend_test.cpp) to run the device staging paths on CPUs.
+class CpuBackend : public Backend {
  public:
   CpuBackend();
   ~CpuBackend() override;

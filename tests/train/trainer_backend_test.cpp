@@ -1,0 +1,144 @@
+// The trainer on a backend whose memory is not the host's: the model, the optimizer state, the batch
+// upload, checkpoint save and load (through host staging) and resume all go through Backend::copy.
+//
+// LMT_TRAINER_TEST_BACKEND names the backend under test:
+// - "cpu_as_device" (trainer_backend_test, every machine): the cpu backend's kernels on host memory
+//   that its allocator marks as cuda:7, so every staging path of a device backend runs on a CPU, and
+//   the losses must equal the plain cpu backend's bit for bit;
+// - "cuda" (cuda_trainer_test, label gpu): the real GPU; losses within bf16 tolerance of the cpu run.
+// Either way a run stopped at step 4 and resumed must give the uninterrupted run's losses exactly.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/synthetic_dataset.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/kernels/registry.h"
+#include "lmt/tensor/tensor.h"
+#include "lmt/train/trainer.h"
+
+#ifndef LMT_TRAINER_TEST_BACKEND
+#define LMT_TRAINER_TEST_BACKEND "cpu_as_device"
+#endif
+
+namespace lmt::train {
+namespace {
+namespace fs = std::filesystem;
+
+// Host memory reported as living on cuda:7: nothing but Backend::copy may move data in or out of it.
+class MarkedHostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cuda(7); }
+  void* allocate(size_t bytes, size_t alignment) override { return host_allocator().allocate(bytes, alignment); }
+  void deallocate(void* p, size_t bytes, size_t alignment) override { host_allocator().deallocate(p, bytes, alignment); }
+  void zero_fill(void* p, size_t bytes) override { host_allocator().zero_fill(p, bytes); }
+};
+
+class CpuAsDeviceBackend final : public kernels::CpuBackend {
+ public:
+  std::string_view name() const override { return "cpu_as_device"; }
+  Device device() const override { return Device::cuda(7); }
+  Allocator& allocator() override { return allocator_; }
+
+ private:
+  MarkedHostAllocator allocator_;
+};
+
+LMT_REGISTER_BACKEND(cpu_as_device, [] { return std::make_unique<CpuAsDeviceBackend>(); });
+
+constexpr int64_t kVocab = 64;
+const bool kExact = std::string(LMT_TRAINER_TEST_BACKEND) == "cpu_as_device";
+
+class TrainerBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto be = kernels::find_backend(LMT_TRAINER_TEST_BACKEND);
+    if (!be.ok()) GTEST_SKIP() << be.status().ToString();
+    root_ = fs::temp_directory_path() / ("lmt_trainer_backend_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    test::write_markov_dataset((root_ / "data").string(), kVocab, "trainer_backend_test");
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::unique_ptr<Trainer> make(const std::string& backend, const std::string& run, bool resume = false) {
+    config::Config c = config::Config::defaults();
+    for (const std::string& kv : std::vector<std::string>{"model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
+                                 "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64",
+                                 "train.micro_batch=4", "train.seq_len=32", "train.max_steps=8", "optim.lr=3e-3",
+                                 "schedule.warmup_steps=2", "eval.batches=2", "eval.every=4", "checkpoint.every=4",
+                                 "checkpoint.async=false", "runtime.backend=" + backend,
+                                 "data.path=" + (root_ / "data").string()})
+      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    auto recipe = recipe_from_config(c, "test.toml");
+    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
+    auto t = Trainer::create(*recipe, c.to_toml(), (root_ / run).string(), resume);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+
+  // step -> loss of RUN/metrics.jsonl's step records; "val" -> the last validation loss.
+  std::map<std::string, double> losses_of(const std::string& run) {
+    std::map<std::string, double> out;
+    std::ifstream in(root_ / run / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.value("type", "") == "step") out[std::to_string(j["step"].get<int64_t>())] = j["loss"].get<double>();
+      if (j.value("type", "") == "val") out["val"] = j["val_loss"].get<double>();
+    }
+    return out;
+  }
+
+  fs::path root_;
+};
+
+TEST_F(TrainerBackendTest, TrainsLikeCpuAndResumesExactly) {
+  auto cpu = make("cpu", "cpu");
+  ASSERT_TRUE(cpu && cpu->run().ok());
+  auto full = make(LMT_TRAINER_TEST_BACKEND, "full");
+  ASSERT_TRUE(full && full->run().ok());
+  auto half = make(LMT_TRAINER_TEST_BACKEND, "resumed");
+  ASSERT_TRUE(half && half->run(/*stop_after=*/4).ok());
+  half.reset();
+  auto rest = make(LMT_TRAINER_TEST_BACKEND, "resumed", /*resume=*/true);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->step(), 4);
+  ASSERT_TRUE(rest->run().ok());
+
+  const auto want = losses_of("cpu"), got = losses_of("full"), resumed = losses_of("resumed");
+  ASSERT_EQ(want.size(), 9u) << "8 steps and a validation loss";
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [key, loss] : want) {
+    if (kExact) {
+      EXPECT_EQ(got.at(key), loss) << key;
+    } else {
+      EXPECT_NEAR(got.at(key), loss, 2e-2 * loss) << key;
+    }
+    EXPECT_EQ(resumed.at(key), got.at(key)) << key << ": the resumed run differs from the uninterrupted one";
+  }
+  EXPECT_TRUE(fs::exists(root_ / "full" / "checkpoints" / "step_00000008" / "manifest.json"));
+}
+
+// Evaluation tasks run through the host-memory decoder: refused before anything is written.
+TEST_F(TrainerBackendTest, EvalTasksAreRefusedBeforeAnythingIsWritten) {
+  config::Config c = config::Config::defaults();
+  ASSERT_TRUE(c.apply_override(std::string("runtime.backend=") + LMT_TRAINER_TEST_BACKEND).ok());
+  ASSERT_TRUE(c.apply_override("data.path=" + (root_ / "data").string()).ok());
+  ASSERT_TRUE(c.apply_override("model.n_layers=1").ok());
+  auto recipe = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
+  recipe->eval_tasks.push_back({});
+  auto t = Trainer::create(*recipe, c.to_toml(), (root_ / "tasks").string(), false);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("eval.tasks"), std::string::npos) << t.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "tasks" / "metrics.jsonl"));
+}
+
+}  // namespace
+}  // namespace lmt::train
