@@ -108,6 +108,10 @@ Status run_train_bench(const TrainBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world()));  // tp = pp = 1
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*comm, sizes));
   const int world = topo->world_size(), dp_size = topo->dp_size();
+  if (!be->device().is_host() && world > 1)
+    return Unimplemented("bench train on the '" + a.backend + "' backend over " + std::to_string(world) +
+                             " processes needs a device communicator (NCCL), which lmtrain does not have yet",
+                         "run it in one process (docs/CUDA.md, Known limits)");
   train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
   LMT_RETURN_IF_ERROR(dp.shard_parameters(m));  // --zero 3

@@ -1,7 +1,5 @@
 #include "lmt/eval/model_dir.h"
 
-#include "lmt/eval/decode.h"
-
 #include <filesystem>
 #include <fstream>
 

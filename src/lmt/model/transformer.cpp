@@ -148,16 +148,13 @@ int64_t Transformer::storage_bytes() const {
 }
 
 void Transformer::init(uint64_t seed) {
-  if (master_ == DType::kF32 && !backend_.device().is_host()) {
-    Tensor host({layout_.total_numel()}, DType::kF32);  // initialised on the host, then copied over
-    init_params(layout_, host.as<float>(), seed);
-    backend_.copy(params_, host);
-  } else if (master_ == DType::kF32) {
+  if (master_ == DType::kF32 && backend_.device().is_host()) {
     init_params(layout_, params_.as<float>(), seed);
-  } else {
+  } else {  // made in f32 on the host, then copied to the device or widened to the f64 master
     Tensor f32({layout_.total_numel()}, DType::kF32);
     init_params(layout_, f32.as<float>(), seed);
-    backend_.convert(params_, f32);
+    if (master_ == DType::kF32) backend_.copy(params_, f32);
+    else backend_.convert(params_, f32);
   }
   refresh_compute_weights();
 }

@@ -39,27 +39,8 @@ void add_model_state(const model::Transformer& m, std::vector<std::pair<std::str
   state.emplace_back("moe.router_bias", TensorView(b0.data(), Shape{L, E}, DType::kF32));
 }
 
-// The flat f32 parameters as host memory: the model's own buffer on a host backend; on a device
-// backend a host copy (read from the device when made), written back by store().
-class HostParams {
- public:
-  explicit HostParams(model::Transformer& m) : m_(m) {
-    if (m.params().device().is_host()) return;
-    copy_ = Tensor(m.params().shape(), DType::kF32);
-    m.backend().copy(copy_, m.params());
-  }
-  float* data() { return copy_.view().present() ? copy_.as<float>() : m_.params().as<float>(); }
-  void store() {
-    if (copy_.view().present()) m_.backend().copy(m_.params(), copy_);
-  }
-
- private:
-  model::Transformer& m_;
-  Tensor copy_;
-};
-
-// Host stand-ins for state tensors that live on a device (views on the host are used as they are):
-// a checkpoint is read into views(), then store() copies them where they belong.
+// Host stand-ins for tensors that live on a device (views on the host are used as they are): a
+// checkpoint or init-from weights are read into views(), then store() copies them where they belong.
 class HostStaging {
  public:
   HostStaging(kernels::Backend& be, const std::vector<std::pair<std::string, TensorView>>& state)
@@ -143,16 +124,15 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 }
 
 Status Trainer::setup(bool resume) {
-  {
-    // Before anything is written: gradients of several processes are reduced over MPI in host memory.
-    LMT_ASSIGN_OR_RETURN(kernels::Backend* be, kernels::find_backend(recipe_.backend));
-    if (!recipe_.eval_tasks.empty()) LMT_RETURN_IF_ERROR(eval::decoder_supports(*be, "eval.tasks during training"));
-    if (!be->device().is_host() && comm_->world() > 1)
-      return Unimplemented("training on the '" + recipe_.backend + "' backend over " + std::to_string(comm_->world()) +
-                               " processes needs a device communicator (NCCL), which lmtrain does not have yet",
-                           "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
-                           "(docs/CUDA.md, Known limits)");
-  }
+  // What a device backend cannot do yet is refused before anything is written: the decoder of
+  // eval.tasks works in host memory, and several processes reduce gradients over MPI in host memory.
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
+  if (!recipe_.eval_tasks.empty()) LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, "eval.tasks during training"));
+  if (!backend->device().is_host() && comm_->world() > 1)
+    return Unimplemented("training on the '" + recipe_.backend + "' backend over " + std::to_string(comm_->world()) +
+                             " processes needs a device communicator (NCCL), which lmtrain does not have yet",
+                         "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
+                         "(docs/CUDA.md, Known limits)");
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";
   const bool has_run = fs::exists(run_dir_ + "/metrics.jsonl") || fs::exists(ckpt_dir);
@@ -177,12 +157,11 @@ Status Trainer::setup(bool resume) {
   }
   LMT_RETURN_IF_ERROR(comm_->barrier());  // the directory exists and is ours
 
-  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
   model_ = std::make_unique<model::Transformer>(recipe_.model, *backend);
   model_->init(recipe_.seed);
   if (!recipe_.init_from.empty()) {  // a resume replaces these with its checkpoint's below
-    HostParams host(*model_);
-    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), host.data()));
+    HostStaging host(*backend, {{"params", model_->params()}});
+    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), host.views()[0].second.as<float>()));
     host.store();
   }
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
@@ -355,8 +334,9 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   // ZeRO 3 holds a shard of the parameters: load the full ones aside, then keep the slice.
   Tensor full_params;
   if (dp_->zero3()) full_params = Tensor({model_->layout().total_numel()}, DType::kF32);
-  HostParams host(*model_);  // the model's own buffer on a host backend, a staging copy on a device
-  float* params = dp_->zero3() ? full_params.as<float>() : host.data();
+  // The model's own buffer on a host backend, a staging copy on a device (ZeRO 3 holds no full one).
+  HostStaging host(model_->backend(), {{"params", dp_->zero3() ? full_params.view() : model_->params()}});
+  float* params = host.views()[0].second.as<float>();
   if (dp_->sharded()) {
     auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;

@@ -18,8 +18,7 @@ class CudaAllocator final : public Allocator {
   void* allocate(size_t bytes, size_t alignment = kDefaultAlignment) override;
   void deallocate(void* p, size_t bytes, size_t alignment = kDefaultAlignment) override;
   void zero_fill(void* p, size_t bytes) override;
-  // Bytes handed out and not yet returned, and the most ever at once (memory reports, bench train).
-  size_t bytes_in_use() const { return in_use_; }
+  // The most bytes handed out and not yet returned at once (Backend::device_memory_peak_bytes).
   size_t peak_bytes() const { return peak_; }
 
  private:

@@ -33,7 +33,6 @@ class CudaBackend final : public Backend {
   std::string device_description() override;
   // The allocator's peak plus kernel scratch and the cuBLASLt workspace.
   int64_t device_memory_peak_bytes() const override;
-  Context& context() { init(); return ctx_; }
 
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
