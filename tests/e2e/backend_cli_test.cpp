@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -130,6 +131,21 @@ TEST_F(BackendCli, EvalAndBenchmarksTakeTheFlag) {
   const test::CliResult model = test::run_lmtrain("bench model --preset tiny --micro-batch 1 --seq-len 8 --iters 1 --warmup 0 --backend ref --json", false);
   ASSERT_EQ(model.code, 0) << model.out;
   EXPECT_EQ(nlohmann::json::parse(model.out)["backend"], "ref");
+}
+
+// A build with the CUDA backend on a machine without a GPU (every CI machine): `--backend cuda` is a
+// clean error naming the reason, with a hint, exit 1, and no run directory written. (Where a GPU is
+// visible, scripts/gpu_check.sh runs the real thing; where the backend is not built, the name is
+// unknown, which the test above covers.)
+TEST_F(BackendCli, CudaWithoutAGpuIsRefusedWithTheReason) {
+  const test::CliResult names = test::run_lmtrain("bench train --backend no-such-backend", true);
+  if (names.out.find("cuda") == std::string::npos) GTEST_SKIP() << "this build has no cuda backend";
+  const test::CliResult r = train("gpu", "--backend cuda");
+  if (r.code == 0) GTEST_SKIP() << "a GPU is visible here: scripts/gpu_check.sh covers it";
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("no CUDA device is visible"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint:"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(path("gpu") + "/metrics.jsonl"));
 }
 
 }  // namespace

@@ -66,5 +66,25 @@ TEST(DevicePeaks, PrecisionNames) {
   EXPECT_FALSE(parse_precision("int4").ok());
 }
 
+// The names drivers give (cudaDeviceProp::name, nvidia-smi) map to the table's entries, so MFU on a
+// GPU divides by the same dense peak `lmtrain plan --hardware NAME` uses.
+TEST(DevicePeaks, DriverNamesMapToTableEntries) {
+  const std::pair<const char*, const char*> names[] = {
+      {"NVIDIA H100 80GB HBM3", "h100-sxm"},   {"NVIDIA H100 PCIe", "h100-pcie"},
+      {"NVIDIA H100 NVL", "h100-pcie"},        {"NVIDIA H200", "h200"},
+      {"NVIDIA A100-SXM4-80GB", "a100-80gb"},  {"NVIDIA A100-SXM4-40GB", "a100-40gb"},
+      {"NVIDIA A100-PCIE-40GB", "a100-40gb"},  {"NVIDIA B200", "b200"},
+      {"Tesla V100-SXM2-16GB", "v100"},        {"NVIDIA RTX A6000", "a6000"}};
+  for (const auto& [driver, key] : names) {
+    auto d = device_spec_for_gpu(driver);
+    ASSERT_TRUE(d.ok()) << driver << ": " << d.status().ToString();
+    EXPECT_EQ(d->name, key) << driver;
+  }
+  auto unknown = device_spec_for_gpu("NVIDIA GeForce GTX 1080");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("GTX 1080"), std::string::npos);
+  EXPECT_NE(unknown.status().hint().find("--peak-flops"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lmt::metrics

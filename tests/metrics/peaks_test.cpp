@@ -14,6 +14,7 @@
 
 #include "common/files.h"
 #include "common/scoped_env.h"
+#include "lmt/metrics/device_peaks.h"
 #include "lmt/metrics/peak_cache.h"
 
 namespace lmt::metrics {
@@ -246,6 +247,24 @@ TEST(PeakOverride, MustBeAPositiveFiniteGflopsFigure) {
     EXPECT_NE(s.message().find("--peak-flops"), std::string::npos) << s.message();
     EXPECT_FALSE(s.hint().empty());
   }
+}
+
+// The peak of a backend's device: a GPU's is its table entry's dense figure for the compute dtype
+// (what `lmtrain plan --hardware h100-sxm` divides by); the host's is peak_flops(); the override wins.
+TEST(DevicePeakFlops, GpuFromTheTableHostMeasuredOverrideWins) {
+  auto bf16 = device_peak_flops("NVIDIA H100 80GB HBM3", DType::kBF16);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().ToString();
+  EXPECT_DOUBLE_EQ(*bf16, *dense_peak_flops(*device_spec("h100-sxm"), Precision::kBf16));
+  auto fp32 = device_peak_flops("NVIDIA H100 80GB HBM3", DType::kF32);
+  ASSERT_TRUE(fp32.ok());
+  EXPECT_DOUBLE_EQ(*fp32, 67e12);
+  auto host = device_peak_flops("", DType::kBF16, {.override_gflops = 123});
+  ASSERT_TRUE(host.ok());
+  EXPECT_DOUBLE_EQ(*host, 123e9);
+  auto pinned = device_peak_flops("NVIDIA H100 80GB HBM3", DType::kBF16, {.override_gflops = 500000});
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_DOUBLE_EQ(*pinned, 500000e9);
+  EXPECT_FALSE(device_peak_flops("Some Future GPU", DType::kBF16).ok());
 }
 
 }  // namespace
