@@ -92,12 +92,13 @@ Status run_train_bench(const TrainBenchArgs& a) {
                  static_cast<int>(busy->pid()), busy->cpu());
   }
   LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
-  // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena, in host
-  // memory (a device backend's allocator stops with a message naming what is free instead).
-  if (be->device().is_host()) LMT_RETURN_IF_ERROR(model::activation_memory_check(
+  // Master weights, gradients, AdamW's moments and the bf16 mirror, plus the activation arena, in the
+  // memory the backend computes in (this machine's, or its GPU's).
+  LMT_RETURN_IF_ERROR(model::activation_memory_check(
       config, a.batch, a.seq, o, (16.0 + (o.compute == DType::kBF16 ? 2.0 : 0.0)) * config.param_count_estimate(),
       "--preset " + a.preset + " --micro-batch " + std::to_string(a.batch) + " --seq-len " + std::to_string(a.seq),
-      "lower --micro-batch (raise --grad-accum to keep the batch) or --seq-len, or pass --recompute"));
+      "lower --micro-batch (raise --grad-accum to keep the batch) or --seq-len, or pass --recompute",
+      be->memory_target()));
   model::Transformer m(config, *be);
   m.init(1);
   m.prepare(a.batch, a.seq, o);

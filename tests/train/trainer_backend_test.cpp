@@ -43,6 +43,9 @@ class CpuAsDeviceBackend final : public kernels::CpuBackend {
   std::string_view name() const override { return "cpu_as_device"; }
   Device device() const override { return Device::cuda(7); }
   Allocator& allocator() override { return allocator_; }
+  // A device of `memory_bytes` (0: this machine's memory), for the memory checks.
+  MemoryTarget memory_target() override { return {memory_bytes, "cuda:7 (a pretend device)"}; }
+  static inline double memory_bytes = 0;
 
  private:
   MarkedHostAllocator allocator_;
@@ -138,6 +141,24 @@ TEST_F(TrainerBackendTest, EvalTasksAreRefusedBeforeAnythingIsWritten) {
   EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
   EXPECT_NE(t.status().message().find("eval.tasks"), std::string::npos) << t.status().ToString();
   EXPECT_FALSE(fs::exists(root_ / "tasks" / "metrics.jsonl"));
+}
+
+// A run that does not fit the device's memory is refused before anything is allocated, naming the
+// device (the cuda backend reports its free memory; the pretend device here 64 MiB).
+TEST_F(TrainerBackendTest, ARunTooBigForTheDeviceIsRefusedNamingIt) {
+  if (!kExact) GTEST_SKIP() << "the pretend device only";
+  CpuAsDeviceBackend::memory_bytes = 64.0 * (1 << 20);
+  config::Config c = config::Config::defaults();
+  for (const std::string& kv : std::vector<std::string>{"runtime.backend=cpu_as_device", "model.n_layers=2",
+                                                        "train.micro_batch=256", "train.seq_len=256",
+                                                        "data.path=" + (root_ / "data").string()})
+    ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+  auto recipe = recipe_from_config(c, "test.toml");
+  CpuAsDeviceBackend::memory_bytes = 0;
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_NE(recipe.status().message().find("more than cuda:7 (a pretend device) has (0.1 GiB)"), std::string::npos)
+      << recipe.status().ToString();
+  EXPECT_NE(recipe.status().message().find("train.micro_batch"), std::string::npos) << recipe.status().ToString();
 }
 
 }  // namespace

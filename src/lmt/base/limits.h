@@ -48,13 +48,21 @@ inline std::string gib_text(double bytes) {
   return buf;
 }
 
-// OK when `bytes` (what `what` needs) fits in usable_memory_bytes(); otherwise an error naming both
+// The memory a check compares against: this machine's (the default), or a device's, e.g. the free
+// memory of the GPU a backend computes on.
+struct MemoryTarget {
+  double bytes = 0;                    // 0: usable_memory_bytes()
+  std::string name = "this machine";   // for the message: "cuda:0 (NVIDIA H100 80GB HBM3)"
+};
+
+// OK when `bytes` (what `what` needs) fits in the target's memory; otherwise an error naming both
 // sizes, with `hint` saying which value to lower.
-inline Status check_fits_in_memory(double bytes, const std::string& what, const std::string& hint) {
-  const double have = usable_memory_bytes();
+inline Status check_fits_in_memory(double bytes, const std::string& what, const std::string& hint,
+                                   const MemoryTarget& target = {}) {
+  const double have = target.bytes > 0 ? target.bytes : usable_memory_bytes();
   if (!(bytes >= 0) || !std::isfinite(bytes) || (have > 0 && bytes > have))
     return InvalidArgument(what + " needs " + (std::isfinite(bytes) ? gib_text(bytes) : std::string("an unbounded amount")) +
-                               " of memory, more than this machine has (" + gib_text(have) + ")",
+                               " of memory, more than " + target.name + " has (" + gib_text(have) + ")",
                            hint);
   return Status::Ok();
 }

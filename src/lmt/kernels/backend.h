@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lmt/base/limits.h"
 #include "lmt/base/status.h"
 #include "lmt/tensor/allocator.h"
 #include "lmt/tensor/tensor_view.h"
@@ -104,6 +105,9 @@ class Backend {
   virtual std::string device_description() { return {}; }
   // The most device memory this backend has held at once (0 for host backends: see peak RSS).
   virtual int64_t device_memory_peak_bytes() const { return 0; }
+  // The memory this backend's tensors take, for memory checks before allocating (base/limits.h):
+  // this machine's for host backends; the device's free memory otherwise.
+  virtual MemoryTarget memory_target() { return {}; }
 
   // ---- GEMM -------------------------------------------------------------------------------------
   // c[M,N] (f32, or f64 with f64 inputs) = op(a) · op(b)  (+ c if accumulate)

@@ -72,14 +72,14 @@ size_t activation_bytes(const ModelConfig& c, int64_t B, int64_t T, const RunOpt
 }
 
 Status activation_memory_check(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o, double other_bytes,
-                               const std::string& what, const std::string& hint) {
+                               const std::string& what, const std::string& hint, const MemoryTarget& target) {
   // A lower bound: a block reads its [N,C] input while it holds its widest f32 projection output
   // ([N,H] in the FFN, or q, k and v together).
   const double N = static_cast<double>(B) * static_cast<double>(T);
   const double widest = std::max(static_cast<double>(c.ffn_hidden), static_cast<double>(c.q_dim() + 2 * c.kv_dim()));
   const double lower = 4.0 * N * (static_cast<double>(c.d_model) + widest);
-  LMT_RETURN_IF_ERROR(check_fits_in_memory(lower + other_bytes, what, hint));
-  return check_fits_in_memory(static_cast<double>(activation_bytes(c, B, T, o)) + other_bytes, what, hint);
+  LMT_RETURN_IF_ERROR(check_fits_in_memory(lower + other_bytes, what, hint, target));
+  return check_fits_in_memory(static_cast<double>(activation_bytes(c, B, T, o)) + other_bytes, what, hint, target);
 }
 
 }  // namespace lmt::model

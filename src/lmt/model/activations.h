@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "lmt/base/limits.h"
 #include "lmt/model/attention_block.h"
 #include "lmt/model/config.h"
 #include "lmt/model/ffn_block.h"
@@ -90,11 +91,11 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
 size_t activation_bytes(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o);
 
 // OK when the activation arena of (B, T) plus `other_bytes` (parameters, optimizer state, caches)
-// fits in this machine's memory (base/limits.h); otherwise an error naming `what` (the values
-// that chose B and T, e.g. "train.micro_batch = 8, train.seq_len = 1024") with `hint`. Safe for
-// any B, T >= 1 of a valid config: a cheap lower bound refuses absurd sizes before the exact plan
-// (whose size arithmetic could otherwise overflow) is measured.
+// fits in the target's memory (base/limits.h: this machine's, or a device's); otherwise an error
+// naming `what` (the values that chose B and T, e.g. "train.micro_batch = 8, train.seq_len = 1024")
+// with `hint`. Safe for any B, T >= 1 of a valid config: a cheap lower bound refuses absurd sizes
+// before the exact plan (whose size arithmetic could otherwise overflow) is measured.
 Status activation_memory_check(const ModelConfig& c, int64_t B, int64_t T, const RunOptions& o, double other_bytes,
-                               const std::string& what, const std::string& hint);
+                               const std::string& what, const std::string& hint, const MemoryTarget& target = {});
 
 }  // namespace lmt::model

@@ -224,14 +224,15 @@ int64_t ModelConfig::moe_layer_count() const {
   return n_layers / moe.every;  // l = every-1, 2·every-1, ... < n_layers
 }
 
-Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what) {
+Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what,
+                          const MemoryTarget& target) {
   const double params = c.param_count_estimate();
   char shape[160];
   std::snprintf(shape, sizeof shape, "%.4g parameters: n_layers %lld, d_model %lld, ffn_hidden %lld, vocab_size %lld", params,
                 static_cast<long long>(c.n_layers), static_cast<long long>(c.d_model), static_cast<long long>(c.ffn_hidden),
                 static_cast<long long>(c.vocab_size));
   return check_fits_in_memory(params * bytes_per_param + extra_bytes, what + " (model '" + c.name + "', " + shape + ")",
-                              "check the model's configuration; `lmtrain plan` estimates the memory a model needs");
+                              "check the model's configuration; `lmtrain plan` estimates the memory a model needs", target);
 }
 
 }  // namespace lmt::model

@@ -153,9 +153,10 @@ struct ModelConfig {
 };
 
 // OK when a model of `c` (parameters in `bytes_per_param` bytes each, plus `extra_bytes`) fits in
-// this machine's memory; otherwise an error naming `what`, the sizes and the model's shape. Run
+// the target's memory (this machine's by default, or a device's: Backend::memory_target()); otherwise an error naming `what`, the sizes and the model's shape. Run
 // before allocating the parameters, so that a huge config is refused at once.
-Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what);
+Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what,
+                          const MemoryTarget& target = {});
 
 // Known presets: gpt2-124m, gpt2-350m, gpt2-1.3b, llama-124m, llama2-1.3b, llama3-2.2b,
 // llama3.2-1b, smollm-360m, smollm2-135m, qwen3-1.8b, tiny; MoE: olmoe-1b-7b, qwen3-30b-a3b, tiny-moe.

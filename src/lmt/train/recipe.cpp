@@ -62,7 +62,7 @@ StatusOr<data::DataSource> parse_mixture_entry(const std::string& entry, const c
   return data::DataSource{entry.substr(0, colon), weight};
 }
 
-// The whole run must fit in this machine's memory: parameters, gradients, optimizer state, the bf16
+// The whole run must fit in the memory it runs in (this machine's, or a GPU's): parameters, gradients, optimizer state, the bf16
 // mirror and the activation arena of one micro-batch (model/activations.h measures it exactly).
 Status check_memory(const Recipe& r, const config::Config& c) {
   // fp32 master weights and gradients, AdamW's two moments (Muon's momentum is smaller), the mirror.
@@ -74,9 +74,13 @@ Status check_memory(const Recipe& r, const config::Config& c) {
   const std::string hint =
       "lower train.micro_batch (raise train.grad_accum to keep the batch), lower train.seq_len, set train.recompute = true, "
       "or choose a smaller model; `lmtrain plan` estimates the memory a configuration needs";
-  LMT_RETURN_IF_ERROR(model::model_memory_check(r.model, bytes_per_param, 0, "training"));
+  // The memory the run lives in: a device backend's (its free memory), else this machine's. A name
+  // that is unknown or cannot run here is reported where the trainer looks it up.
+  MemoryTarget target;
+  if (StatusOr<kernels::Backend*> be = kernels::find_backend(r.backend); be.ok()) target = (*be)->memory_target();
+  LMT_RETURN_IF_ERROR(model::model_memory_check(r.model, bytes_per_param, 0, "training", target));
   return model::activation_memory_check(r.model, r.micro_batch, r.seq_len, r.run,
-                                        r.model.param_count_estimate() * bytes_per_param, what, hint);
+                                        r.model.param_count_estimate() * bytes_per_param, what, hint, target);
 }
 
 }  // namespace

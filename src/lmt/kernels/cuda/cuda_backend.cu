@@ -112,6 +112,13 @@ int64_t CudaBackend::device_memory_peak_bytes() const {
   return static_cast<int64_t>(allocator_->peak_bytes() + ctx_.scratch_bytes + Context::kLtWorkspaceBytes);
 }
 
+MemoryTarget CudaBackend::memory_target() {
+  init();
+  size_t free_b = 0, total_b = 0;
+  LMT_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return {static_cast<double>(free_b), device().to_string() + " (" + device_description() + ")"};
+}
+
 std::string CudaBackend::device_description() {
   init();
   cudaDeviceProp prop{};

@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   std::string device_description() override;
   // The allocator's peak plus kernel scratch and the cuBLASLt workspace.
   int64_t device_memory_peak_bytes() const override;
+  // The device's free memory now (cudaMemGetInfo), named "cuda:N (GPU name)".
+  MemoryTarget memory_target() override;
 
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
