@@ -94,14 +94,4 @@ __device__ __forceinline__ T block_sum(T x, T* shared) {
   return total;
 }
 
-__device__ __forceinline__ float block_max(float x, float* shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  x = warp_max(x);
-  __syncthreads();
-  if (lane == 0) shared[warp] = x;
-  __syncthreads();
-  float m = lane < warps ? shared[lane] : -INFINITY;
-  return warp_max(m);
-}
-
 }  // namespace lmt::kernels::cuda
