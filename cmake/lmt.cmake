@@ -30,7 +30,7 @@ endif()
 # match. The slow unwinder (fast_unwind_on_malloc=0) records whole stacks, which
 # tests/sanitizers/lsan.supp matches by Open MPI's own functions; it costs time on every allocation, so
 # only these tests use it.
-set(LMT_MPI_TESTS dist_fault_test)
+set(LMT_MPI_TESTS dist_fault_test plan_cli_test)
 set(LMT_MPI_TEST_ENV_MODIFICATION "")
 if(LMT_SANITIZE STREQUAL "address")
   set(LMT_MPI_TEST_ENV_MODIFICATION "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")

@@ -98,9 +98,10 @@ TEST(PlanCli, AbsurdDeviceCountsAreRefusedAtOnce) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
-// plan --emit-config → train --config RECIPE --config LAYOUT: the layout reaches the trainer, which
-// refuses tensor parallelism as not implemented (exit 1, naming the key and docs/DIST.md) and
-// writes nothing; the plan never overwrites its file; `-` prints the fragment alone.
+// plan --emit-config → train --config RECIPE --config LAYOUT: the layout (TP2 on 2 devices) reaches
+// the trainer: in one process it is refused (exit 1, naming the world size and `mpirun -np 2`) and
+// nothing is written; under `mpirun -np 2` (where found at configure time) it trains with tp = 2.
+// The plan never overwrites its file; `-` prints the fragment alone.
 TEST(PlanCli, EmitConfigFeedsTrain) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("lmt_plan_emit_" + std::to_string(::getpid()));
@@ -132,10 +133,28 @@ TEST(PlanCli, EmitConfigFeedsTrain) {
                                  run_dir,
                              true);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("parallel.tp = 2"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("not implemented"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("docs/DIST.md"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 · 2 · 1 = 2"), std::string::npos) << r.out;  // dp · tp · pp
+  EXPECT_NE(r.out.find("is not the world size 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mpirun -np 2"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(run_dir));
+  if (std::string(LMT_MPIRUN).empty()) {
+    fs::remove_all(dir);
+    GTEST_SKIP() << "mpirun or MPI not found at configure time: the TP2 run itself is not checked";
+  }
+  const std::string mpi = std::string(LMT_MPIRUN) +
+                          " --allow-run-as-root --oversubscribe --mca btl self,vader --mca btl_vader_single_copy_mechanism"
+                          " none -x OMP_NUM_THREADS=1 -np 2 " LMTRAIN_BIN " train --config " + (dir / "base.toml").string() +
+                          " --config " + layout + " --run-dir " + run_dir + " 2>&1";
+  FILE* p = popen(mpi.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  std::ifstream metrics(fs::path(run_dir) / "metrics.jsonl");
+  std::string header;
+  ASSERT_TRUE(std::getline(metrics, header)) << out;
+  EXPECT_NE(header.find("\"tp\":2"), std::string::npos) << header;
   fs::remove_all(dir);
 }
 

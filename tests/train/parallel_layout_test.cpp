@@ -151,12 +151,20 @@ TEST(ParallelLayoutResolve, ProductMustBeTheWorld) {
   EXPECT_NE(s.status().message().find("= 3 is not the world size 2"), std::string::npos) << s.status().ToString();
 }
 
-TEST(ParallelLayoutResolve, TensorAndPipelineAreUnimplemented) {
+TEST(ParallelLayoutResolve, TensorParallelResolvesPipelineAndSequenceAreUnimplemented) {
+  auto t = resolve_parallel_layout(layout(0, 2, 1), 4);  // tp runs: dp = 4 / 2
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->tp, 2);
+  EXPECT_EQ(t->dp, 2);
+  t = resolve_parallel_layout(layout(0, 2, 1), 1);  // but needs tp ranks
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("does not divide the world size 1"), std::string::npos) << t.status().ToString();
   for (int world : {1, 2, 4}) {
-    auto s = resolve_parallel_layout(layout(0, 2, 1), world);
+    auto s = resolve_parallel_layout(layout(0, 2, 1, true), world);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(s.status().message().find("parallel.tp = 2"), std::string::npos) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("parallel.sp = true"), std::string::npos) << s.status().ToString();
     EXPECT_NE(s.status().ToString().find("docs/DIST.md"), std::string::npos) << s.status().ToString();
     s = resolve_parallel_layout(layout(0, 1, 2), world);
     ASSERT_FALSE(s.ok());
@@ -240,17 +248,27 @@ TEST_F(ParallelRecipeTest, ZeroAlias) {
       << r.status().ToString();
 }
 
-TEST_F(ParallelRecipeTest, TrainerRefusesTensorParallelAndWrongWorld) {
+TEST_F(ParallelRecipeTest, TrainerRefusesLayoutsItCannotRunAndWrongWorld) {
   config::Config c = base();
-  ASSERT_TRUE(c.apply_override("parallel.tp=2").ok());
+  ASSERT_TRUE(c.apply_override("parallel.pp=2").ok());
   auto r = recipe_from_config(c, "test.toml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();  // a valid layout for this model...
-  const fs::path run = root_ / "tp2";
+  const fs::path run = root_ / "pp2";
   auto t = Trainer::create(*r, c.to_toml(), run.string(), false);
   ASSERT_FALSE(t.ok());  // ...that cannot run yet
   EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(t.status().ToString().find("docs/DIST.md"), std::string::npos);
   EXPECT_FALSE(fs::exists(run));  // nothing written
+
+  c = base();  // TP2 runs (tests/dist/tp_test.cpp), but not in one process
+  ASSERT_TRUE(c.apply_override("parallel.tp=2").ok());
+  r = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  t = Trainer::create(*r, c.to_toml(), (root_ / "tp2").string(), false);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().ToString().find("world size 1"), std::string::npos) << t.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "tp2"));
 
   c = base();
   ASSERT_TRUE(c.apply_override("parallel.dp=2").ok());
@@ -321,8 +339,10 @@ TEST_F(ParallelRecipeTest, EmittedLayoutLoadsThroughTheRecipeLoader) {
   EXPECT_FALSE(r->run.recompute);
   // A plan never overwrites the file it wrote.
   EXPECT_FALSE(plan::emit_layout_config(*report, path).ok());
-  // And it runs today only where tp = pp = 1: this TP2 layout is refused at start.
-  EXPECT_EQ(resolve_parallel_layout(r->parallel, 4).status().code(), StatusCode::kUnimplemented);
+  // And this DP2 × TP2 layout resolves on its 4 ranks (tensor parallelism runs; tests/dist/tp_test).
+  auto sizes = resolve_parallel_layout(r->parallel, 4);
+  ASSERT_TRUE(sizes.ok()) << sizes.status().ToString();
+  EXPECT_EQ(sizes->tp, 2);
 }
 
 }  // namespace

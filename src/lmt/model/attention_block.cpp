@@ -92,7 +92,8 @@ void AttentionBlock::project_out(int64_t N, const TensorView& res_out, const Ten
                                  const AttentionWeights& w, const AttentionActs& a, bool bf16,
                                  const TensorView& f32_nc) {
   if (bf16) be_.convert(a.att_c, a.att);
-  be_.linear_forward(f32_nc, a.att_c.reshape({N, c_.q_dim()}), w.o_w, w.o_b);
+  be_.linear_forward(f32_nc, a.att_c.reshape({N, c_.q_dim()}), w.o_w, row_parallel_bias(tp_, w.o_b));
+  tensor_parallel_sum(tp_, f32_nc, "the attention output");
   be_.add(res_out, res_in, f32_nc);
 }
 
@@ -136,6 +137,7 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
   const TensorView gv = gemm_input(be_, s.grad_c, s.dv.reshape({N, G * HD}));
   be_.linear_backward(TensorView(), g.v_w, g.v_b, gv, a.h, w.v_w);
   be_.matmul(s.dh, gv, w.v_w, false, false, /*accumulate=*/true);
+  tensor_parallel_sum(tp_, s.dh, "d h of the q|k|v projections");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, s.dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);
 }

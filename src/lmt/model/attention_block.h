@@ -31,6 +31,10 @@
 // overwritten (=); the residual gradient Scratch::dres accumulates (the residual passes d res_out
 // through unchanged and the norm adds its input gradient).
 //
+// Tensor parallelism (model/tensor_parallel.h): with a TensorParallel group the block is one rank's
+// part (its heads); forward sums the output projection over the group before the residual add
+// (rank 0 adds o's bias), backward sums d h over the group before the norm's backward.
+//
 // Threading: one thread at a time (the backend parallelises internally). The block holds
 // references only (the backend and config outlive it); it is cheap to construct per call.
 #pragma once
@@ -83,8 +87,10 @@ struct DecodeSegment {
 
 class AttentionBlock {
  public:
-  AttentionBlock(kernels::Backend& be, const ModelConfig& config, int64_t layer)
-      : be_(be), c_(config), layer_(layer) {}
+  // tp: this rank's tensor-parallel group (model/tensor_parallel.h; `config` is then its shard
+  // config) for training passes; null: none. The decode passes run without it.
+  AttentionBlock(kernels::Backend& be, const ModelConfig& config, int64_t layer, const TensorParallel* tp = nullptr)
+      : be_(be), c_(config), layer_(layer), tp_(tp) {}
 
   // Carves the activations of a [B,T] training batch from `arena`; compute: GEMM input dtype,
   // f: activation dtype. Allocation order and names are part of the arena plan.
@@ -152,6 +158,7 @@ class AttentionBlock {
   kernels::Backend& be_;
   const ModelConfig& c_;
   int64_t layer_;
+  const TensorParallel* tp_;
 };
 
 }  // namespace lmt::model

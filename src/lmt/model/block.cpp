@@ -17,12 +17,23 @@ TensorView gemm_input(kernels::Backend& be, const TensorView& buffer, const Tens
   return c;
 }
 
+TensorView row_parallel_bias(const TensorParallel* tp, const TensorView& bias) {
+  return tp != nullptr && tp->rank != 0 ? TensorView() : bias;
+}
+
+void tensor_parallel_sum(const TensorParallel* tp, const TensorView& x, const char* what) {
+  if (tp == nullptr || !tp->enabled()) return;
+  const Status s = tp->all_reduce(x);
+  LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp->rank << " of " << tp->size << ": summing " << what << ": "
+                    << s.ToString();
+}
+
 void Transformer::forward_block(int64_t l, BlockActs& a) {
   const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_};
   Scratch& s = plan_.scratch;
   {
     LMT_TRACE_SCOPE("attention");
-    AttentionBlock(backend_, config(), l)
+    AttentionBlock(backend_, config(), l, tensor_parallel())
         .forward(a.res_mid, plan_.residual[l], AttentionWeights::of(w_.blocks[l], wc_.blocks[l]), a.attn, pass,
                  s.f32_nc);
   }
@@ -38,7 +49,7 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
     if (train_pass_ && !recomputing_) moe_stats_[l].add(st);
     return;
   }
-  FfnBlock(backend_, config())
+  FfnBlock(backend_, config(), tensor_parallel())
       .forward(plan_.residual[l + 1], a.res_mid, FfnWeights::of(w_.blocks[l], wc_.blocks[l]), a.ffn, pass.compute,
                s.f32_nc, s.f32_nh);
 }
@@ -54,10 +65,10 @@ void Transformer::backward_block(int64_t l, BlockActs& a) {
       MoeBlock(backend_, config(), &ep_)
           .backward(a.res_mid, MoeWeights::of(w, wc), MoeWeights::of(gw, gw), a.moe, s, s.moe, loss_scale_);
     else
-      FfnBlock(backend_, config()).backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s);
+      FfnBlock(backend_, config(), tensor_parallel()).backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s);
   }
   LMT_TRACE_SCOPE("attention_backward");
-  AttentionBlock(backend_, config(), l)
+  AttentionBlock(backend_, config(), l, tensor_parallel())
       .backward(plan_.residual[l], AttentionWeights::of(w, wc), AttentionWeights::of(gw, gw), a.attn, pass, s);
 }
 

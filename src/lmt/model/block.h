@@ -10,6 +10,7 @@
 #pragma once
 
 #include "lmt/kernels/backend.h"
+#include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/tensor_view.h"
 
 namespace lmt::model {
@@ -29,5 +30,12 @@ struct BlockPass {
 // Scratch::grad_c) holds g converted and is returned in g's shape; with an absent buffer g itself.
 // The returned view is valid until the next call with the same buffer.
 TensorView gemm_input(kernels::Backend& be, const TensorView& buffer, const TensorView& g);
+
+// Tensor parallelism (tensor_parallel.h), for the sub-blocks. `tp` null or of size 1: none.
+// The bias a row-parallel GEMM (o, down) adds on this rank: rank 0 adds it, the others add none, so
+// the sum over the group adds it once.
+TensorView row_parallel_bias(const TensorParallel* tp, const TensorView& bias);
+// x summed over the group in place (a failed exchange is fatal, naming `what` and the rank).
+void tensor_parallel_sum(const TensorParallel* tp, const TensorView& x, const char* what);
 
 }  // namespace lmt::model

@@ -42,7 +42,8 @@ void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, cons
   else
     be_.activation_forward(c_.activation, act, a.u);
   if (bf16) be_.convert(a.a, act);
-  be_.linear_forward(f32_nc, a.a, w.down_w, w.down_b);
+  be_.linear_forward(f32_nc, a.a, w.down_w, row_parallel_bias(tp_, w.down_b));
+  tensor_parallel_sum(tp_, f32_nc, "the FFN output");
   be_.add(res_out, res_in, f32_nc);
 }
 
@@ -54,6 +55,7 @@ void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const Ffn
   else
     be_.activation_backward(c_.activation, s.du, s.da, a.u);
   be_.linear_backward(s.dh, g.up_w, g.up_b, gemm_input(be_, s.grad_c, s.du), a.h, w.up_w);
+  tensor_parallel_sum(tp_, s.dh, "d h of the up projection");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, s.dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);
 }

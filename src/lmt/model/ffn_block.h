@@ -20,6 +20,10 @@
 // overwritten (=); the residual gradient Scratch::dres accumulates (the residual passes d res_out
 // through unchanged and the norm adds its input gradient).
 //
+// Tensor parallelism (model/tensor_parallel.h): with a TensorParallel group the block is one rank's
+// part (its hidden units); forward sums down's output over the group before the residual add (rank
+// 0 adds down's bias), backward sums d h over the group before the norm's backward.
+//
 // Threading: one thread at a time (the backend parallelises internally). The block holds
 // references only (the backend and config outlive it); it is cheap to construct per call.
 #pragma once
@@ -29,6 +33,7 @@
 #include "lmt/kernels/backend.h"
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
+#include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/arena.h"
 
 namespace lmt::model {
@@ -59,7 +64,10 @@ struct FfnActs {
 
 class FfnBlock {
  public:
-  FfnBlock(kernels::Backend& be, const ModelConfig& config) : be_(be), c_(config) {}
+  // tp: this rank's tensor-parallel group (model/tensor_parallel.h; `config` is then its shard
+  // config) for training passes; null: none.
+  FfnBlock(kernels::Backend& be, const ModelConfig& config, const TensorParallel* tp = nullptr)
+      : be_(be), c_(config), tp_(tp) {}
 
   // Carves the activations of N training rows from `arena`; compute: GEMM input dtype, f: the
   // activation dtype. Allocation order and names are part of the arena plan.
@@ -85,6 +93,7 @@ class FfnBlock {
  private:
   kernels::Backend& be_;
   const ModelConfig& c_;
+  const TensorParallel* tp_;
 };
 
 }  // namespace lmt::model

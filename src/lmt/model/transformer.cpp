@@ -45,6 +45,16 @@ void Transformer::set_expert_parallel(ExpertParallel ep) {
   ep_ = std::move(ep);
 }
 
+void Transformer::set_tensor_parallel(TensorParallel tp) {
+  if (tp.enabled()) {
+    LMT_CHECK(tp.rank >= 0 && tp.rank < tp.size && tp.all_reduce) << "bad tensor-parallel group";
+    LMT_CHECK(!config().moe.enabled() && !config().qk_norm_full)
+        << "tensor parallelism of model '" << config().name << "': MoE layers and qk_norm_full are not split";
+    LMT_CHECK(backend_.device().is_host()) << "tensor parallelism sums host buffers (no device communicator yet)";
+  }
+  tp_ = std::move(tp);
+}
+
 void Transformer::reset_moe_stats() {
   for (MoeStepStats& s : moe_stats_) s = MoeStepStats();
 }

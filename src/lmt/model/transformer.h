@@ -26,6 +26,7 @@
 #include "lmt/model/activations.h"
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
+#include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/arena.h"
 #include "lmt/tensor/tensor.h"
 
@@ -113,6 +114,13 @@ class Transformer {
   void set_expert_parallel(ExpertParallel ep);
   const ExpertParallel& expert_parallel() const { return ep_; }
 
+  // Tensor parallelism (model/tensor_parallel.h): this model is rank tp.rank's part of a larger
+  // model (its config() is shard_config(full, tp.size)); every forward, logits and backward pass sums
+  // the blocks' partial outputs and input gradients over the group, so every rank of the group must
+  // run the same passes in lockstep on the same batch. size 1 (the default): none.
+  void set_tensor_parallel(TensorParallel tp);
+  const TensorParallel* tensor_parallel() const { return tp_.enabled() ? &tp_ : nullptr; }
+
   // Per-token losses of the last forward ([B·T], 0 where ignored).
   TensorView token_losses() const { return plan_.scratch.losses; }
 
@@ -178,6 +186,7 @@ class Transformer {
   bool recomputing_ = false;             // backward is recomputing a block
   float loss_scale_ = 1.0f;              // of the last training forward (aux/z-loss gradients)
   ExpertParallel ep_;                    // size 1: none
+  TensorParallel tp_;                    // size 1: none
 };
 
 }  // namespace lmt::model

@@ -188,7 +188,37 @@ Status DataParallel::finish(model::Transformer& m, bool full_grads) {
   return st;
 }
 
+void DataParallel::set_tensor_parallel(dist::Communicator& tp, std::vector<std::pair<int64_t, int64_t>> replicated) {
+  LMT_CHECK(z3_ == nullptr) << "tensor parallelism with ZeRO 3";
+  tp_ = &tp;
+  tp_replicated_ = std::move(replicated);
+}
+
+double DataParallel::tp_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const {
+  kernels::Backend& be = m.backend();
+  const TensorView g = m.grads();
+  const bool count_replicated = tp_->rank() == 0;
+  double ss = 0;
+  int64_t at = lo;  // [at, next replicated range) is split: every rank counts its own part
+  for (const auto& [b, e] : tp_replicated_) {
+    const int64_t rb = std::max(b, lo), re = std::min(e, hi);
+    if (rb >= re) continue;
+    if (rb > at) ss += be.sum_squares(g.slice_rows(at, rb));
+    if (count_replicated) ss += be.sum_squares(g.slice_rows(rb, re));
+    at = re;
+  }
+  if (hi > at) ss += be.sum_squares(g.slice_rows(at, hi));
+  return ss;
+}
+
 StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
+  if (tp_ != nullptr) {  // this rank's range over the dp group, then every part over the tp group
+    const bool sharded = grads_sharded_;
+    double ss = tp_sum_squares(m, sharded ? shard_begin() : 0, sharded ? shard_end() : total_);
+    if (sharded) LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));
+    LMT_RETURN_IF_ERROR(tp_->all_reduce_sum(&ss, 1));
+    return std::sqrt(ss);
+  }
   if (z3_) {
     double ss = z3_->grad_sum_squares(m.backend());
     if (comm_.world() > 1) LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));

@@ -1,5 +1,7 @@
 #include "lmt/train/parallel_layout.h"
 
+#include "lmt/model/tensor_parallel.h"
+
 namespace lmt::train {
 namespace {
 
@@ -56,6 +58,10 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
                                  ": expert-parallel groups are carved out of the data-parallel ranks",
                              "choose parallel.ep dividing parallel.dp");
   }
+  {  // what the model's blocks cannot split (MoE layers, qk_norm_full)
+    const Status split = model::tensor_parallel_supported(m, static_cast<int>(p.tp));
+    if (!split.ok()) return split.WithContext(where);
+  }
   if (p.dp > 0 && p.dp * p.tp * p.pp > (int64_t{1} << 24))
     return InvalidArgument(at + "parallel.dp · parallel.tp · parallel.pp = " + str(p.dp * p.tp * p.pp) +
                                " ranks is more than the limit of 2^24",
@@ -65,10 +71,10 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
 
 StatusOr<dist::ParallelSizes> resolve_parallel_layout(const ParallelLayout& p, int world) {
   // What cannot run at all is said first, whatever the world.
-  if (p.tp > 1)
-    return Unimplemented("parallel.tp = " + str(p.tp) + ": tensor-parallel execution is not implemented yet "
-                         "(layouts with tp > 1 can be planned with `lmtrain plan`, not trained)",
-                         "use parallel.tp = 1 (data parallel, train.zero for sharding); docs/DIST.md says what runs today");
+  if (p.sp)
+    return Unimplemented("parallel.sp = true: sequence-parallel execution is not implemented yet (tensor parallelism "
+                         "runs without it: the norms and the residual stream are computed on every tp rank)",
+                         "set parallel.sp = false; docs/DIST.md says what runs today");
   if (p.pp > 1)
     return Unimplemented("parallel.pp = " + str(p.pp) + ": pipeline-parallel execution is not implemented yet "
                          "(layouts with pp > 1 can be planned with `lmtrain plan`, not trained)",

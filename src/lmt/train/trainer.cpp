@@ -3,6 +3,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>
@@ -55,6 +56,10 @@ class HostStaging {
   void store() {
     for (size_t i = 0; i < state_.size(); ++i)
       if (copies_[i].view().present()) be_.copy(state_[i].second, copies_[i]);
+  }
+  void load() {  // the reverse: the device tensors into views()
+    for (size_t i = 0; i < state_.size(); ++i)
+      if (copies_[i].view().present()) be_.copy(copies_[i], state_[i].second);
   }
 
  private:
@@ -133,6 +138,7 @@ Status Trainer::setup(bool resume) {
                              " processes needs a device communicator (NCCL), which lmtrain does not have yet",
                          "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
                          "(docs/CUDA.md, Known limits)");
+  LMT_RETURN_IF_ERROR(check_tensor_parallel());
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";
   const bool has_run = fs::exists(run_dir_ + "/metrics.jsonl") || fs::exists(ckpt_dir);
@@ -157,13 +163,7 @@ Status Trainer::setup(bool resume) {
   }
   LMT_RETURN_IF_ERROR(comm_->barrier());  // the directory exists and is ours
 
-  model_ = std::make_unique<model::Transformer>(recipe_.model, *backend);
-  model_->init(recipe_.seed);
-  if (!recipe_.init_from.empty()) {  // a resume replaces these with its checkpoint's below
-    HostStaging host(*backend, {{"params", model_->params()}});
-    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), host.views()[0].second.as<float>()));
-    host.store();
-  }
+  LMT_RETURN_IF_ERROR(init_model(*backend));
   model_->prepare(recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   if (ep_comm_) {
     model::ExpertParallel ep;
@@ -176,6 +176,7 @@ Status Trainer::setup(bool resume) {
     model_->set_expert_parallel(std::move(ep));
   }
   dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
+  if (tp_) dp_->set_tensor_parallel(topology_->tp(), tp_->map().replicated_ranges());
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
   if (recipe_.layer_grad_norm_every > 0 && ((dp_->sharded() && recipe_.zero == 2) || recipe_.zero == 3))
     return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = " +
@@ -327,10 +328,84 @@ StatusOr<std::string> Trainer::recover_checkpoints() {
   return latest;
 }
 
+Status Trainer::check_tensor_parallel() const {
+  if (topology_->tp_size() == 1) return Status::Ok();
+  const std::string tp = "parallel.tp = " + std::to_string(topology_->tp_size());
+  const std::string hint = "use parallel.tp = 1 for this, or drop it from the recipe (docs/DIST.md, tensor parallelism)";
+  if (recipe_.zero == 3) return Unimplemented(tp + " with train.zero = 3: ZeRO-3 does not shard tensor-parallel parts yet", "use train.zero = 0, 1 or 2 with parallel.tp > 1");
+  if (recipe_.optim.name == "muon")
+    return Unimplemented(tp + " with optim.name = \"muon\": Muon orthogonalises whole matrices, which tensor parallelism splits", "use optim.name = \"adamw\" with parallel.tp > 1");
+  if (!recipe_.eval_tasks.empty()) return Unimplemented(tp + " with eval.tasks: the decoder runs whole models", hint);
+  if (recipe_.layer_grad_norm_every > 0)
+    return Unimplemented(tp + " with metrics.layer_grad_norm_every: per-layer norms of split gradients are not summed over the group", hint);
+  return Status::Ok();
+}
+
+// The model, initialised: from the seed (or init_from) in the full layout, then, under tensor
+// parallelism, this rank's part of it, so every layout starts from the single process's weights.
+Status Trainer::init_model(kernels::Backend& backend) {
+  if (topology_->tp_size() > 1) tp_ = std::make_unique<TensorParallelPlan>(topology_->tp(), recipe_.model);
+  model_ = std::make_unique<model::Transformer>(tp_ ? tp_->shard_config() : recipe_.model, backend);
+  if (tp_) {
+    Tensor full({tp_->full_layout().total_numel()}, DType::kF32);
+    model::init_params(tp_->full_layout(), full.as<float>(), recipe_.seed);
+    if (!recipe_.init_from.empty())
+      LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, tp_->full_layout(), full.as<float>()));
+    tp_->scatter(full.as<float>(), model_->params().as<float>());
+    model_->refresh_compute_weights();
+    model_->set_tensor_parallel(tp_->model_group());
+    return Status::Ok();
+  }
+  model_->init(recipe_.seed);
+  if (!recipe_.init_from.empty()) {  // a resume replaces these with its checkpoint's below
+    HostStaging host(backend, {{"params", model_->params()}});
+    LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, model_->layout(), host.views()[0].second.as<float>()));
+    host.store();
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::vector<float>> Trainer::full_params() {
+  std::vector<float> local(static_cast<size_t>(model_->layout().total_numel()));
+  if (dp_->zero3()) {
+    LMT_RETURN_IF_ERROR(dp_->gather_params(*model_, local.data()));
+  } else {
+    HostStaging host(model_->backend(), {{"params", model_->params()}});
+    host.load();
+    const TensorView v = host.views()[0].second;
+    std::memcpy(local.data(), v.data(), v.bytes());
+  }
+  if (!tp_) return local;
+  std::vector<float> full(static_cast<size_t>(tp_->full_layout().total_numel()));
+  LMT_RETURN_IF_ERROR(tp_->gather(local.data(), full.data()));
+  return full;
+}
+
 // Loads checkpoint `path` on every rank: full parameters, and this rank's slice of the full
 // optimizer state (the whole of it unless sharded).
 Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   nlohmann::json j;
+  if (tp_) {  // the full model and state, then this rank's part of each (tensor parallelism: host only)
+    Tensor full_params({tp_->full_layout().total_numel()}, DType::kF32);
+    std::vector<std::pair<std::string, Tensor>> full;
+    for (auto& [n, v] : engine_->optimizer().state()) full.emplace_back(n, Tensor({tp_->full_layout().total_numel()}, DType::kF32));
+    std::vector<std::pair<std::string, TensorView>> views;
+    for (auto& [n, t] : full) views.emplace_back(n, t.view());
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, tp_->full_layout(), full_params.as<float>(), views));
+    tp_->scatter(full_params.as<float>(), model_->params().as<float>());
+    // Each state buffer's part, in this rank's layout; then the dp shard of it (or all of it).
+    auto part = dp_->full_state_buffers(engine_->optimizer());
+    for (size_t i = 0; i < part.size(); ++i) tp_->scatter(full[i].second.as<float>(), part[i].second.as<float>());
+    if (dp_->sharded()) {
+      dp_->load_state_slice(engine_->optimizer(), part);
+    } else {
+      auto st = engine_->optimizer().state();
+      for (size_t i = 0; i < st.size(); ++i) model_->backend().copy(st[i].second, part[i].second.view().reshape(st[i].second.shape()));
+    }
+    model_->refresh_compute_weights();
+    LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
+    return Status::Ok();
+  }
   // ZeRO 3 holds a shard of the parameters: load the full ones aside, then keep the slice.
   Tensor full_params;
   if (dp_->zero3()) full_params = Tensor({model_->layout().total_numel()}, DType::kF32);
@@ -423,6 +498,18 @@ Status Trainer::save_checkpoint() {
     for (auto& [n, t] : full) d.optimizer_state.emplace_back(n, t.view());
   } else {
     d.optimizer_state = engine_->optimizer().state();
+  }
+  // Tensor parallelism: this rank holds a part; the checkpoint holds the full model (collective).
+  Tensor tp_params;
+  std::vector<std::pair<std::string, Tensor>> tp_state;
+  if (tp_) {
+    tp_params = Tensor({tp_->full_layout().total_numel()}, DType::kF32);
+    LMT_RETURN_IF_ERROR(tp_->gather(d.params, tp_params.as<float>()));
+    LMT_ASSIGN_OR_RETURN(tp_state, tp_->gather_state(d.optimizer_state));
+    d.layout = &tp_->full_layout();
+    d.params = tp_params.as<float>();
+    d.optimizer_state.clear();
+    for (auto& [n, t] : tp_state) d.optimizer_state.emplace_back(n, t.view());
   }
   add_model_state(*model_, d.optimizer_state);
   d.trainer_state = trainer_state().to_json();

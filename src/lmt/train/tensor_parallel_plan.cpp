@@ -1,0 +1,50 @@
+// The Trainer's tensor-parallel plan (tensor_parallel_plan.h).
+#include "lmt/train/tensor_parallel_plan.h"
+
+#include <cstring>
+
+#include "lmt/base/check.h"
+
+namespace lmt::train {
+
+model::TensorParallel TensorParallelPlan::model_group() {
+  model::TensorParallel g;
+  g.rank = rank();
+  g.size = size();
+  dist::Communicator* c = &comm_;
+  g.all_reduce = [c](const TensorView& x) -> Status {
+    LMT_CHECK(x.device().is_host()) << "tensor-parallel sum of a device buffer";
+    if (x.dtype() == DType::kF32) return c->all_reduce_sum(x.as<float>(), x.numel());
+    if (x.dtype() == DType::kF64) return c->all_reduce_sum(x.as<double>(), x.numel());
+    return InvalidArgument(std::string("tensor-parallel sum of a ") + std::string(dtype_name(x.dtype())) + " buffer",
+                           "the blocks sum f32 or f64 activations");
+  };
+  return g;
+}
+
+Status TensorParallelPlan::gather(const float* shard, float* full) {
+  const int64_t n = map_.shard_layout().total_numel();
+  if (!gathered_.view().present()) gathered_ = Tensor({n * size()}, DType::kF32);
+  float* all = gathered_.as<float>();
+  std::memcpy(all + rank() * n, shard, static_cast<size_t>(n) * sizeof(float));
+  LMT_RETURN_IF_ERROR(comm_.all_gather(all, std::vector<int64_t>(static_cast<size_t>(size()), n)));
+  map_.assemble(all, full);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<std::pair<std::string, Tensor>>> TensorParallelPlan::gather_state(
+    const std::vector<std::pair<std::string, TensorView>>& shard_state) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const int64_t n = map_.shard_layout().total_numel();
+  for (const auto& [name, v] : shard_state) {
+    if (v.numel() != n || v.dtype() != DType::kF32 || !v.device().is_host())
+      return Internal("tensor-parallel state '" + name + "' is " + v.to_string() + ", not " + std::to_string(n) +
+                      " host f32 elements of the shard layout");
+    Tensor full({map_.full_layout().total_numel()}, DType::kF32);
+    LMT_RETURN_IF_ERROR(gather(v.as<float>(), full.as<float>()));
+    out.emplace_back(name, std::move(full));
+  }
+  return out;
+}
+
+}  // namespace lmt::train
