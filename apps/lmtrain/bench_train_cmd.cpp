@@ -5,7 +5,8 @@
 // train::DataParallel: shared-memory reduction on one node, or bucketed MPI all-reduce; ZeRO per
 // --zero); tokens/s then counts all dp ranks and MFU is against the peak of all ranks' cores. It
 // also times the gradient reduction alone (nothing to overlap with) and reports how much of it
-// backward hid.
+// backward hid. --tp N splits each model over N ranks (tensor parallelism, model/tensor_parallel.h;
+// the ranks of a group share a batch) and reports the time in the group's sums.
 //
 // --contend (issue #21, goal 3): a busy-loop process (runtime/busy_child.h) pinned to the last CPU
 // runs beside the benchmark, stopped during idle rounds and running during contended ones; each
@@ -39,6 +40,7 @@
 #include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/step_engine.h"
+#include "lmt/train/tensor_parallel_plan.h"
 
 namespace lmt::cli {
 namespace {
@@ -57,7 +59,7 @@ struct TrainBenchArgs {
   std::string preset = "gpt2-124m", optimizer = "adamw", dtype = "bf16";
   std::string backend = "cpu";
   int64_t batch = 4, seq = 256, accum = 1;
-  int warmup = 1, iters = 5, zero = 0;
+  int warmup = 1, iters = 5, zero = 0, tp = 1;
   double bucket_mb = 25;
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
@@ -99,21 +101,32 @@ Status run_train_bench(const TrainBenchArgs& a) {
       "--preset " + a.preset + " --micro-batch " + std::to_string(a.batch) + " --seq-len " + std::to_string(a.seq),
       "lower --micro-batch (raise --grad-accum to keep the batch) or --seq-len, or pass --recompute",
       be->memory_target()));
-  model::Transformer m(config, *be);
-  m.init(1);
-  m.prepare(a.batch, a.seq, o);
-  optim::OptimizerConfig oc;
-  oc.name = a.optimizer;
   if (a.zero < 0 || a.zero > 3) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1, 2 or 3");
+  LMT_RETURN_IF_ERROR(check_flag("--tp", a.tp, 1, 1 << 16, "tensor-parallel ranks"));
+  if (a.tp > 1 && (a.zero == 3 || a.optimizer == "muon"))
+    return Unimplemented("--tp " + std::to_string(a.tp) + " with " + (a.zero == 3 ? "--zero 3" : "--optimizer muon") +
+                             ": not combined yet (as in lmtrain train)", "use --zero 0-2 and --optimizer adamw with --tp");
+  LMT_RETURN_IF_ERROR(model::tensor_parallel_supported(config, a.tp));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
-  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world()));  // tp = pp = 1
+  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world(), a.tp));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*comm, sizes));
   const int world = topo->world_size(), dp_size = topo->dp_size();
   if (!be->device().is_host() && world > 1)
     return Unimplemented("bench train on the '" + a.backend + "' backend over " + std::to_string(world) +
                              " processes needs a device communicator (NCCL), which lmtrain does not have yet",
                          "run it in one process (docs/CUDA.md, Known limits)");
+  // Tensor parallelism (--tp): this rank builds its part of the model (model/tensor_parallel.h).
+  std::unique_ptr<train::TensorParallelPlan> tp;
+  if (a.tp > 1) tp = std::make_unique<train::TensorParallelPlan>(topo->tp(), config);
+  const model::ModelConfig& local = tp ? tp->shard_config() : config;
+  model::Transformer m(local, *be);
+  m.init(1);
+  m.prepare(a.batch, a.seq, o);
+  if (tp) m.set_tensor_parallel(tp->model_group());
+  optim::OptimizerConfig oc;
+  oc.name = a.optimizer;
   train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
+  if (tp) dp.add_model_parallel_group(topo->tp(), tp->map().replicated_ranges());
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
   LMT_RETURN_IF_ERROR(dp.shard_parameters(m));  // --zero 3
   train::StepEngineConfig ec;
@@ -125,7 +138,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   batch.T = a.seq;
   batch.tokens.resize(N);
   batch.targets.resize(N);
-  Rng rng(3 + static_cast<uint64_t>(comm->rank()));
+  Rng rng(3 + static_cast<uint64_t>(topo->dp_rank()));  // the ranks of a tensor-parallel group share a batch
   for (int64_t i = 0; i < N; ++i) {
     batch.tokens[i] = static_cast<int32_t>(rng.below(config.vocab_size));
     batch.targets[i] = static_cast<int32_t>(rng.below(config.vocab_size));
@@ -133,11 +146,12 @@ Status run_train_bench(const TrainBenchArgs& a) {
   RepeatedBatch source(std::move(batch));
   train::StepOptions so;
   so.accum = a.accum;
-  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended, t_z3;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended, t_z3, t_tp;
   int64_t step_no = 0;
   // One step, timed; with `contended`, the busy loop runs during it (and is stopped again after).
   auto timed_step = [&](bool contended, train::StepResult* r) -> StatusOr<double> {
     if (contended) LMT_RETURN_IF_ERROR(busy->resume());
+    if (tp) tp->take_comm_seconds();
     Timer t;
     Status st;
     {
@@ -145,6 +159,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
       st = engine->step(source, so, 1.0f, ++step_no, r);
       be->synchronize();  // a device backend may still be running the step's last ops
     }
+    if (tp) r->time.tp_comm = tp->take_comm_seconds();
     const double secs = t.seconds();
     if (contended) LMT_RETURN_IF_ERROR(busy->pause());
     LMT_RETURN_IF_ERROR(st);
@@ -172,6 +187,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
       t_step.push_back(idle_s);
       if (busy != nullptr) t_contended.push_back(contended_s);
       t_z3.push_back(r.time.zero3_comm);
+      t_tp.push_back(r.time.tp_comm);
     }
   }
   // Time per op family over the timed steps (--profile): where each percent of the step went.
@@ -199,7 +215,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
   // per-device prediction (plan/memory.h: 16 B/param, ZeRO shards over the ranks, two gathered
   // layers under ZeRO 3).
   const train::DataParallel::StateMemory sm = dp.model_state_memory(m, engine->optimizer());
-  const train::PlannedStateMemory predicted = train::planned_state_memory(config, a.zero, dp_size, o.compute);
+  // (Under --tp, of this rank's part: its heads and FFN units, and the replicated tensors whole.)
+  const train::PlannedStateMemory predicted = train::planned_state_memory(local, a.zero, dp_size, o.compute);
   const nlohmann::json memory = {
       {"params_grads", sm.params_grads},
       {"mirror", sm.mirror},
@@ -213,7 +230,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
   const nlohmann::json split = {{"forward", median(t_fwd)},         {"backward", median(t_bwd)},
                                 {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
-                                {"param_gather", median(t_gather)},   {"zero3_comm", median(t_z3)}};
+                                {"param_gather", median(t_gather)},   {"zero3_comm", median(t_z3)},
+                                {"tp_comm", median(t_tp)}};
   if (comm->rank() != 0) return Status::Ok();
   const runtime::OmpEnvInfo omp = runtime::omp_env_info();
   const nlohmann::json omp_json = {{"wait_policy", omp.policy}, {"OMP_WAIT_POLICY", omp.omp_wait_policy},
@@ -229,7 +247,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
-                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"zero", a.zero},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"zero", a.zero},
                         {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads}, {"omp", omp_json},
@@ -266,6 +284,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
                   "tokens/s, slowdown %.2fx\n",
                   busy_cpu, omp.policy.c_str(), t_contended.size(), tps, contend["contended_tokens_per_s"].get<double>(),
                   contend["slowdown"].get<double>());
+    if (tp)
+      std::printf("tensor parallel over %d ranks (dp %d): %.1f ms/step in the group's sums (inside forward and backward)\n",
+                  a.tp, dp_size, median(t_tp) * 1e3);
     if (a.zero == 3)
       std::printf("ZeRO 3: %.1f ms/step in block gathers and reduce-scatters (inside forward and backward)\n",
                   median(t_z3) * 1e3);
@@ -299,6 +320,8 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_flag("--profile", tb.profile,
               "also print the timed steps' time split by op family (gemm, attention, norm, ...; the kernel interface's ranges)");
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2, 3: parameters sharded too)")->capture_default_str();
+  t->add_option("--tp", tb.tp, "tensor-parallel ranks under mpirun (parallel.tp; data parallel over the rest)")
+      ->capture_default_str();
   t->add_flag("--shared-memory,!--no-shared-memory", tb.shared_memory,
               "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "
               "messages (dist.shared_memory)");

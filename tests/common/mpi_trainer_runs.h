@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -66,6 +68,46 @@ inline std::map<int64_t, double> losses_of(const std::filesystem::path& run) {
     if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
   }
   return out;
+}
+
+// step -> `key` of every record of RUN/metrics.jsonl of type `type` that has it (e.g. "step" /
+// "grad_norm", "val" / "val_loss").
+inline std::map<int64_t, double> records_of(const std::filesystem::path& run, const std::string& type,
+                                            const std::string& key) {
+  std::map<int64_t, double> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == type && j.contains(key)) out[j["step"].get<int64_t>()] = j[key].get<double>();
+  }
+  return out;
+}
+
+// The same steps in both, each value of `b` finite and within rel·|a| of `a`'s.
+inline void expect_close_by_step(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b, double rel,
+                                 const std::string& what) {
+  ASSERT_FALSE(a.empty()) << what;
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [step, v] : a) {
+    ASSERT_TRUE(b.count(step)) << what << " step " << step;
+    EXPECT_TRUE(std::isfinite(b.at(step))) << what << " step " << step;
+    EXPECT_NEAR(v, b.at(step), rel * std::abs(v)) << what << " step " << step;
+  }
+}
+
+// Every parameter of `b` within 1e-6 + rel·|a| of `a`'s (the worst one is named).
+inline void expect_params_close(const std::vector<float>& a, const std::vector<float>& b, double rel) {
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  size_t at = 0, over = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(double(a[i]) - b[i]) - rel * std::abs(double(a[i]));
+    if (d > worst) worst = d, at = i;
+    over += d > 1e-6;
+  }
+  EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << a[at] << " vs " << b[at] << " (" << over << " of " << a.size()
+                         << " parameters outside the tolerance)";
 }
 
 }  // namespace lmt::test

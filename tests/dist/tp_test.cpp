@@ -16,9 +16,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
-
-#include <nlohmann/json.hpp>
 
 #include "common/mpi_trainer_runs.h"
 #include "lmt/dist/communicator.h"
@@ -33,18 +30,6 @@ dist::Communicator* g_comm = nullptr;
 constexpr int64_t kVocab = 64;
 constexpr int64_t kB = 2;  // micro-batch per data-parallel rank
 constexpr int kTp = 2;
-
-// step -> grad_norm of RUN/metrics.jsonl's step records.
-std::map<int64_t, double> grad_norms_of(const fs::path& run) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.value("type", "") == "step") out[j["step"].get<int64_t>()] = j["grad_norm"].get<double>();
-  }
-  return out;
-}
 
 class TpTest : public ::testing::Test {
  protected:
@@ -81,27 +66,6 @@ class TpTest : public ::testing::Test {
     return p.ok() ? *p : std::vector<float>();
   }
 
-  static void expect_close(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b, int64_t steps,
-                           double rel, const char* what) {
-    ASSERT_EQ(a.size(), static_cast<size_t>(steps)) << what;
-    ASSERT_EQ(b.size(), static_cast<size_t>(steps)) << what;
-    for (int64_t s = 1; s <= steps; ++s) {
-      EXPECT_TRUE(std::isfinite(b.at(s))) << what << " step " << s;
-      EXPECT_NEAR(a.at(s), b.at(s), rel * std::abs(a.at(s))) << what << " step " << s;
-    }
-  }
-
-  static void expect_params(const std::vector<float>& a, const std::vector<float>& b, double rel = 1e-5) {
-    ASSERT_EQ(a.size(), b.size());
-    double worst = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double d = std::abs(double(a[i]) - b[i]) - rel * std::abs(double(a[i]));
-      if (d > worst) worst = d, at = i;
-    }
-    EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << a[at] << " vs " << b[at];
-  }
-
   static fs::path ref_dir(const std::string& name) { return root_ / (name + "_rank" + std::to_string(g_comm->rank())); }
 
   // One process, tp = 1, with the global batch (micro-batch kB · dp), private to this rank.
@@ -128,8 +92,10 @@ class TpTest : public ::testing::Test {
     Status s = t->run();
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_TRUE(g_comm->barrier().ok());
-    expect_close(test::losses_of(ref_dir("ref_" + name)), test::losses_of(run), steps, rel, "loss");
-    expect_close(grad_norms_of(ref_dir("ref_" + name)), grad_norms_of(run), steps, 10 * rel, "grad_norm");
+    ASSERT_EQ(test::losses_of(run).size(), static_cast<size_t>(steps));
+    test::expect_close_by_step(test::losses_of(ref_dir("ref_" + name)), test::losses_of(run), rel, "loss");
+    test::expect_close_by_step(test::records_of(ref_dir("ref_" + name), "step", "grad_norm"),
+                               test::records_of(run, "step", "grad_norm"), 10 * rel, "grad_norm");
     std::vector<float> mine = params_of(*t), theirs = params_of(*ref);
     // The key bias's gradient is zero in exact arithmetic (softmax ignores a shift shared by every
     // key of a query), so Adam's updates of it are rounding noise magnified by 1/(|g| + eps), which
@@ -141,7 +107,7 @@ class TpTest : public ::testing::Test {
     // With dp > 1 the data-parallel sum's order already moves a few rarely-used LM-head rows by up
     // to ~1.3e-4 relative after 6 Adam steps (seen with tp = 1 and dp = 2 alone, at the same
     // parameter): the tolerance dist_test and zero3_test use for DP then applies.
-    expect_params(theirs, mine, dp() > 1 ? 1e-4 : rel);
+    test::expect_params_close(theirs, mine, dp() > 1 ? 1e-4 : rel);
   }
 
   static fs::path root_;
@@ -173,20 +139,20 @@ TEST_F(TpTest, Bf16CloseToOneProcess) {
   Status s = t->run();
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(g_comm->barrier().ok());
-  expect_close(test::losses_of(ref_dir("ref_bf16")), test::losses_of(run), steps, 1e-3, "loss");
+  test::expect_close_by_step(test::losses_of(ref_dir("ref_bf16")), test::losses_of(run), 1e-3, "loss");
 }
 
 // Each rank holds half the heads, KV heads and FFN units; replicated tensors are whole.
 TEST_F(TpTest, EachRankHoldsItsPart) {
   auto t = test::make_trainer(recipe_config(1, kB, kTp), root_ / "tp_part", g_comm);
   ASSERT_TRUE(t);
-  ASSERT_NE(t->tensor_parallel(), nullptr);
+  ASSERT_NE(t->model_split().tensor(), nullptr);
   const model::ModelConfig& c = t->model().config();
   EXPECT_EQ(c.n_heads, 2);
   EXPECT_EQ(c.n_kv_heads, 1);
   EXPECT_EQ(c.ffn_hidden, 32);
   EXPECT_EQ(c.d_model, 32);
-  const model::ParamLayout& full = t->tensor_parallel()->full_layout();
+  const model::ParamLayout& full = t->model_split().whole_layout();
   EXPECT_LT(t->model().layout().total_numel(), full.total_numel());
   // The parts put together are the single process's initialisation.
   const std::vector<float> mine = params_of(*t);
@@ -219,8 +185,8 @@ TEST_F(TpTest, CheckpointSavedByTpRanksResumesInOneProcess) {
     EXPECT_EQ(t->step(), 3);
     Status s = t->run();
     ASSERT_TRUE(s.ok()) << s.ToString();
-    expect_close(test::losses_of(ref_dir("ref_resume")), test::losses_of(run), steps, 1e-5, "loss");
-    expect_params(params_of(*ref), params_of(*t));
+    test::expect_close_by_step(test::losses_of(ref_dir("ref_resume")), test::losses_of(run), 1e-5, "loss");
+    test::expect_params_close(params_of(*ref), params_of(*t), 1e-5);
   }
   ASSERT_TRUE(g_comm->barrier().ok());
 }
@@ -244,9 +210,9 @@ TEST_F(TpTest, OneProcessCheckpointResumesOnTpRanks) {
   Status s = t->run();
   ASSERT_TRUE(s.ok()) << s.ToString();
   ASSERT_TRUE(g_comm->barrier().ok());
-  expect_close(test::losses_of(ref_dir("ref_reverse")), test::losses_of(run), steps, 1e-5, "loss");
+  test::expect_close_by_step(test::losses_of(ref_dir("ref_reverse")), test::losses_of(run), 1e-5, "loss");
   const std::vector<float> mine = params_of(*t);
-  expect_params(params_of(*ref), mine);
+  test::expect_params_close(params_of(*ref), mine, 1e-5);
 }
 
 // What tensor parallelism does not run with: an error naming the key, and no run directory.

@@ -96,6 +96,19 @@ Status SoloCommunicator::all_to_all_v(const void* send, const std::vector<int64_
   return Status::Ok();
 }
 
+namespace {
+Status no_peer(int peer) {
+  return FailedPrecondition("point-to-point message with rank " + std::to_string(peer) + " in a world of 1",
+                            "pipeline parallelism needs its stages on several ranks (mpirun -np N)");
+}
+}  // namespace
+
+std::unique_ptr<Request> SoloCommunicator::send_async(const void*, int64_t, int peer) {
+  return completed_request(no_peer(peer));
+}
+
+Status SoloCommunicator::recv(void*, int64_t, int peer) { return no_peer(peer); }
+
 StatusOr<std::unique_ptr<SymmetricBuffer>> SoloCommunicator::allocate_symmetric(int64_t bytes) {
   return std::unique_ptr<SymmetricBuffer>(new LocalSymmetricBuffer(bytes));
 }

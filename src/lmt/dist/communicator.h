@@ -68,6 +68,12 @@ class Communicator {
   // send and recv must not overlap. Each buffer's total must be below 2^31 bytes (InvalidArgument).
   virtual Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                               const std::vector<int64_t>& recv_bytes) = 0;
+  // Point-to-point (pipeline parallelism): `bytes` of `data` to rank `peer`, matched in order with
+  // that peer's recv() from here of the same size. send_async returns at once; `data` must stay
+  // valid and unchanged until the request completes. Each message is below 2^31 bytes
+  // (InvalidArgument); peer must be another rank of this communicator.
+  virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer) = 0;
+  virtual Status recv(void* data, int64_t bytes, int peer) = 0;
   virtual Status barrier() = 0;
   // A buffer of `bytes` on every rank that the ranks of the node share (symmetric_buffer.h);
   // collective. kUnimplemented when the ranks span several nodes: use the collectives above.
@@ -110,6 +116,9 @@ class SoloCommunicator final : public Communicator {
   Status broadcast(void*, int64_t, int root) override;
   Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                       const std::vector<int64_t>& recv_bytes) override;
+  // A world of one has no peer: FailedPrecondition.
+  std::unique_ptr<Request> send_async(const void*, int64_t, int peer) override;
+  Status recv(void*, int64_t, int peer) override;
   Status barrier() override { return Status::Ok(); }
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;
   StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;

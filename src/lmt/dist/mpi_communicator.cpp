@@ -229,6 +229,35 @@ Status MpiCommunicator::all_to_all_v(const void* send, const std::vector<int64_t
                     "MPI_Alltoallv");
 }
 
+namespace {
+constexpr int kPointToPointTag = 7;  // lmtrain's only tag: messages between a pair match in order
+
+Status check_p2p(const char* call, int64_t bytes, int peer, int rank, int world) {
+  if (peer < 0 || peer >= world || peer == rank)
+    return InvalidArgument(rank_prefix() + call + ": peer " + std::to_string(peer) + " is not another rank of a world of " +
+                           std::to_string(world));
+  if (bytes < 0 || bytes > INT_MAX)
+    return InvalidArgument(rank_prefix() + call + ": " + std::to_string(bytes) + " bytes exceed MPI's int range",
+                           "send pieces below 2^31 bytes (a smaller micro-batch)");
+  return Status::Ok();
+}
+}  // namespace
+
+std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t bytes, int peer) {
+  Status s = check_p2p("MPI_Isend", bytes, peer, rank_, world_);
+  if (!s.ok()) return completed_request(s);
+  auto r = std::make_unique<MpiRequest>("MPI_Isend", std::vector<int>{}, std::vector<int>{});
+  const int rc = MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, kPointToPointTag, handle_->comm, &r->req_);
+  return launched(std::move(r), rc);
+}
+
+Status MpiCommunicator::recv(void* data, int64_t bytes, int peer) {
+  LMT_RETURN_IF_ERROR(check_p2p("MPI_Recv", bytes, peer, rank_, world_));
+  return mpi_status(MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, peer, kPointToPointTag, handle_->comm,
+                             MPI_STATUS_IGNORE),
+                    "MPI_Recv");
+}
+
 StatusOr<std::unique_ptr<SymmetricBuffer>> MpiCommunicator::allocate_symmetric(int64_t bytes) {
   return allocate_mpi_symmetric(handle_->comm, bytes);
 }

@@ -93,22 +93,24 @@ StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp) {
   return s;
 }
 
+std::vector<std::pair<int64_t, int64_t>> tensor_parallel_replicated_ranges(const ParamLayout& part) {
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (const ParamInfo& p : part.params())
+    if (!is_split(p.name)) r.emplace_back(p.offset, p.offset + p.numel);
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
 TensorParallelMap::TensorParallelMap(const ModelConfig& full, int tp)
     : tp_(tp), full_(full), shard_(checked_shard(full, tp)) {
-  int64_t split = 0, replicated = 0, whole = 0;
-  for (const ParamInfo& p : shard_.params()) {
-    if (is_split(p.name)) {
-      split += p.numel;
-    } else {
-      replicated += p.numel;
-      replicated_.emplace_back(p.offset, p.offset + p.numel);
-    }
-  }
+  replicated_ = tensor_parallel_replicated_ranges(shard_);
+  int64_t all = 0, replicated = 0, whole = 0;
+  for (const ParamInfo& p : shard_.params()) all += p.numel;
+  for (const auto& [b, e] : replicated_) replicated += e - b;
   for (const ParamInfo& p : full_.params()) whole += p.numel;
-  LMT_CHECK(replicated + split * tp == whole)
-      << "tensor-parallel map of '" << full.name << "': " << replicated << " replicated + " << tp << " x " << split
-      << " split elements != " << whole;
-  std::sort(replicated_.begin(), replicated_.end());
+  LMT_CHECK(replicated + (all - replicated) * tp == whole)
+      << "tensor-parallel map of '" << full.name << "': " << replicated << " replicated + " << tp << " x "
+      << all - replicated << " split elements != " << whole;
 }
 
 void TensorParallelMap::copy(int rank, float* full, float* shard, bool to_full, bool replicated) const {

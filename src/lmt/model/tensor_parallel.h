@@ -54,6 +54,10 @@ Status tensor_parallel_supported(const ModelConfig& full, int tp);
 // `full`. InvalidArgument when tp does not divide them; Unimplemented for MoE and qk_norm_full.
 StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp);
 
+// [begin, end) element ranges of `part` (a layout of a shard_config(), whole depth or a pipeline
+// stage of it) that hold tensors tensor parallelism replicates, sorted.
+std::vector<std::pair<int64_t, int64_t>> tensor_parallel_replicated_ranges(const ParamLayout& part);
+
 // Copies between the full model's flat f32 buffers (ParamLayout(full)) and one rank's (the shard
 // config's layout), for parameters and any per-parameter state (optimizer moments, gradients).
 class TensorParallelMap {

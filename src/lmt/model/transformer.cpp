@@ -55,6 +55,21 @@ void Transformer::set_tensor_parallel(TensorParallel tp) {
   tp_ = std::move(tp);
 }
 
+void Transformer::share_storage(const Transformer& owner) {
+  LMT_CHECK(layout_.total_numel() == owner.layout_.total_numel() && master_ == owner.master_ && !owner.released_ &&
+            !released_)
+      << "share_storage: models of different layouts or masters, or released storage";
+  auto alias = [](const Tensor& t) {
+    return t.view().present() ? Tensor::over(t.view().data(), t.shape(), t.dtype(), nullptr, t.device()) : Tensor();
+  };
+  params_ = alias(owner.params_);
+  grads_ = alias(owner.grads_);
+  mirror_ = alias(owner.mirror_);
+  w_ = param_views();
+  gw_ = grad_views();
+  wc_ = mirror_.view().present() ? layout_.views(mirror_.view().data(), DType::kBF16, mirror_.device()) : w_;
+}
+
 void Transformer::reset_moe_stats() {
   for (MoeStepStats& s : moe_stats_) s = MoeStepStats();
 }
@@ -250,13 +265,16 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
     backend_.positions(s.positions, TensorView(), T);
     positions_given_ = false;
   }
-  backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
-  if (config().positions == PositionKind::kLearned)
-    backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
+  if (role_.first) {  // else residual[0] holds the previous stage's output (stage_input())
+    backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
+    if (config().positions == PositionKind::kLearned)
+      backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
+  }
   for (int64_t l = 0; l < config().n_layers; ++l) {
     if (params_needed_) params_needed_(l, false);
     forward_block(l, plan_.block(l));
   }
+  if (!role_.last) return;  // the output is residual[n_layers] (stage_output())
   const bool bf = plan_.options.compute == DType::kBF16;
   const TensorView hf = bf ? s.f32_nc : s.final_h;
   norm_forward(hf, s.final_mean, s.final_rstd, plan_.residual[config().n_layers], w_.final_norm_w, w_.final_norm_b);
@@ -265,6 +283,7 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
 
 void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
                          const int32_t* positions) {
+  LMT_CHECK(role_.first && role_.last) << "logits() of a pipeline stage";
   forward_trunk(tokens, doc_ids, positions);
   have_train_forward_ = false;
   backend_.linear_forward(out, plan_.scratch.final_h, wc_.lm_head.slice_rows(0, config().vocab_size), TensorView());
@@ -277,6 +296,10 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   loss_scale_ = loss_scale;
   forward_trunk(tokens, doc_ids, positions);
   train_pass_ = false;
+  if (!role_.last) {  // a pipeline stage before the last: no head, no loss
+    have_train_forward_ = train;
+    return 0.0;
+  }
   const int64_t N = plan_.B * plan_.T;
   const RunOptions& o = plan_.options;
   Scratch& s = plan_.scratch;
@@ -302,8 +325,9 @@ void Transformer::backward() {
   have_train_forward_ = false;
   Scratch& s = plan_.scratch;
   const int64_t L = config().n_layers;
-  norm_backward(s.dres, gw_.final_norm_w, gw_.final_norm_b, s.dfinal, plan_.residual[L], w_.final_norm_w,
-                s.final_mean, s.final_rstd, /*accumulate=*/false);
+  if (role_.last)  // else s.dres holds d output from the next stage (stage_grad())
+    norm_backward(s.dres, gw_.final_norm_w, gw_.final_norm_b, s.dfinal, plan_.residual[L], w_.final_norm_w,
+                  s.final_mean, s.final_rstd, /*accumulate=*/false);
   for (int64_t l = L - 1; l >= 0; --l) {
     BlockActs& acts = plan_.block(l);
     if (params_needed_) params_needed_(l, true);
@@ -316,6 +340,7 @@ void Transformer::backward() {
     backward_block(l, acts);
     if (block_grads_ready_) block_grads_ready_(l);
   }
+  if (!role_.first) return;  // s.dres is d input, for the previous stage (stage_grad())
   backend_.embedding_backward(gw_.embed, s.dres, tokens_);
   if (config().positions == PositionKind::kLearned) backend_.embedding_backward(gw_.pos_embed, s.dres, s.positions);
 }

@@ -121,6 +121,27 @@ class Transformer {
   void set_tensor_parallel(TensorParallel tp);
   const TensorParallel* tensor_parallel() const { return tp_.enabled() ? &tp_ : nullptr; }
 
+  // Pipeline parallelism (train/pipeline_stage.h): this model is one stage, blocks that are some
+  // consecutive layers of a larger model; it holds the ends (embeddings, final norm, LM head)
+  // whichever stage it is. A stage that is not first reads its input residual stream from
+  // stage_input() ([B·T, C], written by the caller before forward) instead of embedding the tokens;
+  // one that is not last stops after its last block (forward returns 0 and the output is
+  // stage_output()) and takes d output in stage_grad() (written by the caller before backward()).
+  // After backward(), a stage that is not first leaves d input in stage_grad() and computes no
+  // embedding gradients. Default: first and last (a whole model).
+  struct PipelineRole {
+    bool first = true, last = true;
+  };
+  void set_pipeline_role(PipelineRole role) { role_ = role; }
+  const PipelineRole& pipeline_role() const { return role_; }
+  TensorView stage_input() const { return plan_.residual[0]; }
+  TensorView stage_output() const { return plan_.residual[config().n_layers]; }
+  TensorView stage_grad() const { return plan_.scratch.dres; }
+  // Uses `owner`'s params, grads and bf16 mirror instead of its own (same config and master; owner
+  // prepared first, and outliving this model): another set of activations over the same weights, e.g.
+  // one per micro-batch in flight in a pipeline. Its backward() accumulates into owner's gradients.
+  void share_storage(const Transformer& owner);
+
   // Per-token losses of the last forward ([B·T], 0 where ignored).
   TensorView token_losses() const { return plan_.scratch.losses; }
 
@@ -187,6 +208,7 @@ class Transformer {
   float loss_scale_ = 1.0f;              // of the last training forward (aux/z-loss gradients)
   ExpertParallel ep_;                    // size 1: none
   TensorParallel tp_;                    // size 1: none
+  PipelineRole role_;                    // a whole model by default
 };
 
 }  // namespace lmt::model

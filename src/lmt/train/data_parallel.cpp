@@ -188,35 +188,38 @@ Status DataParallel::finish(model::Transformer& m, bool full_grads) {
   return st;
 }
 
-void DataParallel::set_tensor_parallel(dist::Communicator& tp, std::vector<std::pair<int64_t, int64_t>> replicated) {
-  LMT_CHECK(z3_ == nullptr) << "tensor parallelism with ZeRO 3";
-  tp_ = &tp;
-  tp_replicated_ = std::move(replicated);
+void DataParallel::add_model_parallel_group(dist::Communicator& group,
+                                            std::vector<std::pair<int64_t, int64_t>> replicated) {
+  LMT_CHECK(z3_ == nullptr) << "model parallelism with ZeRO 3";
+  mp_groups_.push_back({&group, std::move(replicated)});
 }
 
-double DataParallel::tp_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const {
+double DataParallel::counted_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const {
+  // The ranges this rank leaves to another rank of some group, merged.
+  std::vector<std::pair<int64_t, int64_t>> skip;
+  for (const ModelParallelGroup& g : mp_groups_)
+    if (g.comm->rank() != 0) skip.insert(skip.end(), g.replicated.begin(), g.replicated.end());
+  std::sort(skip.begin(), skip.end());
   kernels::Backend& be = m.backend();
   const TensorView g = m.grads();
-  const bool count_replicated = tp_->rank() == 0;
   double ss = 0;
-  int64_t at = lo;  // [at, next replicated range) is split: every rank counts its own part
-  for (const auto& [b, e] : tp_replicated_) {
-    const int64_t rb = std::max(b, lo), re = std::min(e, hi);
-    if (rb >= re) continue;
-    if (rb > at) ss += be.sum_squares(g.slice_rows(at, rb));
-    if (count_replicated) ss += be.sum_squares(g.slice_rows(rb, re));
-    at = re;
+  int64_t at = lo;  // [at, ...) not yet summed
+  for (const auto& [b, e] : skip) {
+    const int64_t sb = std::max(b, at), se = std::min(e, hi);
+    if (sb >= se) continue;
+    if (sb > at) ss += be.sum_squares(g.slice_rows(at, sb));
+    at = se;
   }
   if (hi > at) ss += be.sum_squares(g.slice_rows(at, hi));
   return ss;
 }
 
 StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
-  if (tp_ != nullptr) {  // this rank's range over the dp group, then every part over the tp group
+  if (!mp_groups_.empty()) {  // this rank's range over the dp group, then every part over each group
     const bool sharded = grads_sharded_;
-    double ss = tp_sum_squares(m, sharded ? shard_begin() : 0, sharded ? shard_end() : total_);
+    double ss = counted_sum_squares(m, sharded ? shard_begin() : 0, sharded ? shard_end() : total_);
     if (sharded) LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));
-    LMT_RETURN_IF_ERROR(tp_->all_reduce_sum(&ss, 1));
+    for (const ModelParallelGroup& g : mp_groups_) LMT_RETURN_IF_ERROR(g.comm->all_reduce_sum(&ss, 1));
     return std::sqrt(ss);
   }
   if (z3_) {

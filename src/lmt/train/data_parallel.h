@@ -72,11 +72,12 @@ class DataParallel {
   int64_t shard_end() const { return cuts_[rank() + 1]; }
   dist::Communicator& comm() { return comm_; }
 
-  // Tensor parallelism (model/tensor_parallel.h): the model is this rank's part of a larger one, and
-  // `tp` its tensor-parallel group. grad_norm() then sums over that group too, counting the
-  // `replicated` element ranges of the flat buffer (sorted; the same values on every rank of the
-  // group) on tp rank 0 only. Not with ZeRO 3 (the Trainer refuses it). Borrows `tp`.
-  void set_tensor_parallel(dist::Communicator& tp, std::vector<std::pair<int64_t, int64_t>> replicated);
+  // Model parallelism (tensor: model/tensor_parallel.h; pipeline: model/pipeline_split.h): the
+  // model is this rank's part of a larger one, split over `group`. grad_norm() then sums over that
+  // group too, counting the `replicated` element ranges of the flat buffer (sorted; the same values
+  // on every rank of the group) on the group's rank 0 only. One call per group (tensor, pipeline).
+  // Not with ZeRO 3 (the Trainer refuses it). Borrows `group`.
+  void add_model_parallel_group(dist::Communicator& group, std::vector<std::pair<int64_t, int64_t>> replicated);
 
   // Collective. Ok and no change when the ranks span several nodes (logged) or world is 1.
   Status use_shared_memory(model::Transformer& m);
@@ -142,10 +143,14 @@ class DataParallel {
   // Symmetric buffers holding the model's storage (use_shared_memory()); the model's Tensors share them.
   std::shared_ptr<dist::SymmetricBuffer> params_buf_, grads_buf_, mirror_buf_;
   std::unique_ptr<Zero3> z3_;  // ZeRO 3 (shard_parameters())
-  dist::Communicator* tp_ = nullptr;  // tensor parallelism: the group grad_norm() also sums over
-  std::vector<std::pair<int64_t, int64_t>> tp_replicated_;
-  // Sum of squares of grads [lo, hi), without the replicated ranges on tp ranks other than 0.
-  double tp_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const;
+  // Model-parallel groups grad_norm() also sums over, with the ranges only their rank 0 counts.
+  struct ModelParallelGroup {
+    dist::Communicator* comm;
+    std::vector<std::pair<int64_t, int64_t>> replicated;
+  };
+  std::vector<ModelParallelGroup> mp_groups_;
+  // Sum of squares of grads [lo, hi), without the ranges some group's rank 0 counts instead.
+  double counted_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const;
 };
 
 }  // namespace lmt::train

@@ -1,5 +1,6 @@
 #include "lmt/train/parallel_layout.h"
 
+#include "lmt/model/pipeline_split.h"
 #include "lmt/model/tensor_parallel.h"
 
 namespace lmt::train {
@@ -58,8 +59,9 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
                                  ": expert-parallel groups are carved out of the data-parallel ranks",
                              "choose parallel.ep dividing parallel.dp");
   }
-  {  // what the model's blocks cannot split (MoE layers, qk_norm_full)
-    const Status split = model::tensor_parallel_supported(m, static_cast<int>(p.tp));
+  {  // what the model's blocks cannot split (MoE layers, qk_norm_full, nope_every)
+    Status split = model::tensor_parallel_supported(m, static_cast<int>(p.tp));
+    if (split.ok() && p.pp <= m.n_layers) split = model::pipeline_supported(m, static_cast<int>(p.pp));
     if (!split.ok()) return split.WithContext(where);
   }
   if (p.dp > 0 && p.dp * p.tp * p.pp > (int64_t{1} << 24))
@@ -75,10 +77,6 @@ StatusOr<dist::ParallelSizes> resolve_parallel_layout(const ParallelLayout& p, i
     return Unimplemented("parallel.sp = true: sequence-parallel execution is not implemented yet (tensor parallelism "
                          "runs without it: the norms and the residual stream are computed on every tp rank)",
                          "set parallel.sp = false; docs/DIST.md says what runs today");
-  if (p.pp > 1)
-    return Unimplemented("parallel.pp = " + str(p.pp) + ": pipeline-parallel execution is not implemented yet "
-                         "(layouts with pp > 1 can be planned with `lmtrain plan`, not trained)",
-                         "use parallel.pp = 1 (data parallel, train.zero for sharding); docs/DIST.md says what runs today");
   const int64_t w = world;
   const int64_t model_ranks = p.tp * p.pp;
   int64_t dp = p.dp;

@@ -6,12 +6,13 @@
 //     decide: n_heads and n_kv_heads divisible by tp, ffn_hidden and the padded vocabulary
 //     divisible by tp (column/row-parallel matmuls, vocabulary-parallel embedding), n_layers >= pp,
 //     tp > 1 needs a model whose blocks split (model::shard_config: no MoE layers, no qk_norm_full),
+//     pp > 1 one whose layers do not differ by index (model::pipeline_supported: no MoE, no nope_every),
 //     ep > 1 needs an MoE model whose moe.num_experts it divides (and divides dp when dp is given),
 //     sp needs tp > 1 and train.seq_len divisible by tp (sequence shards), and dp · tp · pp within
 //     the limits when dp is given.
 //   resolve_parallel_layout: when the world is known (`lmtrain train` start, under mpirun) —
-//     since pipeline and sequence-parallel execution do not exist yet, pp > 1 or sp is
-//     Unimplemented, naming the key and pointing at docs/DIST.md, never silently ignored; then
+//     since sequence-parallel execution does not exist yet, sp is Unimplemented, naming the key and
+//     pointing at docs/DIST.md, never silently ignored; then
 //     dp · tp · pp must equal the world size, with dp = 0 meaning world / (tp · pp).
 // Every error names the key(s) and carries a hint.
 #pragma once

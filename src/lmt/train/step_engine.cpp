@@ -6,6 +6,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/optim/gradients.h"
+#include "lmt/train/pipeline_plan.h"
 
 namespace lmt::train {
 
@@ -40,7 +41,14 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
   const float loss_scale = 1.0f / static_cast<float>(accum * plan_.world());
   double loss = 0;
   plan_.zero_grads(model_);
-  for (int64_t i = 0; i < accum; ++i) {
+  if (pipeline_ != nullptr) {  // 1F1B over the stages; no bucketed overlap (the last backward is a replica's)
+    LMT_ASSIGN_OR_RETURN(const double sum, pipeline_->run(source, accum, loss_scale, config_, &r->time));
+    loss = sum / static_cast<double>(accum);
+    Timer t;
+    LMT_RETURN_IF_ERROR(pipeline_->reduce_end_grads(model_));
+    r->time.pp_wait += t.seconds();
+  }
+  for (int64_t i = 0; i < accum && pipeline_ == nullptr; ++i) {
     Timer t;
     const data::Batch* b = nullptr;
     {

@@ -66,6 +66,9 @@ struct StepTimes {
   double update = 0;    // optimizer pass (and bf16 mirror refresh)
   double gather = 0;    // parameter gather after the update (ZeRO 1/2)
   double zero3_comm = 0;  // ZeRO 3: gathers waited on and reduce-scatters, inside forward and backward
+  double tp_comm = 0;     // tensor parallelism: the group's sums inside forward and backward (its owner fills it)
+  double pp_wait = 0;     // pipeline parallelism: blocked receiving from or sending to the neighbour stages
+                          // (the bubble and the transfers), outside forward and backward
 };
 
 struct StepResult {
@@ -89,6 +92,8 @@ struct StepEngineConfig {
   bool reset_positions = false;  // pass their positions (restarting at each document) instead of n % T
 };
 
+class PipelinePlan;  // pipeline_plan.h
+
 class StepEngine {
  public:
   // Creates the optimizer over the plan's shard (errors: optim::validate's, naming the key).
@@ -110,6 +115,11 @@ class StepEngine {
   // again (their values are then meaningless for an update).
   StatusOr<double> time_reduction_alone();
 
+  // Pipeline parallelism (pipeline_plan.h): compute_gradients runs the plan's 1F1B schedule over the
+  // step's micro-batches instead of one forward and backward after another, then sums the ends'
+  // gradients over the stages. The plan's schedule must be prepared on this engine's model.
+  void set_pipeline(PipelinePlan* pipeline) { pipeline_ = pipeline; }
+
   optim::Optimizer& optimizer() { return *optimizer_; }
   DataParallel& plan() { return plan_; }
 
@@ -122,6 +132,7 @@ class StepEngine {
   DataParallel& plan_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   StepEngineConfig config_;
+  PipelinePlan* pipeline_ = nullptr;
 };
 
 }  // namespace lmt::train

@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "lmt/base/check.h"
+#include "lmt/base/timer.h"
+#include "lmt/base/trace.h"
 
 namespace lmt::train {
 
@@ -11,13 +13,17 @@ model::TensorParallel TensorParallelPlan::model_group() {
   model::TensorParallel g;
   g.rank = rank();
   g.size = size();
-  dist::Communicator* c = &comm_;
-  g.all_reduce = [c](const TensorView& x) -> Status {
+  g.all_reduce = [this](const TensorView& x) -> Status {
     LMT_CHECK(x.device().is_host()) << "tensor-parallel sum of a device buffer";
-    if (x.dtype() == DType::kF32) return c->all_reduce_sum(x.as<float>(), x.numel());
-    if (x.dtype() == DType::kF64) return c->all_reduce_sum(x.as<double>(), x.numel());
-    return InvalidArgument(std::string("tensor-parallel sum of a ") + std::string(dtype_name(x.dtype())) + " buffer",
-                           "the blocks sum f32 or f64 activations");
+    LMT_TRACE_SCOPE("op:tp_comm");  // a family of its own in --profile
+    Timer t;
+    Status s;
+    if (x.dtype() == DType::kF32) s = comm_.all_reduce_sum(x.as<float>(), x.numel());
+    else if (x.dtype() == DType::kF64) s = comm_.all_reduce_sum(x.as<double>(), x.numel());
+    else s = InvalidArgument(std::string("tensor-parallel sum of a ") + std::string(dtype_name(x.dtype())) + " buffer",
+                             "the blocks sum f32 or f64 activations");
+    comm_seconds_ += t.seconds();
+    return s;
   };
   return g;
 }

@@ -36,8 +36,11 @@ class TensorParallelPlan {
   const model::ModelConfig& shard_config() const { return map_.shard_layout().config(); }
   const model::ParamLayout& full_layout() const { return map_.full_layout(); }
 
-  // The group for Transformer::set_tensor_parallel: sums f32/f64 buffers over comm_.
+  // The group for Transformer::set_tensor_parallel: sums f32/f64 buffers over comm_. Borrows this
+  // plan (it must outlive the model's use of the group).
   model::TensorParallel model_group();
+  // Seconds spent in the group's sums (forward and backward) since the last call.
+  double take_comm_seconds() { return std::exchange(comm_seconds_, 0.0); }
 
   // Collective over the group: full[full numel] (on every rank) from every rank's shard.
   Status gather(const float* shard, float* full);
@@ -52,6 +55,7 @@ class TensorParallelPlan {
   dist::Communicator& comm_;
   model::TensorParallelMap map_;
   Tensor gathered_;  // [size · shard numel]: the all-gather's buffer, allocated on first use
+  double comm_seconds_ = 0;
 };
 
 }  // namespace lmt::train

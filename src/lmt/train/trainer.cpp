@@ -138,7 +138,7 @@ Status Trainer::setup(bool resume) {
                              " processes needs a device communicator (NCCL), which lmtrain does not have yet",
                          "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
                          "(docs/CUDA.md, Known limits)");
-  LMT_RETURN_IF_ERROR(check_tensor_parallel());
+  LMT_RETURN_IF_ERROR(check_model_parallel());
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";
   const bool has_run = fs::exists(run_dir_ + "/metrics.jsonl") || fs::exists(ckpt_dir);
@@ -175,8 +175,11 @@ Status Trainer::setup(bool resume) {
     };
     model_->set_expert_parallel(std::move(ep));
   }
-  dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero, recipe_.bucket_bytes);
-  if (tp_) dp_->set_tensor_parallel(topology_->tp(), tp_->map().replicated_ranges());
+  // Under pipeline parallelism the last backward of a step runs on a replica, which has no bucket
+  // hook: the reduction runs after the schedule, in one piece.
+  dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero,
+                                       split_->pipeline() ? 0 : recipe_.bucket_bytes);
+  split_->add_groups(*dp_, model_->layout());
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
   if (recipe_.layer_grad_norm_every > 0 && ((dp_->sharded() && recipe_.zero == 2) || recipe_.zero == 3))
     return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = " +
@@ -188,6 +191,10 @@ Status Trainer::setup(bool resume) {
   step_config.doc_masking = recipe_.doc_masking;
   step_config.reset_positions = recipe_.reset_positions;
   LMT_ASSIGN_OR_RETURN(engine_, StepEngine::create(*model_, *dp_, recipe_.optim, step_config));
+  if (PipelinePlan* pp = split_->pipeline()) {  // after the storage is final (shared memory)
+    pp->prepare_schedule(*model_, recipe_.micro_batch, recipe_.seq_len, recipe_.run);
+    engine_->set_pipeline(pp);
+  }
   if (root_ && (dp_->world() > 1 || recipe_.zero == 3)) {
     const DataParallel::StateMemory sm = dp_->model_state_memory(*model_, engine_->optimizer());
     LMT_LOG(INFO) << "ZeRO " << recipe_.zero << " over " << dp_->world() << " rank(s): "
@@ -328,32 +335,40 @@ StatusOr<std::string> Trainer::recover_checkpoints() {
   return latest;
 }
 
-Status Trainer::check_tensor_parallel() const {
-  if (topology_->tp_size() == 1) return Status::Ok();
-  const std::string tp = "parallel.tp = " + std::to_string(topology_->tp_size());
-  const std::string hint = "use parallel.tp = 1 for this, or drop it from the recipe (docs/DIST.md, tensor parallelism)";
-  if (recipe_.zero == 3) return Unimplemented(tp + " with train.zero = 3: ZeRO-3 does not shard tensor-parallel parts yet", "use train.zero = 0, 1 or 2 with parallel.tp > 1");
-  if (recipe_.optim.name == "muon")
-    return Unimplemented(tp + " with optim.name = \"muon\": Muon orthogonalises whole matrices, which tensor parallelism splits", "use optim.name = \"adamw\" with parallel.tp > 1");
-  if (!recipe_.eval_tasks.empty()) return Unimplemented(tp + " with eval.tasks: the decoder runs whole models", hint);
+Status Trainer::check_model_parallel() const {
+  const int tp = topology_->tp_size(), pp = topology_->pp_size();
+  if (tp == 1 && pp == 1) return Status::Ok();
+  const std::string what = tp > 1 && pp > 1 ? "parallel.tp = " + std::to_string(tp) + " with parallel.pp = " + std::to_string(pp)
+                           : tp > 1         ? "parallel.tp = " + std::to_string(tp)
+                                            : "parallel.pp = " + std::to_string(pp);
+  const std::string hint = "use parallel.tp = 1 and parallel.pp = 1 for this (docs/DIST.md, what runs today)";
+  if (recipe_.zero == 3)
+    return Unimplemented(what + " with train.zero = 3: ZeRO-3 does not shard tensor- or pipeline-parallel parts yet",
+                         "use train.zero = 0, 1 or 2 with parallel.tp/pp > 1");
+  if (tp > 1 && recipe_.optim.name == "muon")
+    return Unimplemented(what + " with optim.name = \"muon\": Muon orthogonalises whole matrices, which tensor parallelism splits",
+                         "use optim.name = \"adamw\" with parallel.tp > 1");
+  if (!recipe_.eval_tasks.empty()) return Unimplemented(what + " with eval.tasks: the decoder runs whole models", hint);
   if (recipe_.layer_grad_norm_every > 0)
-    return Unimplemented(tp + " with metrics.layer_grad_norm_every: per-layer norms of split gradients are not summed over the group", hint);
+    return Unimplemented(what + " with metrics.layer_grad_norm_every: per-layer norms of split gradients are not combined", hint);
   return Status::Ok();
 }
 
-// The model, initialised: from the seed (or init_from) in the full layout, then, under tensor
-// parallelism, this rank's part of it, so every layout starts from the single process's weights.
+// The model, initialised: from the seed (or init_from) in the whole model's layout, then, under
+// tensor or pipeline parallelism, this rank's part of it, so every layout starts from the single
+// process's weights.
 Status Trainer::init_model(kernels::Backend& backend) {
-  if (topology_->tp_size() > 1) tp_ = std::make_unique<TensorParallelPlan>(topology_->tp(), recipe_.model);
-  model_ = std::make_unique<model::Transformer>(tp_ ? tp_->shard_config() : recipe_.model, backend);
-  if (tp_) {
-    Tensor full({tp_->full_layout().total_numel()}, DType::kF32);
-    model::init_params(tp_->full_layout(), full.as<float>(), recipe_.seed);
-    if (!recipe_.init_from.empty())
-      LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, tp_->full_layout(), full.as<float>()));
-    tp_->scatter(full.as<float>(), model_->params().as<float>());
+  split_ = std::make_unique<ModelSplit>(*topology_, recipe_.model);
+  model_ = std::make_unique<model::Transformer>(split_->local_config(), backend);
+  if (split_->split()) {
+    const model::ParamLayout& whole = split_->whole_layout();
+    Tensor full({whole.total_numel()}, DType::kF32);
+    model::init_params(whole, full.as<float>(), recipe_.seed);
+    if (!recipe_.init_from.empty()) LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, whole, full.as<float>()));
+    split_->scatter(full.as<float>(), model_->params().as<float>());
     model_->refresh_compute_weights();
-    model_->set_tensor_parallel(tp_->model_group());
+    if (TensorParallelPlan* tp = split_->tensor()) model_->set_tensor_parallel(tp->model_group());
+    if (PipelinePlan* pp = split_->pipeline()) model_->set_pipeline_role(pp->role());
     return Status::Ok();
   }
   model_->init(recipe_.seed);
@@ -375,9 +390,9 @@ StatusOr<std::vector<float>> Trainer::full_params() {
     const TensorView v = host.views()[0].second;
     std::memcpy(local.data(), v.data(), v.bytes());
   }
-  if (!tp_) return local;
-  std::vector<float> full(static_cast<size_t>(tp_->full_layout().total_numel()));
-  LMT_RETURN_IF_ERROR(tp_->gather(local.data(), full.data()));
+  if (!split_->split()) return local;
+  std::vector<float> full(static_cast<size_t>(split_->whole_layout().total_numel()));
+  LMT_RETURN_IF_ERROR(split_->gather(local.data(), full.data()));
   return full;
 }
 
@@ -385,17 +400,18 @@ StatusOr<std::vector<float>> Trainer::full_params() {
 // optimizer state (the whole of it unless sharded).
 Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   nlohmann::json j;
-  if (tp_) {  // the full model and state, then this rank's part of each (tensor parallelism: host only)
-    Tensor full_params({tp_->full_layout().total_numel()}, DType::kF32);
+  if (split_->split()) {  // the whole model and state, then this rank's part of each (host only)
+    const model::ParamLayout& whole = split_->whole_layout();
+    Tensor full_params({whole.total_numel()}, DType::kF32);
     std::vector<std::pair<std::string, Tensor>> full;
-    for (auto& [n, v] : engine_->optimizer().state()) full.emplace_back(n, Tensor({tp_->full_layout().total_numel()}, DType::kF32));
+    for (auto& [n, v] : engine_->optimizer().state()) full.emplace_back(n, Tensor({whole.total_numel()}, DType::kF32));
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
-    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, tp_->full_layout(), full_params.as<float>(), views));
-    tp_->scatter(full_params.as<float>(), model_->params().as<float>());
+    LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, whole, full_params.as<float>(), views));
+    split_->scatter(full_params.as<float>(), model_->params().as<float>());
     // Each state buffer's part, in this rank's layout; then the dp shard of it (or all of it).
     auto part = dp_->full_state_buffers(engine_->optimizer());
-    for (size_t i = 0; i < part.size(); ++i) tp_->scatter(full[i].second.as<float>(), part[i].second.as<float>());
+    for (size_t i = 0; i < part.size(); ++i) split_->scatter(full[i].second.as<float>(), part[i].second.as<float>());
     if (dp_->sharded()) {
       dp_->load_state_slice(engine_->optimizer(), part);
     } else {
@@ -499,17 +515,17 @@ Status Trainer::save_checkpoint() {
   } else {
     d.optimizer_state = engine_->optimizer().state();
   }
-  // Tensor parallelism: this rank holds a part; the checkpoint holds the full model (collective).
-  Tensor tp_params;
-  std::vector<std::pair<std::string, Tensor>> tp_state;
-  if (tp_) {
-    tp_params = Tensor({tp_->full_layout().total_numel()}, DType::kF32);
-    LMT_RETURN_IF_ERROR(tp_->gather(d.params, tp_params.as<float>()));
-    LMT_ASSIGN_OR_RETURN(tp_state, tp_->gather_state(d.optimizer_state));
-    d.layout = &tp_->full_layout();
-    d.params = tp_params.as<float>();
+  // Tensor/pipeline parallelism: this rank holds a part; the checkpoint holds the whole model (collective).
+  Tensor whole_params;
+  std::vector<std::pair<std::string, Tensor>> whole_state;
+  if (split_->split()) {
+    whole_params = Tensor({split_->whole_layout().total_numel()}, DType::kF32);
+    LMT_RETURN_IF_ERROR(split_->gather(d.params, whole_params.as<float>()));
+    LMT_ASSIGN_OR_RETURN(whole_state, split_->gather_state(d.optimizer_state));
+    d.layout = &split_->whole_layout();
+    d.params = whole_params.as<float>();
     d.optimizer_state.clear();
-    for (auto& [n, t] : tp_state) d.optimizer_state.emplace_back(n, t.view());
+    for (auto& [n, t] : whole_state) d.optimizer_state.emplace_back(n, t.view());
   }
   add_model_state(*model_, d.optimizer_state);
   d.trainer_state = trainer_state().to_json();
@@ -563,8 +579,13 @@ StatusOr<double> Trainer::evaluate() {
     Status s = (*loader)->next(&b);
     if (s.code() == StatusCode::kOutOfRange) break;
     LMT_RETURN_IF_ERROR(s);
-    sum += model_->forward(b.tokens.data(), b.targets.data(), recipe_.doc_masking ? b.doc_ids.data() : nullptr, false,
-                           1.0f, recipe_.reset_positions ? b.positions.data() : nullptr);
+    if (PipelinePlan* pp = split_->pipeline()) {  // through every stage; the last one's loss
+      LMT_ASSIGN_OR_RETURN(const double l, pp->evaluate(b, recipe_.doc_masking, recipe_.reset_positions));
+      sum += l;
+    } else {
+      sum += model_->forward(b.tokens.data(), b.targets.data(), recipe_.doc_masking ? b.doc_ids.data() : nullptr,
+                             false, 1.0f, recipe_.reset_positions ? b.positions.data() : nullptr);
+    }
     ++n;
   }
   if (n == 0) return FailedPrecondition("the validation split has fewer tokens than one batch", "prepare the data with a larger --val-fraction");
@@ -640,7 +661,10 @@ Status Trainer::train_step() {
   double t_ckpt = 0;
   if (inject_) inject_(step_ + 1, *model_);
   StepResult res;
+  TensorParallelPlan* tp = split_->tensor();
+  if (tp) tp->take_comm_seconds();  // what validation or a checkpoint summed is not this step's
   LMT_RETURN_IF_ERROR(engine_->compute_gradients(*batches_, so, &res));
+  if (tp) res.time.tp_comm = tp->take_comm_seconds();
   const double loss = res.loss, norm = res.grad_norm;
   ++step_;
   const int64_t step_tokens = accum * r.micro_batch * r.seq_len * topology_->dp_size();
@@ -716,6 +740,11 @@ Status Trainer::train_step() {
   rec["step_time"] = {{"step", secs}, {"data", res.time.data}, {"forward", res.time.forward}, {"backward", res.time.backward},
                  {"optimizer", res.time.update + res.time.gather}, {"checkpoint_wait", t_ckpt},
                  {"grad_reduce", res.time.reduce}};
+  if (tp) rec["step_time"]["tp_comm"] = res.time.tp_comm;  // inside forward and backward
+  if (const PipelinePlan* pp = split_->pipeline()) {
+    rec["step_time"]["pp_wait"] = res.time.pp_wait;  // blocked on the neighbour stages
+    rec["pp_bubble"] = pp->bubble_fraction(accum);     // the schedule's ideal idle fraction
+  }
   if (world > 1) rec["world"] = world;
   rec["arena_peak_bytes"] = model_->arena().peak();
   rec["rss_bytes"] = metrics::rss_bytes();

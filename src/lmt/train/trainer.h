@@ -62,7 +62,7 @@
 #include "lmt/train/recipe.h"
 #include "lmt/train/stability.h"
 #include "lmt/train/step_engine.h"
-#include "lmt/train/tensor_parallel_plan.h"
+#include "lmt/train/model_split.h"
 #include "lmt/train/trainer_state.h"
 
 namespace lmt::train {
@@ -88,8 +88,8 @@ class Trainer {
   // Collective over every rank: the full model's f32 parameters (ParamLayout(recipe model)), gathered
   // from the ZeRO-3 shards and the tensor-parallel parts where the plan splits them.
   StatusOr<std::vector<float>> full_params();
-  // The tensor-parallel plan (parallel.tp > 1), else null; model() is then this rank's part.
-  const TensorParallelPlan* tensor_parallel() const { return tp_.get(); }
+  // How model() relates to the whole model (tensor and pipeline parallelism; model_split.h).
+  const ModelSplit& model_split() const { return *split_; }
   StepEngine& engine() { return *engine_; }
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
@@ -106,7 +106,7 @@ class Trainer {
   Status load_checkpoint(const std::string& path, TrainerState* state);
   StatusOr<std::string> recover_checkpoints();  // every rank: the newest valid checkpoint, "" if none
   Status check_validation_split();
-  Status check_tensor_parallel() const;          // what tensor parallelism does not run with
+  Status check_model_parallel() const;           // what tensor/pipeline parallelism do not run with
   Status init_model(kernels::Backend& backend);  // the model (this rank's part under tp), initialised
   Status final_evaluations();
   int agreed_stop_signal();                     // 0, or the signal that stops every rank
@@ -129,7 +129,7 @@ class Trainer {
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
   std::unique_ptr<dist::Communicator> ep_comm_;   // parallel.ep > 1: ep consecutive ranks of topology_->dp()
   bool root_ = true;                              // rank 0: logs, metrics, checkpoints
-  std::unique_ptr<TensorParallelPlan> tp_;        // parallel.tp > 1: over topology_->tp()
+  std::unique_ptr<ModelSplit> split_;             // tensor/pipeline parts over topology_'s groups
   std::unique_ptr<model::Transformer> model_;
   std::unique_ptr<DataParallel> dp_;              // over topology_->dp(); destroyed before model_ (ZeRO 3 unhooks it)
   std::unique_ptr<StepEngine> engine_;            // owns the optimizer; borrows model_ and dp_

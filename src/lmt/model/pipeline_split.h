@@ -1,0 +1,66 @@
+// Pipeline parallelism at the model level: which layers each of P stages holds, the model of one
+// stage, and how its parameters map to the whole model's.
+//
+// Stage s holds blocks [cuts[s], cuts[s+1]) (balanced: n_layers / P each, the first n_layers % P
+// stages one more, since the last stage also runs the LM head and the loss) and every stage holds
+// the ends: the token and position embeddings, the final norm and the LM head. Only the first
+// stage computes with the embeddings and only the last with the final norm and the head; their
+// gradients are summed over the stages (so a tied embedding gets both uses' gradients) and every
+// stage applies the same update, so the ends stay identical everywhere. A stage's model is the
+// whole config with n_layers = its block count; its ParamLayout is the stage's flat buffer.
+//
+// Not split here (refused by pipeline_supported, naming the feature): configs whose layers differ
+// by index (MoE layers, nope_every), since a stage numbers its blocks from 0.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "lmt/base/status.h"
+#include "lmt/model/config.h"
+#include "lmt/model/params.h"
+
+namespace lmt::model {
+
+// Ok when `full`'s blocks can be split into `stages` stages: InvalidArgument for stages < 1 or >
+// n_layers; Unimplemented for MoE layers and nope_every when stages > 1.
+Status pipeline_supported(const ModelConfig& full, int stages);
+
+// stages + 1 cut points: stage s holds blocks [cuts[s], cuts[s + 1]).
+std::vector<int64_t> pipeline_cuts(int64_t n_layers, int stages);
+
+// Copies between the whole model's flat f32 buffers (ParamLayout(full)) and each stage's.
+class PipelineMap {
+ public:
+  // `full` valid and pipeline_supported (checked).
+  PipelineMap(const ModelConfig& full, int stages);
+
+  int stages() const { return static_cast<int>(stage_layouts_.size()); }
+  const std::vector<int64_t>& cuts() const { return cuts_; }
+  const ParamLayout& full_layout() const { return full_; }
+  const ParamLayout& stage_layout(int s) const { return stage_layouts_[static_cast<size_t>(s)]; }
+  // Elements of each stage's flat buffer.
+  std::vector<int64_t> stage_numels() const;
+
+  // stage[stage numel] = stage s's part of full (gaps zeroed).
+  void take_stage(int s, const float* full, float* stage) const;
+  // Writes stage s's blocks into `full`, and the ends too when `ends` is true.
+  void put_stage(int s, const float* stage, float* full, bool ends) const;
+  // The whole model from every stage's buffer laid end to end (as an all-gather with counts
+  // stage_numels() leaves them); the ends from stage 0's.
+  void assemble(const float* stages, float* full) const;
+  // [begin, end) ranges of stage s's buffer that hold the ends (sorted).
+  std::vector<std::pair<int64_t, int64_t>> end_ranges(int s) const;
+
+ private:
+  // Per layer (index: layer + 1, so the ends are [0]): the params of `layout` in layout order.
+  static std::vector<std::vector<const ParamInfo*>> by_layer(const ParamLayout& layout);
+  void copy(int s, float* full, float* stage, bool to_full, bool ends) const;
+
+  ParamLayout full_;
+  std::vector<int64_t> cuts_;
+  std::vector<ParamLayout> stage_layouts_;
+};
+
+}  // namespace lmt::model
