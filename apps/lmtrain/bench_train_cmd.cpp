@@ -6,7 +6,9 @@
 // --zero); tokens/s then counts all dp ranks and MFU is against the peak of all ranks' cores. It
 // also times the gradient reduction alone (nothing to overlap with) and reports how much of it
 // backward hid. --tp N splits each model over N ranks (tensor parallelism, model/tensor_parallel.h;
-// the ranks of a group share a batch) and reports the time in the group's sums.
+// the ranks of a group share a batch) and reports the time in the group's sums; --pp N splits its
+// layers into N pipeline stages (train/pipeline_plan.h; 1F1B over the --grad-accum micro-batches)
+// and reports the ideal bubble and the time rank 0 spent blocked on its neighbour.
 //
 // --contend (issue #21, goal 3): a busy-loop process (runtime/busy_child.h) pinned to the last CPU
 // runs beside the benchmark, stopped during idle rounds and running during contended ones; each
@@ -40,7 +42,9 @@
 #include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/step_engine.h"
-#include "lmt/train/tensor_parallel_plan.h"
+#include "lmt/model/pipeline_split.h"
+#include "lmt/model/tensor_parallel.h"
+#include "lmt/train/model_split.h"
 
 namespace lmt::cli {
 namespace {
@@ -59,7 +63,7 @@ struct TrainBenchArgs {
   std::string preset = "gpt2-124m", optimizer = "adamw", dtype = "bf16";
   std::string backend = "cpu";
   int64_t batch = 4, seq = 256, accum = 1;
-  int warmup = 1, iters = 5, zero = 0, tp = 1;
+  int warmup = 1, iters = 5, zero = 0, tp = 1, pp = 1;
   double bucket_mb = 25;
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
@@ -103,35 +107,46 @@ Status run_train_bench(const TrainBenchArgs& a) {
       be->memory_target()));
   if (a.zero < 0 || a.zero > 3) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1, 2 or 3");
   LMT_RETURN_IF_ERROR(check_flag("--tp", a.tp, 1, 1 << 16, "tensor-parallel ranks"));
-  if (a.tp > 1 && (a.zero == 3 || a.optimizer == "muon"))
-    return Unimplemented("--tp " + std::to_string(a.tp) + " with " + (a.zero == 3 ? "--zero 3" : "--optimizer muon") +
-                             ": not combined yet (as in lmtrain train)", "use --zero 0-2 and --optimizer adamw with --tp");
+  LMT_RETURN_IF_ERROR(check_flag("--pp", a.pp, 1, 1 << 16, "pipeline stages"));
+  if ((a.tp > 1 || a.pp > 1) && a.zero == 3)
+    return Unimplemented("--tp/--pp with --zero 3: not combined yet (as in lmtrain train)", "use --zero 0-2 with --tp or --pp");
+  if (a.tp > 1 && a.optimizer == "muon")
+    return Unimplemented("--tp " + std::to_string(a.tp) + " with --optimizer muon: Muon needs whole matrices",
+                         "use --optimizer adamw with --tp");
   LMT_RETURN_IF_ERROR(model::tensor_parallel_supported(config, a.tp));
+  LMT_RETURN_IF_ERROR(model::pipeline_supported(config, a.pp));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
-  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world(), a.tp));
+  LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world(), a.tp, a.pp));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*comm, sizes));
   const int world = topo->world_size(), dp_size = topo->dp_size();
   if (!be->device().is_host() && world > 1)
     return Unimplemented("bench train on the '" + a.backend + "' backend over " + std::to_string(world) +
                              " processes needs a device communicator (NCCL), which lmtrain does not have yet",
                          "run it in one process (docs/CUDA.md, Known limits)");
-  // Tensor parallelism (--tp): this rank builds its part of the model (model/tensor_parallel.h).
-  std::unique_ptr<train::TensorParallelPlan> tp;
-  if (a.tp > 1) tp = std::make_unique<train::TensorParallelPlan>(topo->tp(), config);
-  const model::ModelConfig& local = tp ? tp->shard_config() : config;
+  // Tensor and pipeline parallelism (--tp, --pp): this rank builds its part of the model
+  // (train/model_split.h); the weights are random either way.
+  train::ModelSplit model_split(*topo, config, a.seq);
+  train::TensorParallelPlan* tp = model_split.tensor();
+  train::PipelinePlan* pp = model_split.pipeline();
+  const model::ModelConfig& local = model_split.local_config();
   model::Transformer m(local, *be);
   m.init(1);
   m.prepare(a.batch, a.seq, o);
   if (tp) m.set_tensor_parallel(tp->model_group());
   optim::OptimizerConfig oc;
   oc.name = a.optimizer;
-  train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
-  if (tp) dp.add_model_parallel_group(topo->tp(), tp->map().replicated_ranges());
+  // A pipeline's last backward runs on a replica: the reduction runs after the schedule, unbucketed.
+  train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, pp ? 0 : static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
+  model_split.add_groups(dp, m.layout());
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
   LMT_RETURN_IF_ERROR(dp.shard_parameters(m));  // --zero 3
   train::StepEngineConfig ec;
   ec.grad_clip = 1.0f;
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<train::StepEngine> engine, train::StepEngine::create(m, dp, oc, ec));
+  if (pp) {
+    pp->prepare_schedule(m, a.batch, a.seq, o);
+    engine->set_pipeline(pp);
+  }
   const int64_t N = a.batch * a.seq;
   data::Batch batch;
   batch.B = a.batch;
@@ -146,7 +161,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   RepeatedBatch source(std::move(batch));
   train::StepOptions so;
   so.accum = a.accum;
-  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended, t_z3, t_tp;
+  std::vector<double> t_fwd, t_bwd, t_opt, t_gather, t_step, t_comm, t_contended, t_z3, t_tp, t_pp;
   int64_t step_no = 0;
   // One step, timed; with `contended`, the busy loop runs during it (and is stopped again after).
   auto timed_step = [&](bool contended, train::StepResult* r) -> StatusOr<double> {
@@ -188,6 +203,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
       if (busy != nullptr) t_contended.push_back(contended_s);
       t_z3.push_back(r.time.zero3_comm);
       t_tp.push_back(r.time.tp_comm);
+      t_pp.push_back(r.time.pp_wait);
     }
   }
   // Time per op family over the timed steps (--profile): where each percent of the step went.
@@ -231,7 +247,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                                 {"grad_reduce", exposed},              {"grad_reduce_alone", alone},
                                 {"hidden_by_overlap", hidden},         {"optimizer", median(t_opt)},
                                 {"param_gather", median(t_gather)},   {"zero3_comm", median(t_z3)},
-                                {"tp_comm", median(t_tp)}};
+                                {"tp_comm", median(t_tp)},            {"pp_wait", median(t_pp)}};
   if (comm->rank() != 0) return Status::Ok();
   const runtime::OmpEnvInfo omp = runtime::omp_env_info();
   const nlohmann::json omp_json = {{"wait_policy", omp.policy}, {"OMP_WAIT_POLICY", omp.omp_wait_policy},
@@ -247,7 +263,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
-                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"zero", a.zero},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"pp", a.pp}, {"zero", a.zero},
+                        {"pp_bubble", pp ? pp->bubble_fraction(a.accum) : 0.0},
                         {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads}, {"omp", omp_json},
@@ -287,6 +304,10 @@ Status run_train_bench(const TrainBenchArgs& a) {
     if (tp)
       std::printf("tensor parallel over %d ranks (dp %d): %.1f ms/step in the group's sums (inside forward and backward)\n",
                   a.tp, dp_size, median(t_tp) * 1e3);
+    if (pp)
+      std::printf("pipeline over %d stages, %lld micro-batches (1F1B): ideal bubble %.1f%%; %.1f ms/step blocked on the "
+                  "neighbour stages (this is rank 0: the first stage)\n",
+                  a.pp, static_cast<long long>(a.accum), 100 * pp->bubble_fraction(a.accum), median(t_pp) * 1e3);
     if (a.zero == 3)
       std::printf("ZeRO 3: %.1f ms/step in block gathers and reduce-scatters (inside forward and backward)\n",
                   median(t_z3) * 1e3);
@@ -321,6 +342,9 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
               "also print the timed steps' time split by op family (gemm, attention, norm, ...; the kernel interface's ranges)");
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2, 3: parameters sharded too)")->capture_default_str();
   t->add_option("--tp", tb.tp, "tensor-parallel ranks under mpirun (parallel.tp; data parallel over the rest)")
+      ->capture_default_str();
+  t->add_option("--pp", tb.pp,
+                "pipeline stages under mpirun (parallel.pp; 1F1B over --grad-accum micro-batches; data parallel over the rest)")
       ->capture_default_str();
   t->add_flag("--shared-memory,!--no-shared-memory", tb.shared_memory,
               "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lmt/base/check.h"
+#include "lmt/model/flops.h"
 
 namespace lmt::model {
 namespace {
@@ -34,14 +35,35 @@ Status pipeline_supported(const ModelConfig& full, int stages) {
   return Status::Ok();
 }
 
-std::vector<int64_t> pipeline_cuts(int64_t n_layers, int stages) {
-  std::vector<int64_t> cuts(static_cast<size_t>(stages) + 1, 0);
-  for (int s = 0; s < stages; ++s)
-    cuts[static_cast<size_t>(s) + 1] = cuts[static_cast<size_t>(s)] + n_layers / stages + (s < n_layers % stages ? 1 : 0);
+std::vector<int64_t> pipeline_cuts(const ModelConfig& c, int stages, int64_t seq_len) {
+  const int64_t L = c.n_layers, P = stages;
+  LMT_CHECK(P >= 1 && P <= L) << "pipeline_cuts: " << P << " stages of " << L << " layers";
+  // Costs in units of one block's forward FLOPs per token.
+  double head = 0;
+  if (seq_len > 0) {
+    const FlopsPerToken f = flops_per_token(c, seq_len);
+    const double block = (f.forward - f.lm_head_forward) / static_cast<double>(L);
+    head = block > 0 ? f.lm_head_forward / block : 0;
+  }
+  auto first_stages_max = [&](int64_t rest) {  // blocks of the largest of the first P - 1 stages
+    return P == 1 ? 0 : (rest + P - 2) / (P - 1);
+  };
+  int64_t last = P == 1 ? L : 1;
+  double best = 1e300;
+  for (int64_t n = 1; P > 1 && n <= L - (P - 1); ++n) {
+    const double worst = std::max(static_cast<double>(first_stages_max(L - n)), static_cast<double>(n) + head);
+    if (worst < best - 1e-9) best = worst, last = n;
+  }
+  std::vector<int64_t> cuts(static_cast<size_t>(P) + 1, 0);
+  const int64_t rest = L - last;
+  for (int64_t s = 0; s + 1 < P; ++s)
+    cuts[static_cast<size_t>(s) + 1] = cuts[static_cast<size_t>(s)] + rest / (P - 1) + (s < rest % (P - 1) ? 1 : 0);
+  cuts[static_cast<size_t>(P)] = L;
   return cuts;
 }
 
-PipelineMap::PipelineMap(const ModelConfig& full, int stages) : full_(full), cuts_(pipeline_cuts(full.n_layers, stages)) {
+PipelineMap::PipelineMap(const ModelConfig& full, int stages, int64_t seq_len)
+    : full_(full), cuts_(pipeline_cuts(full, stages, seq_len)) {
   const Status ok = pipeline_supported(full, stages);
   LMT_CHECK(ok.ok()) << ok.ToString();
   for (int s = 0; s < stages; ++s) stage_layouts_.emplace_back(stage_config(full, stages, s, cuts_));

@@ -1,8 +1,8 @@
 // Pipeline parallelism at the model level: which layers each of P stages holds, the model of one
 // stage, and how its parameters map to the whole model's.
 //
-// Stage s holds blocks [cuts[s], cuts[s+1]) (balanced: n_layers / P each, the first n_layers % P
-// stages one more, since the last stage also runs the LM head and the loss) and every stage holds
+// Stage s holds blocks [cuts[s], cuts[s+1]) (balanced by FLOPs, counting the LM head on the last
+// stage: pipeline_cuts) and every stage holds
 // the ends: the token and position embeddings, the final norm and the LM head. Only the first
 // stage computes with the embeddings and only the last with the final norm and the head; their
 // gradients are summed over the stages (so a tied embedding gets both uses' gradients) and every
@@ -27,14 +27,18 @@ namespace lmt::model {
 // n_layers; Unimplemented for MoE layers and nope_every when stages > 1.
 Status pipeline_supported(const ModelConfig& full, int stages);
 
-// stages + 1 cut points: stage s holds blocks [cuts[s], cuts[s + 1]).
-std::vector<int64_t> pipeline_cuts(int64_t n_layers, int stages);
+// stages + 1 cut points: stage s holds blocks [cuts[s], cuts[s + 1]), each at least one. Balanced
+// by training FLOPs at seq_len (model/flops.h): a block costs its matmuls, the last stage also the
+// LM head's (2·C·V per token forward; the embedding lookups cost nothing); the last stage gets the
+// block count that minimises the largest stage, the others share the rest evenly (the first ones
+// one more). With seq_len 0, blocks alone are balanced (n_layers / stages each).
+std::vector<int64_t> pipeline_cuts(const ModelConfig& c, int stages, int64_t seq_len);
 
 // Copies between the whole model's flat f32 buffers (ParamLayout(full)) and each stage's.
 class PipelineMap {
  public:
-  // `full` valid and pipeline_supported (checked).
-  PipelineMap(const ModelConfig& full, int stages);
+  // `full` valid and pipeline_supported (checked); cuts as pipeline_cuts(full, stages, seq_len).
+  PipelineMap(const ModelConfig& full, int stages, int64_t seq_len);
 
   int stages() const { return static_cast<int>(stage_layouts_.size()); }
   const std::vector<int64_t>& cuts() const { return cuts_; }

@@ -31,8 +31,8 @@ namespace lmt::train {
 class ModelSplit {
  public:
   // `whole` must be valid for the topology's tp and pp (tensor_parallel_supported,
-  // pipeline_supported; checked by the plans).
-  ModelSplit(dist::Topology& topology, const model::ModelConfig& whole);
+  // pipeline_supported; checked by the plans). seq_len: the stages are balanced by FLOPs at it.
+  ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len);
 
   bool split() const { return tp_ != nullptr || pp_ != nullptr; }
   TensorParallelPlan* tensor() { return tp_.get(); }

@@ -48,9 +48,9 @@ namespace lmt::train {
 class PipelinePlan {
  public:
   // `whole`: the model the stages together hold (a tensor-parallel part under tp), pipeline_supported
-  // for pp.world() stages (checked).
-  PipelinePlan(dist::Communicator& pp, const model::ModelConfig& whole)
-      : comm_(pp), map_(whole, pp.world()) {}
+  // for pp.world() stages (checked); the layers are balanced by FLOPs at seq_len (pipeline_cuts).
+  PipelinePlan(dist::Communicator& pp, const model::ModelConfig& whole, int64_t seq_len)
+      : comm_(pp), map_(whole, pp.world(), seq_len) {}
 
   int stage() const { return comm_.rank(); }
   int stages() const { return comm_.world(); }
