@@ -5,7 +5,8 @@
 //     biases everywhere, tied) models: per-step losses and gradient norms within 1e-5 relative for 6
 //     steps, final parameters (gathered into the full layout) within 1e-6 + 1e-5·|p| (1e-4·|p| with
 //     dp > 1: the data-parallel sum's own rounding, as in dist_test);
-//   - gradient accumulation, recomputation, active clipping and ZeRO-1 over the dp group, the same;
+//   - gradient accumulation, recomputation, active clipping and ZeRO-1 over the dp group, the same
+//     (parameters within 1e-4·|p|, see the test);
 //   - bf16 within bf16 tolerance;
 //   - checkpoints stay layout-independent: saved by the TP ranks, resumed by one process, and the
 //     reverse, with the uninterrupted single process's losses onward;
@@ -82,7 +83,9 @@ class TpTest : public ::testing::Test {
   }
 
   // tp = 2 over every rank against the single process: losses, gradient norms and parameters.
-  static void matches_one_process(const std::string& name, const std::vector<std::string>& extra, double rel = 1e-5) {
+  // rel: losses; gradient norms get 10·rel; parameters `param_rel` (dp > 1: 1e-4, see below).
+  static void matches_one_process(const std::string& name, const std::vector<std::string>& extra, double rel = 1e-5,
+                                  double param_rel = 1e-5) {
     const int64_t steps = 6;
     auto ref = reference("ref_" + name, steps, extra);
     ASSERT_TRUE(ref);
@@ -107,7 +110,7 @@ class TpTest : public ::testing::Test {
     // With dp > 1 the data-parallel sum's order already moves a few rarely-used LM-head rows by up
     // to ~1.3e-4 relative after 6 Adam steps (seen with tp = 1 and dp = 2 alone, at the same
     // parameter): the tolerance dist_test and zero3_test use for DP then applies.
-    test::expect_params_close(theirs, mine, dp() > 1 ? 1e-4 : rel);
+    test::expect_params_close(theirs, mine, dp() > 1 ? 1e-4 : param_rel);
   }
 
   static fs::path root_;
@@ -124,8 +127,12 @@ TEST_F(TpTest, Gpt2StyleWithBiasesMatchesOneProcess) { matches_one_process("gpt2
 
 // Two micro-batches, blocks recomputed in backward (their sums run again), a clip that binds (the
 // global norm counts the replicated tensors once), and ZeRO-1 over the dp group where dp > 1.
+// Parameters within 1e-4: one element of 31,968 (an embedding row of a rare token) lands at 5e-5
+// after 6 steps, Adam magnifying the rounding of its small gradient (the vocabulary-parallel
+// softmax sums in another order); the losses and gradient norms agree to 1e-5 / 1e-4.
 TEST_F(TpTest, AccumulationRecomputeClippingAndZero1MatchOneProcess) {
-  matches_one_process("accum", {"train.grad_accum=2", "train.recompute=true", "train.grad_clip=0.05", "train.zero=1"});
+  matches_one_process("accum", {"train.grad_accum=2", "train.recompute=true", "train.grad_clip=0.05", "train.zero=1"},
+                      1e-5, 1e-4);
 }
 
 // bf16 GEMM operands: the partial sums round differently from one process's; within bf16 tolerance.
@@ -142,7 +149,7 @@ TEST_F(TpTest, Bf16CloseToOneProcess) {
   test::expect_close_by_step(test::losses_of(ref_dir("ref_bf16")), test::losses_of(run), 1e-3, "loss");
 }
 
-// Each rank holds half the heads, KV heads and FFN units; replicated tensors are whole.
+// Each rank holds half the heads, KV heads, FFN units and vocabulary rows; replicated tensors are whole.
 TEST_F(TpTest, EachRankHoldsItsPart) {
   auto t = test::make_trainer(recipe_config(1, kB, kTp), root_ / "tp_part", g_comm);
   ASSERT_TRUE(t);
@@ -152,6 +159,7 @@ TEST_F(TpTest, EachRankHoldsItsPart) {
   EXPECT_EQ(c.n_kv_heads, 1);
   EXPECT_EQ(c.ffn_hidden, 32);
   EXPECT_EQ(c.d_model, 32);
+  EXPECT_EQ(c.padded_vocab(), kVocab / 2);  // vocabulary-parallel embedding and LM head
   const model::ParamLayout& full = t->model_split().whole_layout();
   EXPECT_LT(t->model().layout().total_numel(), full.total_numel());
   // The parts put together are the single process's initialisation.

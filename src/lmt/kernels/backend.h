@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -66,6 +67,16 @@ struct CrossEntropyOptions {
   int32_t ignore_index = -100;  // targets equal to this contribute no loss and no gradient
   float grad_scale = 1.0f;    // d(total objective)/d(loss of one token), e.g. 1/num_valid_tokens
   int64_t chunk_rows = 256;   // rows of logits materialised at a time (memory: chunk_rows * V floats)
+  // Vocabulary parallelism (model/tensor_parallel.h), host backends: the weight's rows [0, V) are the
+  // global vocabulary ids [vocab_begin, vocab_begin + V) of a vocabulary split over ranks; a target
+  // outside them is another rank's (no -1 in its gradient here). For each chunk of rows
+  // [row0, row0 + rows), combine(row0, rows, lse, target_logit) receives this rank's log-sum-exp
+  // and target logit per row (0 where the target is another rank's; rows with ignored targets carry
+  // meaningless values) and replaces both, in place, with the whole vocabulary's; the losses and
+  // gradients then use those (softmax over the whole vocabulary). dx is then this rank's part of
+  // the input gradient (the caller sums it over the ranks). Empty combine: a whole vocabulary.
+  int64_t vocab_begin = 0;
+  std::function<void(int64_t row0, int64_t rows, float* lse, float* target_logit)> combine;
 };
 
 struct AdamWParams {

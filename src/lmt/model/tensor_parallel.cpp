@@ -14,6 +14,7 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 // The tensors a shard holds only a part of, by their (llama-family) name's ending.
 bool is_split(const std::string& name) {
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return true;  // vocabulary rows
   for (const char* end : {".q_proj.weight", ".k_proj.weight", ".v_proj.weight", ".q_proj.bias", ".k_proj.bias",
                           ".v_proj.bias", ".o_proj.weight", ".gate_proj.weight", ".up_proj.weight", ".gate_proj.bias",
                           ".up_proj.bias", ".down_proj.weight"}) {
@@ -72,6 +73,14 @@ Status tensor_parallel_supported(const ModelConfig& full, int tp) {
   return Status::Ok();
 }
 
+VocabSlice vocab_slice(const ModelConfig& full, int tp, int rank) {
+  VocabSlice v;
+  v.rows = full.padded_vocab() / tp;
+  v.begin = rank * v.rows;
+  v.real = std::clamp<int64_t>(full.vocab_size - v.begin, 0, v.rows);
+  return v;
+}
+
 StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp) {
   if (tp == 1) return full;
   const std::string at = "parallel.tp = " + str(tp) + " for model '" + full.name + "': ";
@@ -83,8 +92,14 @@ StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp) {
                                " (the KV heads are split, not replicated)", hint);
   if (full.ffn_hidden % tp != 0) return InvalidArgument(at + "does not divide ffn_hidden = " + str(full.ffn_hidden), hint);
   LMT_RETURN_IF_ERROR(tensor_parallel_supported(full, tp));
+  if (full.padded_vocab() % tp != 0 || vocab_slice(full, tp, tp - 1).real <= 0)
+    return InvalidArgument(at + "does not split the padded vocabulary " + str(full.padded_vocab()) +
+                               " into parts that each hold real tokens (vocab_size " + str(full.vocab_size) + ")",
+                           hint + ", with the padded vocabulary a multiple of it");
   ModelConfig s = full;
   s.name = full.name + "/tp" + str(tp);
+  s.vocab_size = full.padded_vocab() / tp;
+  s.vocab_pad_to = 1;
   s.family = NamingFamily::kLlama;  // gpt2's names need n_heads·head_dim = d_model
   s.n_heads = full.n_heads / tp;
   s.n_kv_heads = full.n_kv_heads / tp;
@@ -145,10 +160,12 @@ void TensorParallelMap::copy(int rank, float* full, float* shard, bool to_full, 
                                  std::pair{fb.ffn_norm_b, sb.ffn_norm_b}, std::pair{fb.down_b, sb.down_b}})
       copy_whole(fv, sv, to_full);
   }
+  const int64_t vrows = sc.padded_vocab();  // this rank's vocabulary rows
+  copy_rows(f.embed, s.embed, rank * vrows, to_full);
+  if (s.lm_head.data() != s.embed.data()) copy_rows(f.lm_head, s.lm_head, rank * vrows, to_full);
   if (!replicated) return;
-  for (const auto& [fv, sv] : {std::pair{f.embed, s.embed}, std::pair{f.pos_embed, s.pos_embed},
-                               std::pair{f.final_norm_w, s.final_norm_w}, std::pair{f.final_norm_b, s.final_norm_b},
-                               std::pair{f.lm_head, s.lm_head}})
+  for (const auto& [fv, sv] : {std::pair{f.pos_embed, s.pos_embed}, std::pair{f.final_norm_w, s.final_norm_w},
+                               std::pair{f.final_norm_b, s.final_norm_b}})
     copy_whole(fv, sv, to_full);
 }
 

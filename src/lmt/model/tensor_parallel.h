@@ -7,17 +7,22 @@
 //                    gate|up (GLU) or up (MLP) and its bias: hidden units [r·H/P, (r+1)·H/P) of
 //                    gate and of up;
 //   row-parallel     o ([C, NH·HD] columns of rank r's heads) and down ([C, H] columns of its units);
-//   replicated       embeddings, LM head, every norm (QK-norm per head included), the biases of o
+//   vocabulary       the token embedding and the LM head (tied or not): rows [r·Vp/P, (r+1)·Vp/P) of
+//                    the padded vocabulary Vp. The embedding sums each token's row (from the one rank
+//                    that holds it, zeros elsewhere) over the group; the cross-entropy combines the
+//                    ranks' log-sum-exp and target logits per row (CrossEntropyOptions::combine), so no
+//                    rank holds more than B·T × Vp/P logits, and d h of the head is summed over the group;
+//   replicated       the position embedding, every norm (QK-norm per head included), the biases of o
 //                    and down.
-// A rank's part of a block is therefore the block of a smaller model: shard_config() has NH/P heads,
-// G/P KV heads and H/P hidden units, and its ParamLayout is the rank's flat buffer. The blocks then
+// A rank's part is therefore a smaller model: shard_config() has NH/P heads, G/P KV heads, H/P
+// hidden units and a vocabulary of Vp/P rows, and its ParamLayout is the rank's flat buffer. The blocks then
 // add the two reductions of Megatron's f/g operators (attention_block.h, ffn_block.h):
 //   forward   after o and after down: the partial outputs [N,C] are summed over the group (the
 //             replicated bias is added by rank 0 only, before the sum), then added to the residual;
 //   backward  after the q|k|v and the up projections' input gradients: d h [N,C] is summed over
 //             the group before the norm's backward.
-// The residual stream, the norms, the embeddings and the LM head are computed redundantly and stay
-// bit-identical on every rank of the group, so their gradients need no reduction over it.
+// The residual stream and the norms are computed redundantly and stay bit-identical on every rank of
+// the group, so the replicated tensors' gradients need no reduction over it.
 //
 // Not split here (refused by shard_config, naming the feature): MoE layers, qk_norm_full (its norm
 // spans every head of a row).
@@ -35,12 +40,17 @@
 
 namespace lmt::model {
 
-// A rank's place in its tensor-parallel group and the group's sum. size 1 (the default): none.
+// A rank's place in its tensor-parallel group and the group's collectives. size 1 (the default):
+// none.
 struct TensorParallel {
   int rank = 0, size = 1;
   // Sums `x` (f32 or f64, contiguous, host memory) over the group in place; every rank of the group
   // calls it in the same order with the same shape.
   std::function<Status(const TensorView& x)> all_reduce;
+  // all[size, n] f32 (host): row `rank` holds this rank's values; afterwards every row holds that
+  // rank's. Same calling rules.
+  std::function<Status(const TensorView& all)> all_gather;
+  int64_t vocab_size = 0;  // the whole model's vocabulary (a part holds padded_vocab() / size rows of it)
   bool enabled() const { return size > 1; }
 };
 
@@ -48,10 +58,19 @@ struct TensorParallel {
 // qk_norm_full when tp > 1 (divisibility is shard_config's and the recipe's check).
 Status tensor_parallel_supported(const ModelConfig& full, int tp);
 
+// Rank `rank`'s vocabulary rows: global ids [begin, begin + rows) of which the first `real` are
+// real tokens (the rest padding of the whole vocabulary).
+struct VocabSlice {
+  int64_t begin = 0, rows = 0, real = 0;
+};
+VocabSlice vocab_slice(const ModelConfig& full, int tp, int rank);
+
 // The model of one rank of a tensor-parallel group of `tp`: `full` with n_heads, n_kv_heads and
-// ffn_hidden divided by tp (named "<name>/tp<tp>"; a gpt2-family config takes the llama family's
+// ffn_hidden divided by tp and vocab_size = padded_vocab() / tp (vocab_pad_to 1: a part has no
+// padding of its own; named "<name>/tp<tp>"; a gpt2-family config takes the llama family's
 // parameter names, since gpt2's n_heads·head_dim = d_model does not hold for a part). tp = 1 returns
-// `full`. InvalidArgument when tp does not divide them; Unimplemented for MoE and qk_norm_full.
+// `full`. InvalidArgument when tp does not divide them (or the last rank's rows would all be
+// padding); Unimplemented for MoE and qk_norm_full.
 StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp);
 
 // [begin, end) element ranges of `part` (a layout of a shard_config(), whole depth or a pipeline

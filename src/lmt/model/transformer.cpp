@@ -2,7 +2,9 @@
 // One block's forward and backward live in block.cpp (attention_block.cpp, ffn_block.cpp).
 #include "lmt/model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "lmt/base/log.h"
 #include "lmt/base/trace.h"
@@ -47,7 +49,12 @@ void Transformer::set_expert_parallel(ExpertParallel ep) {
 
 void Transformer::set_tensor_parallel(TensorParallel tp) {
   if (tp.enabled()) {
-    LMT_CHECK(tp.rank >= 0 && tp.rank < tp.size && tp.all_reduce) << "bad tensor-parallel group";
+    LMT_CHECK(tp.rank >= 0 && tp.rank < tp.size && tp.all_reduce && tp.all_gather) << "bad tensor-parallel group";
+    vocab_.rows = config().padded_vocab();
+    vocab_.begin = tp.rank * vocab_.rows;
+    vocab_.real = std::clamp<int64_t>(tp.vocab_size - vocab_.begin, 0, vocab_.rows);
+    LMT_CHECK(vocab_.real > 0 && config().vocab_pad_to == 1)
+        << "tensor parallelism: model '" << config().name << "' is not a part of a " << tp.vocab_size << "-token vocabulary";
     LMT_CHECK(!config().moe.enabled() && !config().qk_norm_full)
         << "tensor parallelism of model '" << config().name << "': MoE layers and qk_norm_full are not split";
     LMT_CHECK(backend_.device().is_host()) << "tensor parallelism sums host buffers (no device communicator yet)";
@@ -266,7 +273,8 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
     positions_given_ = false;
   }
   if (role_.first) {  // else residual[0] holds the previous stage's output (stage_input())
-    backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
+    if (tp_.enabled()) vocab_parallel_embedding_forward();
+    else backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
     if (config().positions == PositionKind::kLearned)
       backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
   }
@@ -283,7 +291,7 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
 
 void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
                          const int32_t* positions) {
-  LMT_CHECK(role_.first && role_.last) << "logits() of a pipeline stage";
+  LMT_CHECK(role_.first && role_.last && !tp_.enabled()) << "logits() of a pipeline stage or a tensor-parallel part";
   forward_trunk(tokens, doc_ids, positions);
   have_train_forward_ = false;
   backend_.linear_forward(out, plan_.scratch.final_h, wc_.lm_head.slice_rows(0, config().vocab_size), TensorView());
@@ -311,10 +319,16 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   xo.z_loss = o.z_loss;
   xo.chunk_rows = o.lm_head_chunk;
   xo.grad_scale = num_valid_ > 0 ? loss_scale / static_cast<float>(num_valid_) : 0.0f;
+  if (tp_.enabled()) {  // this rank's vocabulary rows; softmax over the group's
+    xo.vocab_size = vocab_.real;
+    xo.vocab_begin = vocab_.begin;
+    xo.combine = [this](int64_t, int64_t rows, float* lse, float* tl) { combine_vocab_parallel(rows, lse, tl); };
+  }
   have_train_forward_ = train;
   LMT_TRACE_SCOPE("lm_head_loss");
   backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
                                  train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
+  if (train) tensor_parallel_sum(tensor_parallel(), s.dfinal, "d h of the LM head");
   if (num_valid_ == 0) return 0.0;
   return backend_.sum(s.losses) / static_cast<double>(num_valid_);
 }
@@ -341,8 +355,55 @@ void Transformer::backward() {
     if (block_grads_ready_) block_grads_ready_(l);
   }
   if (!role_.first) return;  // s.dres is d input, for the previous stage (stage_grad())
-  backend_.embedding_backward(gw_.embed, s.dres, tokens_);
+  if (tp_.enabled()) vocab_parallel_embedding_backward();
+  else backend_.embedding_backward(gw_.embed, s.dres, tokens_);
   if (config().positions == PositionKind::kLearned) backend_.embedding_backward(gw_.pos_embed, s.dres, s.positions);
+}
+
+// Tensor parallelism is host-only (set_tensor_parallel checks): these loops read host memory.
+void Transformer::vocab_parallel_embedding_forward() {
+  const int64_t N = plan_.B * plan_.T, C = config().d_model;
+  const TensorView out = plan_.residual[0];
+  LMT_CHECK(out.dtype() == DType::kF32 && w_.embed.dtype() == DType::kF32) << "vocabulary-parallel embedding in f32";
+  const int32_t* ids = tokens_.as<int32_t>();
+  const float* table = w_.embed.as<float>();
+  float* o = out.as<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = static_cast<int64_t>(ids[n]) - vocab_.begin;
+    if (t >= 0 && t < vocab_.rows) std::memcpy(o + n * C, table + t * C, static_cast<size_t>(C) * sizeof(float));
+    else std::memset(o + n * C, 0, static_cast<size_t>(C) * sizeof(float));
+  }
+  tensor_parallel_sum(tensor_parallel(), out, "the token embedding");
+}
+
+void Transformer::vocab_parallel_embedding_backward() {
+  const int64_t N = plan_.B * plan_.T, C = config().d_model;
+  const int32_t* ids = tokens_.as<int32_t>();
+  const float* d = plan_.scratch.dres.as<float>();
+  float* g = gw_.embed.as<float>();
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t t = static_cast<int64_t>(ids[n]) - vocab_.begin;
+    if (t < 0 || t >= vocab_.rows) continue;
+    float* row = g + t * C;
+    const float* dr = d + n * C;
+    for (int64_t c = 0; c < C; ++c) row[c] += dr[c];
+  }
+}
+
+void Transformer::combine_vocab_parallel(int64_t rows, float* lse, float* target_logit) {
+  const int P = tp_.size;
+  tp_lse_.resize(static_cast<size_t>(P * rows));
+  std::memcpy(tp_lse_.data() + tp_.rank * rows, lse, static_cast<size_t>(rows) * sizeof(float));
+  Status s = tp_.all_gather(TensorView(tp_lse_.data(), Shape{P, rows}, DType::kF32));
+  if (s.ok()) s = tp_.all_reduce(TensorView(target_logit, Shape{rows}, DType::kF32));
+  LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp_.rank << " of " << P << ": combining the loss: " << s.ToString();
+  for (int64_t r = 0; r < rows; ++r) {  // log Σ_k exp(lse_k), shifted by the largest
+    double mx = -INFINITY;
+    for (int k = 0; k < P; ++k) mx = std::max(mx, static_cast<double>(tp_lse_[static_cast<size_t>(k * rows + r)]));
+    double sum = 0;
+    for (int k = 0; k < P; ++k) sum += std::exp(static_cast<double>(tp_lse_[static_cast<size_t>(k * rows + r)]) - mx);
+    lse[r] = static_cast<float>(mx + std::log(sum));
+  }
 }
 
 }  // namespace lmt::model

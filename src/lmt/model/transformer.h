@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "lmt/kernels/backend.h"
 #include "lmt/model/activations.h"
@@ -208,6 +209,14 @@ class Transformer {
   float loss_scale_ = 1.0f;              // of the last training forward (aux/z-loss gradients)
   ExpertParallel ep_;                    // size 1: none
   TensorParallel tp_;                    // size 1: none
+  VocabSlice vocab_;                     // tensor parallelism: this rank's vocabulary rows
+  std::vector<float> tp_lse_;            // tensor parallelism: [size, rows] log-sum-exps of a loss chunk
+  // Vocabulary-parallel embedding: residual[0] = this rank's rows of the tokens (zeros for others'),
+  // summed over the group; and the gradient of this rank's rows.
+  void vocab_parallel_embedding_forward();
+  void vocab_parallel_embedding_backward();
+  // CrossEntropyOptions::combine over the group: the whole vocabulary's lse and target logit.
+  void combine_vocab_parallel(int64_t rows, float* lse, float* target_logit);
   PipelineRole role_;                    // a whole model by default
 };
 

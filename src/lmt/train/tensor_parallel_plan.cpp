@@ -13,6 +13,7 @@ model::TensorParallel TensorParallelPlan::model_group() {
   model::TensorParallel g;
   g.rank = rank();
   g.size = size();
+  g.vocab_size = map_.full_layout().config().vocab_size;
   g.all_reduce = [this](const TensorView& x) -> Status {
     LMT_CHECK(x.device().is_host()) << "tensor-parallel sum of a device buffer";
     LMT_TRACE_SCOPE("op:tp_comm");  // a family of its own in --profile
@@ -22,6 +23,15 @@ model::TensorParallel TensorParallelPlan::model_group() {
     else if (x.dtype() == DType::kF64) s = comm_.all_reduce_sum(x.as<double>(), x.numel());
     else s = InvalidArgument(std::string("tensor-parallel sum of a ") + std::string(dtype_name(x.dtype())) + " buffer",
                              "the blocks sum f32 or f64 activations");
+    comm_seconds_ += t.seconds();
+    return s;
+  };
+  g.all_gather = [this](const TensorView& all) -> Status {
+    LMT_CHECK(all.device().is_host() && all.dtype() == DType::kF32 && all.dim(0) == size())
+        << "tensor-parallel gather of " << all.to_string();
+    LMT_TRACE_SCOPE("op:tp_comm");
+    Timer t;
+    const Status s = comm_.all_gather(all.as<float>(), std::vector<int64_t>(static_cast<size_t>(size()), all.numel() / size()));
     comm_seconds_ += t.seconds();
     return s;
   };

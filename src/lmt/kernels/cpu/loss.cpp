@@ -5,6 +5,8 @@
 // place: (softmax·(1 + 2·z·lse) − onehot)·grad_scale. Then dx_chunk = dlogits · W[:V] and
 // dW[:V] += dlogitsᵀ · x_chunk. The logits are computed once for forward and backward together,
 // and only chunk_rows × V floats exist at a time (plus a bf16 copy of dlogits for bf16 GEMMs).
+// Vocabulary-parallel (opts.combine): per chunk, the rows' local statistics first, then combine()
+// makes them the whole vocabulary's, then the losses and dlogits from those.
 #include <algorithm>
 #include <cmath>
 
@@ -49,6 +51,46 @@ void softmax_xent_rows(float* logits, float* losses, const int32_t* targets, int
   }
 }
 
+// Vocabulary-parallel rows, pass 1: this rank's max, Σ exp and log-sum-exp per row (the row left
+// holding exp(logit − max)) and its target logit (0 where the target is another rank's).
+void local_softmax_stats(float* logits, const int32_t* targets, int64_t rows, int64_t V, const CrossEntropyOptions& o,
+                         float* mx, float* sum, float* lse, float* target_logit) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* l = logits + r * V;
+    const int64_t t = static_cast<int64_t>(targets[r]) - o.vocab_begin;
+    target_logit[r] = targets[r] != o.ignore_index && t >= 0 && t < V ? l[t] : 0.0f;
+    mx[r] = simd::max_of(l, V);
+    sum[r] = simd::exp_shifted_sum(l, l, V, mx[r]);
+    lse[r] = static_cast<float>(mx[r] + std::log(static_cast<double>(sum[r])));
+  }
+}
+
+// Pass 2, with the whole vocabulary's lse and target logit: the loss, and dlogits in place.
+void vocab_parallel_xent_rows(float* logits, float* losses, const int32_t* targets, int64_t rows, int64_t V,
+                              const CrossEntropyOptions& o, bool want_grad, const float* mx, const float* lse,
+                              const float* target_logit) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* l = logits + r * V;
+    if (targets[r] == o.ignore_index) {
+      losses[r] = 0.0f;
+      if (want_grad) std::fill_n(l, V, 0.0f);
+      continue;
+    }
+    LMT_CHECK(targets[r] >= 0) << "lm_head_cross_entropy: target " << targets[r] << " is negative";
+    const double g = lse[r];
+    losses[r] = static_cast<float>(g - target_logit[r] + o.z_loss * g * g);
+    if (!want_grad) continue;
+    // l holds exp(logit − max): the whole vocabulary's softmax is l · exp(max − lse).
+    const float k = static_cast<float>(std::exp(static_cast<double>(mx[r]) - g) * (1.0 + 2.0 * o.z_loss * g)) * o.grad_scale;
+#pragma omp simd
+    for (int64_t v = 0; v < V; ++v) l[v] *= k;
+    const int64_t t = static_cast<int64_t>(targets[r]) - o.vocab_begin;
+    if (t >= 0 && t < V) l[t] -= o.grad_scale;
+  }
+}
+
 }  // namespace
 
 void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
@@ -62,12 +104,18 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
   const bool is_bf16 = x.dtype() == DType::kBF16;
   const int64_t chunk = std::min<int64_t>(opts.chunk_rows, std::max<int64_t>(N, 1));
 
-  // Workspace: f32 logits [chunk, V], then (bf16 only) a bf16 copy of dlogits [chunk, V].
+  const bool parallel = static_cast<bool>(opts.combine);
+
+  // Workspace: f32 logits [chunk, V], then (bf16 only) a bf16 copy of dlogits [chunk, V], then
+  // (vocabulary-parallel only) four f32 [chunk] row statistics.
   const size_t logits_bytes = Arena::round_up(static_cast<size_t>(chunk * V) * sizeof(float));
-  const size_t dlog16_bytes = is_bf16 && want_grad ? static_cast<size_t>(chunk * V) * sizeof(bf16) : 0;
-  char* ws = static_cast<char*>(workspace(logits_bytes + dlog16_bytes));
+  const size_t dlog16_bytes = Arena::round_up(is_bf16 && want_grad ? static_cast<size_t>(chunk * V) * sizeof(bf16) : 0);
+  const size_t stats_bytes = parallel ? 4 * static_cast<size_t>(chunk) * sizeof(float) : 0;
+  char* ws = static_cast<char*>(workspace(logits_bytes + dlog16_bytes + stats_bytes));
   float* logits = reinterpret_cast<float*>(ws);
   bf16* dlogits16 = reinterpret_cast<bf16*>(ws + logits_bytes);
+  float* stats = reinterpret_cast<float*>(ws + logits_bytes + dlog16_bytes);
+  float *mx = stats, *sum = stats + chunk, *lse = stats + 2 * chunk, *tl = stats + 3 * chunk;
 
   const TensorView w_vocab = weight.slice_rows(0, V);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
@@ -75,8 +123,14 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
     const TensorView x_chunk = x.slice_rows(r0, r0 + rows);
     const TensorView logits_view(logits, Shape{rows, V}, DType::kF32);
     matmul_impl(logits_view, x_chunk, w_vocab, false, true, false);
-    softmax_xent_rows(logits, losses.as<float>() + r0, targets.as<int32_t>() + r0, rows, V, opts,
-                      want_grad);
+    const int32_t* t = targets.as<int32_t>() + r0;
+    if (parallel) {
+      local_softmax_stats(logits, t, rows, V, opts, mx, sum, lse, tl);
+      opts.combine(r0, rows, lse, tl);
+      vocab_parallel_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad, mx, lse, tl);
+    } else {
+      softmax_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad);
+    }
     if (!want_grad) continue;
     TensorView dlogits = logits_view;
     if (is_bf16) {
