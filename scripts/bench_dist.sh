@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-parallel scaling recorded in docs/PERFORMANCE.md: `lmtrain bench train` as one process with
 # one thread, then as 2 MPI ranks with one thread each (shared-memory reduction, ZeRO 0 and 1; MPI
-# messages, ZeRO 1 and 3; tensor parallelism, --tp 2; pipeline parallelism, --pp 2 over 8 micro-batches),
+# messages, ZeRO 1 and 3; tensor parallelism, --tp 2, with and without --sp; pipeline parallelism,
+# --pp 2 over 8 micro-batches),
 # in interleaved rounds so that slow phases of a shared machine hit every layout
 # alike. The "2-independent" layout runs two single processes at once with no communication: the
 # sum of their tokens/s is what the two cores give together without data parallelism (they slow
@@ -39,6 +40,7 @@ for ((r = 1; r <= rounds; r++)); do
   "${mpi[@]}" "$bin" bench train "${args[@]}" --zero 1 --no-shared-memory | sed 's/^/mpi-zero1 /' | tee -a "$out"
   "${mpi[@]}" "$bin" bench train "${args[@]}" --zero 3 | sed 's/^/mpi-zero3 /' | tee -a "$out"
   "${mpi[@]}" "$bin" bench train "${args[@]}" --tp 2 | sed 's/^/mpi-tp2 /' | tee -a "$out"
+  "${mpi[@]}" "$bin" bench train "${args[@]}" --tp 2 --sp | sed 's/^/mpi-tp2-sp /' | tee -a "$out"
   # 1F1B needs several micro-batches per step: 8 (ideal bubble 1/9), the other layouts use 1.
   "${mpi[@]}" "$bin" bench train "${args[@]}" --pp 2 --grad-accum 8 | sed 's/^/mpi-pp2-m8 /' | tee -a "$out"
 done

@@ -67,7 +67,7 @@ struct TrainBenchArgs {
   double bucket_mb = 25;
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
-  bool recompute = false, json = false, shared_memory = true, contend = false, profile = false;
+  bool recompute = false, json = false, shared_memory = true, contend = false, profile = false, sp = false;
   int contend_cpu = -1;     // --contend-cpu; -1: the last CPU of this process's affinity mask
   std::string wait_policy;  // --wait-policy; "": LMT_WAIT_POLICY, else auto (applied in main)
 };
@@ -108,6 +108,9 @@ Status run_train_bench(const TrainBenchArgs& a) {
   if (a.zero < 0 || a.zero > 3) return InvalidArgument("--zero " + std::to_string(a.zero) + " is not a ZeRO stage", "use 0, 1, 2 or 3");
   LMT_RETURN_IF_ERROR(check_flag("--tp", a.tp, 1, 1 << 16, "tensor-parallel ranks"));
   LMT_RETURN_IF_ERROR(check_flag("--pp", a.pp, 1, 1 << 16, "pipeline stages"));
+  if (a.sp && (a.tp == 1 || (a.batch * a.seq) % a.tp != 0))
+    return InvalidArgument("--sp needs --tp > 1 dividing --micro-batch × --seq-len", "add --tp 2, or drop --sp");
+  o.sequence_shards = a.sp ? a.tp : 1;
   if ((a.tp > 1 || a.pp > 1) && a.zero == 3)
     return Unimplemented("--tp/--pp with --zero 3: not combined yet (as in lmtrain train)", "use --zero 0-2 with --tp or --pp");
   if (a.tp > 1 && a.optimizer == "muon")
@@ -132,21 +135,21 @@ Status run_train_bench(const TrainBenchArgs& a) {
   model::Transformer m(local, *be);
   m.init(1);
   m.prepare(a.batch, a.seq, o);
-  if (tp) m.set_tensor_parallel(tp->model_group());
+  if (tp) m.set_tensor_parallel(tp->model_group(a.sp));
   optim::OptimizerConfig oc;
   oc.name = a.optimizer;
-  // A pipeline's last backward runs on a replica: the reduction runs after the schedule, unbucketed.
-  train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero, pp ? 0 : static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
+  // Under --tp/--pp the data-parallel reduction runs after backward, unbucketed (as in lmtrain train:
+  // some gradients are summed over the model's groups first; a pipeline's last backward is a replica's).
+  train::DataParallel dp(topo->dp(), m.layout(), oc, a.zero,
+                         model_split.split() ? 0 : static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
   model_split.add_groups(dp, m.layout());
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
   LMT_RETURN_IF_ERROR(dp.shard_parameters(m));  // --zero 3
   train::StepEngineConfig ec;
   ec.grad_clip = 1.0f;
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<train::StepEngine> engine, train::StepEngine::create(m, dp, oc, ec));
-  if (pp) {
-    pp->prepare_schedule(m, a.batch, a.seq, o);
-    engine->set_pipeline(pp);
-  }
+  if (pp) pp->prepare_schedule(m, a.batch, a.seq, o);
+  if (model_split.split()) engine->set_model_split(&model_split);
   const int64_t N = a.batch * a.seq;
   data::Batch batch;
   batch.B = a.batch;
@@ -263,7 +266,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
-                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"pp", a.pp}, {"zero", a.zero},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"sp", a.sp}, {"pp", a.pp}, {"zero", a.zero},
                         {"pp_bubble", pp ? pp->bubble_fraction(a.accum) : 0.0},
                         {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
@@ -343,6 +346,7 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--zero", tb.zero, "ZeRO stage under mpirun (0, 1, 2, 3: parameters sharded too)")->capture_default_str();
   t->add_option("--tp", tb.tp, "tensor-parallel ranks under mpirun (parallel.tp; data parallel over the rest)")
       ->capture_default_str();
+  t->add_flag("--sp", tb.sp, "with --tp: sequence parallelism (parallel.sp): norms and the residual stream on sequence shards");
   t->add_option("--pp", tb.pp,
                 "pipeline stages under mpirun (parallel.pp; 1F1B over --grad-accum micro-batches; data parallel over the rest)")
       ->capture_default_str();

@@ -96,17 +96,17 @@ inline void expect_close_by_step(const std::map<int64_t, double>& a, const std::
   }
 }
 
-// Every parameter of `b` within 1e-6 + rel·|a| of `a`'s (the worst one is named).
-inline void expect_params_close(const std::vector<float>& a, const std::vector<float>& b, double rel) {
+// Every parameter of `b` within abs + rel·|a| of `a`'s (the worst one is named).
+inline void expect_params_close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs = 1e-6) {
   ASSERT_EQ(a.size(), b.size());
   double worst = 0;
   size_t at = 0, over = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::abs(double(a[i]) - b[i]) - rel * std::abs(double(a[i]));
     if (d > worst) worst = d, at = i;
-    over += d > 1e-6;
+    over += d > abs;
   }
-  EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << a[at] << " vs " << b[at] << " (" << over << " of " << a.size()
+  EXPECT_LE(worst, abs) << "parameter " << at << ": " << a[at] << " vs " << b[at] << " (" << over << " of " << a.size()
                          << " parameters outside the tolerance)";
 }
 

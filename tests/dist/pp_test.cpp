@@ -1,5 +1,6 @@
 // Pipeline parallelism (parallel.pp = 2; model/pipeline_split.h, train/pipeline_plan.h) under
-// `mpirun -np 2` (PP2) and `mpirun -np 4` (TP2 × PP2 and DP2 × PP2), registered with ctest. Each
+// `mpirun -np 2` (PP2) and `mpirun -np 4` (TP2 × PP2, with and without sequence parallelism, and
+// DP2 × PP2), registered with ctest. Each
 // layout against one process with the same global batch (micro-batch × grad_accum × dp), fp32:
 //   - 3 layers over 2 stages (2 + 1), 4 micro-batches in 1F1B order: per-step losses and gradient
 //     norms within 1e-5 relative for 6 steps, the validation loss through the stages, and the final
@@ -61,7 +62,8 @@ class PpTest : public ::testing::Test {
     EXPECT_TRUE(c.apply_override("train.grad_accum=" + std::to_string(accum)).ok());
     EXPECT_TRUE(c.apply_override("parallel.tp=" + std::to_string(l.tp)).ok());
     EXPECT_TRUE(c.apply_override("parallel.pp=" + std::to_string(l.pp)).ok());
-    for (const std::string& kv : extra) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    for (const std::string& kv : extra)  // a single process (tp = 1) has no sequence parallelism
+      if (!(kv.rfind("parallel.sp=", 0) == 0 && c.get_int("parallel.tp") == 1)) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
     return c;
   }
 
@@ -135,6 +137,13 @@ TEST_F(PpTest, RecomputeClippingAndZero1MatchOneProcess) {
 
 // One micro-batch per step: the schedule is all bubble, still exact.
 TEST_F(PpTest, OneMicroBatchMatchesOneProcess) { matches_one_process("m1", pipeline_layout(), {}, 1); }
+
+// TP2 × PP2 with sequence parallelism on 4 ranks: each stage sends its rows of the residual stream
+// to the same tp rank of the next stage.
+TEST_F(PpTest, TensorSequenceAndPipelineMatchOneProcess) {
+  if (g_comm->world() != 4) GTEST_SKIP() << "needs 4 ranks";
+  matches_one_process("tp2sp_pp2", {2, 2}, {"parallel.sp=true"});
+}
 
 // DP2 × PP2 on 4 ranks (ZeRO-1 over the dp group of each stage).
 TEST_F(PpTest, DataTimesPipelineMatchesOneProcess) {

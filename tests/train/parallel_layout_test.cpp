@@ -151,7 +151,7 @@ TEST(ParallelLayoutResolve, ProductMustBeTheWorld) {
   EXPECT_NE(s.status().message().find("= 3 is not the world size 2"), std::string::npos) << s.status().ToString();
 }
 
-TEST(ParallelLayoutResolve, TensorAndPipelineResolveSequenceIsUnimplemented) {
+TEST(ParallelLayoutResolve, TensorPipelineAndSequenceResolve) {
   auto t = resolve_parallel_layout(layout(0, 2, 1), 4);  // tp runs: dp = 4 / 2
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->tp, 2);
@@ -164,13 +164,9 @@ TEST(ParallelLayoutResolve, TensorAndPipelineResolveSequenceIsUnimplemented) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find("does not divide the world size 1"), std::string::npos) << t.status().ToString();
-  for (int world : {1, 2, 4}) {
-    auto s = resolve_parallel_layout(layout(0, 2, 1, true), world);
-    ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.status().code(), StatusCode::kUnimplemented);
-    EXPECT_NE(s.status().message().find("parallel.sp = true"), std::string::npos) << s.status().ToString();
-    EXPECT_NE(s.status().ToString().find("docs/DIST.md"), std::string::npos) << s.status().ToString();
-  }
+  t = resolve_parallel_layout(layout(0, 2, 1, true), 2);  // sequence parallelism inside tp
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->tp, 2);
 }
 
 // Through the real recipe loader and trainer.
@@ -247,25 +243,15 @@ TEST_F(ParallelRecipeTest, ZeroAlias) {
       << r.status().ToString();
 }
 
-TEST_F(ParallelRecipeTest, TrainerRefusesLayoutsItCannotRunAndWrongWorld) {
-  config::Config c = base();
-  ASSERT_TRUE(c.apply_override("parallel.tp=2").ok());
-  ASSERT_TRUE(c.apply_override("parallel.sp=true").ok());
-  auto r = recipe_from_config(c, "test.toml");
-  ASSERT_TRUE(r.ok()) << r.status().ToString();  // a valid layout for this model...
-  const fs::path run = root_ / "sp";
-  auto t = Trainer::create(*r, c.to_toml(), run.string(), false);
-  ASSERT_FALSE(t.ok());  // ...that cannot run yet
-  EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(t.status().ToString().find("docs/DIST.md"), std::string::npos);
-  EXPECT_FALSE(fs::exists(run));  // nothing written
-
-  c = base();  // TP2 × PP2 runs (tests/dist/tp_test.cpp, pp_test.cpp), but not in one process
+TEST_F(ParallelRecipeTest, TrainerRefusesTheWrongWorld) {
+  config::Config c = base();  // TP2 × PP2 with SP runs (tests/dist/tp_test.cpp, pp_test.cpp), but not in one process
   ASSERT_TRUE(c.apply_override("parallel.tp=2").ok());
   ASSERT_TRUE(c.apply_override("parallel.pp=2").ok());
-  r = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(c.apply_override("parallel.sp=true").ok());
+  auto r = recipe_from_config(c, "test.toml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  t = Trainer::create(*r, c.to_toml(), (root_ / "tp2").string(), false);
+  EXPECT_EQ(r->run.sequence_shards, 2);
+  auto t = Trainer::create(*r, c.to_toml(), (root_ / "tp2").string(), false);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().ToString().find("world size 1"), std::string::npos) << t.status().ToString();

@@ -72,7 +72,11 @@ class Communicator {
   // that peer's recv() from here of the same size. send_async returns at once; `data` must stay
   // valid and unchanged until the request completes. Each message is below 2^31 bytes
   // (InvalidArgument); peer must be another rank of this communicator.
+  // Over MPI a non-blocking send of a large message moves only while both ranks are inside MPI
+  // calls: post it together with the receive the rank needs next and wait for both (what the
+  // pipeline schedule does), rather than computing with it in flight.
   virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer) = 0;
+  virtual std::unique_ptr<Request> recv_async(void* data, int64_t bytes, int peer) = 0;
   virtual Status recv(void* data, int64_t bytes, int peer) = 0;
   virtual Status barrier() = 0;
   // A buffer of `bytes` on every rank that the ranks of the node share (symmetric_buffer.h);
@@ -118,6 +122,7 @@ class SoloCommunicator final : public Communicator {
                       const std::vector<int64_t>& recv_bytes) override;
   // A world of one has no peer: FailedPrecondition.
   std::unique_ptr<Request> send_async(const void*, int64_t, int peer) override;
+  std::unique_ptr<Request> recv_async(void*, int64_t, int peer) override;
   Status recv(void*, int64_t, int peer) override;
   Status barrier() override { return Status::Ok(); }
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;

@@ -251,6 +251,14 @@ std::unique_ptr<Request> MpiCommunicator::send_async(const void* data, int64_t b
   return launched(std::move(r), rc);
 }
 
+std::unique_ptr<Request> MpiCommunicator::recv_async(void* data, int64_t bytes, int peer) {
+  Status s = check_p2p("MPI_Irecv", bytes, peer, rank_, world_);
+  if (!s.ok()) return completed_request(s);
+  auto r = std::make_unique<MpiRequest>("MPI_Irecv", std::vector<int>{}, std::vector<int>{});
+  const int rc = MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, kPointToPointTag, handle_->comm, &r->req_);
+  return launched(std::move(r), rc);
+}
+
 Status MpiCommunicator::recv(void* data, int64_t bytes, int peer) {
   LMT_RETURN_IF_ERROR(check_p2p("MPI_Recv", bytes, peer, rank_, world_));
   return mpi_status(MPI_Recv(data, static_cast<int>(bytes), MPI_BYTE, peer, kPointToPointTag, handle_->comm,

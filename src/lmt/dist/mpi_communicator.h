@@ -43,6 +43,7 @@ class MpiCommunicator final : public Communicator {
   Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                       const std::vector<int64_t>& recv_bytes) override;
   std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer) override;
+  std::unique_ptr<Request> recv_async(void* data, int64_t bytes, int peer) override;
   Status recv(void* data, int64_t bytes, int peer) override;
   Status barrier() override;
   StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override;

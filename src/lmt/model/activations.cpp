@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lmt/base/check.h"
 #include "lmt/base/limits.h"
 
 namespace lmt::model {
@@ -10,14 +11,14 @@ namespace {
 // layer < 0: the entry shared by every layer (recompute), with the FFN acts of both kinds the
 // model has.
 BlockActs plan_block(const ModelConfig& c, int64_t layer, int64_t B, int64_t T, DType cd, DType f, int ep,
-                     Arena& a) {
+                     int64_t n, Arena& a) {
   bool dense = false, moe = false;
   for (int64_t l = 0; l < c.n_layers; ++l)
     if (layer < 0 || l == layer) (c.moe.is_moe_layer(l) ? moe : dense) = true;
   BlockActs b;
-  b.attn = AttentionBlock::plan(c, B, T, cd, f, a);
-  b.res_mid = a.allocate({B * T, c.d_model}, f, "res_mid");
-  if (dense) b.ffn = FfnBlock::plan(c, B * T, cd, f, a);
+  b.attn = AttentionBlock::plan(c, B, T, cd, f, a, n);
+  b.res_mid = a.allocate({n, c.d_model}, f, "res_mid");
+  if (dense) b.ffn = FfnBlock::plan(c, B * T, cd, f, a, n);
   if (moe) b.moe = MoeBlock::plan(c, B * T, cd, f, a, ep);
   return b;
 }
@@ -33,14 +34,17 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
   p.B = B;
   p.T = T;
   p.options = o;
-  for (int64_t l = 0; l <= c.n_layers; ++l) p.residual.push_back(a.allocate({N, C}, f, "residual"));
+  LMT_CHECK(o.sequence_shards >= 1 && N % o.sequence_shards == 0)
+      << "sequence parallelism over " << o.sequence_shards << " ranks needs B·T = " << N << " divisible by it";
+  const int64_t n = N / o.sequence_shards;  // rows of the residual stream on this rank
+  for (int64_t l = 0; l <= c.n_layers; ++l) p.residual.push_back(a.allocate({n, C}, f, "residual"));
   const int64_t kept = o.recompute ? 1 : c.n_layers;
-  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, o.recompute ? -1 : l, B, T, cd, f, o.ep, a));
+  for (int64_t l = 0; l < kept; ++l) p.blocks.push_back(plan_block(c, o.recompute ? -1 : l, B, T, cd, f, o.ep, n, a));
 
   Scratch& s = p.scratch;
   s.f32_nc = a.allocate({N, C}, f, "f32_nc");
   if (cd != f) s.f32_nh = a.allocate({N, H}, f, "f32_nh");
-  s.dres = a.allocate({N, C}, f, "dres");
+  s.dres = a.allocate({n, C}, f, "dres");
   s.dh = a.allocate({N, C}, f, "dh");
   s.da = a.allocate({N, H}, f, "da");
   s.du = a.allocate({N, U}, f, "du");
@@ -55,8 +59,12 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
   int64_t grad_c = N * std::max({C, U, NH * HD});
   if (c.moe.enabled()) grad_c = std::max(grad_c, MoeBlock::grad_c_elems(c, N, o.ep));
   if (cd != f) s.grad_c = a.allocate({grad_c}, cd, "grad_c");
-  s.final_mean = a.allocate({N}, f, "final_mean");
-  s.final_rstd = a.allocate({N}, f, "final_rstd");
+  s.final_mean = a.allocate({n}, f, "final_mean");
+  s.final_rstd = a.allocate({n}, f, "final_rstd");
+  if (o.sequence_shards > 1) {
+    s.seq_nc = a.allocate({n, C}, f, "seq_nc");
+    s.dres_full = a.allocate({N, C}, f, "dres_full");
+  }
   s.final_h = a.allocate({N, C}, cd, "final_h");
   s.dfinal = a.allocate({N, C}, f, "dfinal");
   s.losses = a.allocate({N}, f, "losses");

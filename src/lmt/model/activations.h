@@ -38,6 +38,10 @@ struct RunOptions {
   // Expert-parallel group size the MoE activations are planned for (model/moe_block.h; 1: none).
   // Transformer::set_expert_parallel() must then bind a group of this size.
   int ep = 1;
+  // Sequence parallelism (model/tensor_parallel.h): the residual stream, its norms' statistics and
+  // its gradient hold B·T / sequence_shards rows (this rank's); 1: all rows. B·T must divide by it,
+  // and Transformer::set_tensor_parallel() must bind a sequence-parallel group of this size.
+  int sequence_shards = 1;
 };
 
 // Float dtype of activations and gradients: f64 for an f64 run, else f32.
@@ -57,7 +61,7 @@ struct BlockActs {
 struct Scratch {
   TensorView f32_nc;        // [N,C] f32: a norm output before conversion, or a projection output
   TensorView f32_nh;        // [N,H] f32: the FFN activation before conversion (bf16 mode)
-  TensorView dres;          // [N,C] gradient of the residual stream
+  TensorView dres;          // [n,C] gradient of the residual stream (n = N / sequence_shards rows)
   TensorView dh;            // [N,C] gradient of a norm output
   TensorView da;            // [N,H]
   TensorView du;            // [N,U]
@@ -65,7 +69,9 @@ struct Scratch {
   TensorView dq, dk, dv;    // gradients of q, k, v
   TensorView dq_pre, dk_pre;  // QK-norm input gradients (qk_norm only)
   TensorView grad_c;        // [N, max(C,U,NH·HD)] (and the MoE widths) bf16 copy of a gradient fed to a GEMM (bf16 mode)
-  TensorView final_mean, final_rstd;  // [N]
+  TensorView final_mean, final_rstd;  // [n]
+  TensorView seq_nc;        // [n,C] f32 (sequence parallelism only): a norm output of this rank's rows, a reduce-scatter's result
+  TensorView dres_full;     // [N,C] f32 (sequence parallelism only): every rank's dres gathered
   TensorView final_h;       // [N,C] final norm output, compute dtype
   TensorView dfinal;        // [N,C] f32 gradient of the final norm output (from the LM head)
   TensorView losses;        // [N] per-token loss
@@ -77,7 +83,7 @@ struct ActivationPlan {
   int64_t B = 0, T = 0;
   RunOptions options;
   kernels::AttentionBackend attention = kernels::AttentionBackend::kFlash;  // options.attention resolved
-  std::vector<TensorView> residual;  // L+1 tensors [N,C]: input of block l, and the final output
+  std::vector<TensorView> residual;  // L+1 tensors [n,C]: input of block l, and the final output (n = N / sequence_shards)
   std::vector<BlockActs> blocks;     // L entries, or 1 shared entry with recompute
   Scratch scratch;
 

@@ -28,11 +28,13 @@ AttentionWeights AttentionWeights::of(const BlockViews& master, const BlockViews
   return w;
 }
 
-AttentionActs AttentionBlock::plan(const ModelConfig& c, int64_t B, int64_t T, DType cd, DType f, Arena& arena) {
+AttentionActs AttentionBlock::plan(const ModelConfig& c, int64_t B, int64_t T, DType cd, DType f, Arena& arena,
+                                   int64_t norm_rows) {
   const int64_t N = B * T, C = c.d_model, NH = c.n_heads, G = c.n_kv_heads, HD = c.head_dim;
   AttentionActs a;
-  a.norm_mean = arena.allocate({N}, f, "norm1_mean");
-  a.norm_rstd = arena.allocate({N}, f, "norm1_rstd");
+  const int64_t n = norm_rows < 0 ? N : norm_rows;
+  a.norm_mean = arena.allocate({n}, f, "norm1_mean");
+  a.norm_rstd = arena.allocate({n}, f, "norm1_rstd");
   a.h = arena.allocate({N, C}, cd, "h1");
   if (c.qk_norm) {
     a.q_pre = arena.allocate({N, NH * HD}, f, "q_pre");
@@ -66,10 +68,15 @@ float AttentionBlock::scale() const { return 1.0f / std::sqrt(static_cast<float>
 
 void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w,
                                  const AttentionActs& a, const TensorView& positions, bool bf16,
-                                 const TensorView& f32_nc) {
+                                 const TensorView& f32_nc, const TensorView& seq_nc) {
   const int64_t NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
-  const TensorView h = bf16 ? f32_nc : a.h;
-  norm_forward(be_, c_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
+  const TensorView h = bf16 ? f32_nc : a.h;  // the norm output of all N rows, f32
+  if (sequence_parallel(tp_)) {  // this rank's rows, then everyone's
+    norm_forward(be_, c_, seq_nc, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
+    sequence_gather(tp_, seq_nc, h, "the attention norm's output");
+  } else {
+    norm_forward(be_, c_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
+  }
   if (bf16) be_.convert(a.h, h);
   const TensorView q = a.q.reshape({N, NH * HD}), k = a.k.reshape({N, G * HD});
   be_.linear_forward(c_.qk_norm ? a.q_pre : q, a.h, w.q_w, w.q_b);
@@ -90,26 +97,34 @@ void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const Atte
 
 void AttentionBlock::project_out(int64_t N, const TensorView& res_out, const TensorView& res_in,
                                  const AttentionWeights& w, const AttentionActs& a, bool bf16,
-                                 const TensorView& f32_nc) {
+                                 const TensorView& f32_nc, const TensorView& seq_nc) {
   if (bf16) be_.convert(a.att_c, a.att);
   be_.linear_forward(f32_nc, a.att_c.reshape({N, c_.q_dim()}), w.o_w, row_parallel_bias(tp_, w.o_b));
+  if (sequence_parallel(tp_)) {  // this rank's rows of the sum
+    sequence_reduce_scatter(tp_, f32_nc, seq_nc, "the attention output");
+    be_.add(res_out, res_in, seq_nc);
+    return;
+  }
   tensor_parallel_sum(tp_, f32_nc, "the attention output");
   be_.add(res_out, res_in, f32_nc);
 }
 
 void AttentionBlock::forward(const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
                              const AttentionActs& a, const BlockPass& pass, const TensorView& f32_nc) {
-  const int64_t N = res_in.dim(0);
+  const int64_t N = a.h.dim(0);  // all rows (res_in has this rank's N/size under sequence parallelism)
   const bool bf16 = pass.compute == DType::kBF16;
-  project_qkv(N, res_in, w, a, pass.positions, bf16, f32_nc);
+  project_qkv(N, res_in, w, a, pass.positions, bf16, f32_nc, pass.seq_nc);
   be_.attention_forward(pass.attention, a.att, a.lse, a.q, a.k, a.v, pass.doc_ids, scale());
-  project_out(N, res_out, res_in, w, a, bf16, f32_nc);
+  project_out(N, res_out, res_in, w, a, bf16, f32_nc, pass.seq_nc);
 }
 
 void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& w, const AttentionWeights& g,
                               const AttentionActs& a, const BlockPass& pass, Scratch& s) {
-  const int64_t N = res_in.dim(0), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
-  be_.linear_backward(s.datt.reshape({N, NH * HD}), g.o_w, g.o_b, gemm_input(be_, s.grad_c, s.dres),
+  const int64_t N = a.h.dim(0), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
+  const bool sp = sequence_parallel(tp_);
+  if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the attention sub-block");
+  const TensorView dout = sp ? s.dres_full : s.dres;  // all N rows
+  be_.linear_backward(s.datt.reshape({N, NH * HD}), g.o_w, g.o_b, gemm_input(be_, s.grad_c, dout),
                       a.att_c.reshape({N, NH * HD}), w.o_w);
   be_.attention_backward(pass.attention, s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse, pass.doc_ids,
                          scale());
@@ -137,8 +152,14 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
   const TensorView gv = gemm_input(be_, s.grad_c, s.dv.reshape({N, G * HD}));
   be_.linear_backward(TensorView(), g.v_w, g.v_b, gv, a.h, w.v_w);
   be_.matmul(s.dh, gv, w.v_w, false, false, /*accumulate=*/true);
-  tensor_parallel_sum(tp_, s.dh, "d h of the q|k|v projections");
-  norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, s.dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
+  TensorView dh = s.dh;
+  if (sp) {  // this rank's rows of the sum
+    sequence_reduce_scatter(tp_, s.dh, s.seq_nc, "d h of the q|k|v projections");
+    dh = s.seq_nc;
+  } else {
+    tensor_parallel_sum(tp_, s.dh, "d h of the q|k|v projections");
+  }
+  norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);
 }
 
@@ -152,9 +173,9 @@ void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, cons
   d.k = k_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.v = v_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.att_c = d.att;
-  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
+  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj, TensorView());
   be_.attention_prefill(d.att.reshape({n, NH, HD}), d.q.reshape({n, NH, HD}), k_cache, v_cache, length, scale());
-  project_out(n, x, x, w, d, /*bf16=*/false, proj);
+  project_out(n, x, x, w, d, /*bf16=*/false, proj, TensorView());
 }
 
 void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
@@ -167,7 +188,7 @@ void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w,
       << ", k " << a.k.to_string();
   AttentionActs d = a;
   d.att_c = d.att;
-  project_qkv(R, x, w, d, positions, /*bf16=*/false, proj);
+  project_qkv(R, x, w, d, positions, /*bf16=*/false, proj, TensorView());
   const TensorView q = d.q.reshape({R, NH * HD}), att = d.att.reshape({R, NH * HD});
   const TensorView k_new = d.k.reshape({R, G * HD}), v_new = d.v.reshape({R, G * HD});
   for (int64_t r = 0; r < R; ++r) {
@@ -182,7 +203,7 @@ void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w,
     be_.attention_decode(att.slice_rows(r, r + 1).reshape({1, NH, HD}), q.slice_rows(r, r + 1).reshape({1, NH, HD}),
                          kc, vc, len + 1, scale());
   }
-  project_out(R, x, x, w, d, /*bf16=*/false, proj);
+  project_out(R, x, x, w, d, /*bf16=*/false, proj, TensorView());
 }
 
 void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
@@ -195,7 +216,7 @@ void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights
       << "attention decode_segments of " << n << " rows: k " << a.k.to_string() << ", v " << a.v.to_string();
   AttentionActs d = a;
   d.att_c = d.att;
-  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj);
+  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj, TensorView());
   const TensorView q = d.q.reshape({n, NH * HD}), att = d.att.reshape({n, NH * HD});
   const TensorView k_new = d.k.reshape({n, G * HD}), v_new = d.v.reshape({n, G * HD});
   const Shape one{1, S, G, HD};
@@ -214,7 +235,7 @@ void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights
     begin = end;
   }
   LMT_CHECK(begin == n) << "attention decode_segments: the segments cover " << begin << " of " << n << " rows";
-  project_out(n, x, x, w, d, /*bf16=*/false, proj);
+  project_out(n, x, x, w, d, /*bf16=*/false, proj, TensorView());
 }
 
 }  // namespace lmt::model

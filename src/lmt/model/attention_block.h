@@ -33,7 +33,10 @@
 //
 // Tensor parallelism (model/tensor_parallel.h): with a TensorParallel group the block is one rank's
 // part (its heads); forward sums the output projection over the group before the residual add
-// (rank 0 adds o's bias), backward sums d h over the group before the norm's backward.
+// (rank 0 adds o's bias), backward sums d h over the group before the norm's backward. Under
+// sequence parallelism res_in/res_out and the norm statistics hold this rank's N/size rows: the
+// norm output is all-gathered, the output projection and d h reduce-scattered, and s.dres
+// all-gathered into s.dres_full for backward.
 //
 // Threading: one thread at a time (the backend parallelises internally). The block holds
 // references only (the backend and config outlive it); it is cheap to construct per call.
@@ -94,7 +97,10 @@ class AttentionBlock {
 
   // Carves the activations of a [B,T] training batch from `arena`; compute: GEMM input dtype,
   // f: activation dtype. Allocation order and names are part of the arena plan.
-  static AttentionActs plan(const ModelConfig& c, int64_t B, int64_t T, DType compute, DType f, Arena& arena);
+  // norm_rows: rows of the norm statistics (B·T, or this rank's B·T / size under sequence
+  // parallelism; -1: B·T).
+  static AttentionActs plan(const ModelConfig& c, int64_t B, int64_t T, DType compute, DType f, Arena& arena,
+                            int64_t norm_rows = -1);
 
   // res_out[N,C] = res_in[N,C] + attention output (backward reads res_in again: keep it). Saves `a`.
   // f32_nc [N,C] f32: scratch (the norm output before conversion, the output projection).
@@ -140,11 +146,12 @@ class AttentionBlock {
 
  private:
   // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.
+  // seq_nc: [N/size, C] f32 scratch under sequence parallelism (res_in then has this rank's rows), else absent.
   void project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w, const AttentionActs& a,
-                   const TensorView& positions, bool bf16, const TensorView& f32_nc);
+                   const TensorView& positions, bool bf16, const TensorView& f32_nc, const TensorView& seq_nc);
   // (bf16 copy of a.att) → o_proj into f32_nc → res_out = res_in + f32_nc.
   void project_out(int64_t N, const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
-                   const AttentionActs& a, bool bf16, const TensorView& f32_nc);
+                   const AttentionActs& a, bool bf16, const TensorView& f32_nc, const TensorView& seq_nc);
   float scale() const;
   // The [rows, width] shapes q and k take for the QK-norm: per head or (qk_norm_full) per row.
   struct QkNormRows {

@@ -1,6 +1,8 @@
 // One transformer block for training: the attention sub-block, then the FFN sub-block, on the
 // residual stream (block.h). The math lives in attention_block.cpp and ffn_block.cpp, which the
 // decoder (eval/decode.cpp) calls too; here the Transformer only hands them its views.
+#include <cstring>
+
 #include "lmt/base/trace.h"
 #include "lmt/model/attention_block.h"
 #include "lmt/model/ffn_block.h"
@@ -28,8 +30,24 @@ void tensor_parallel_sum(const TensorParallel* tp, const TensorView& x, const ch
                     << s.ToString();
 }
 
+void sequence_gather(const TensorParallel* tp, const TensorView& part, const TensorView& full, const char* what) {
+  const int64_t n = part.dim(0);
+  LMT_CHECK(full.dim(0) == n * tp->size && full.dtype() == DType::kF32 && part.dtype() == DType::kF32)
+      << "sequence gather of " << what << ": " << part.to_string() << " into " << full.to_string();
+  std::memcpy(full.slice_rows(tp->rank * n, (tp->rank + 1) * n).data(), part.data(), part.bytes());
+  const Status s = tp->all_gather(full.reshape({tp->size, full.numel() / tp->size}));
+  LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp->rank << " of " << tp->size << ": gathering " << what << ": "
+                    << s.ToString();
+}
+
+void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, const TensorView& part, const char* what) {
+  const Status s = tp->reduce_scatter(full, part);
+  LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp->rank << " of " << tp->size << ": reduce-scattering " << what
+                    << ": " << s.ToString();
+}
+
 void Transformer::forward_block(int64_t l, BlockActs& a) {
-  const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_};
+  const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_, plan_.scratch.seq_nc};
   Scratch& s = plan_.scratch;
   {
     LMT_TRACE_SCOPE("attention");
@@ -51,12 +69,12 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
   }
   FfnBlock(backend_, config(), tensor_parallel())
       .forward(plan_.residual[l + 1], a.res_mid, FfnWeights::of(w_.blocks[l], wc_.blocks[l]), a.ffn, pass.compute,
-               s.f32_nc, s.f32_nh);
+               s.f32_nc, s.f32_nh, s.seq_nc);
 }
 
 // s.dres holds d res_out on entry (from the next block or the final norm) and d res_in on exit.
 void Transformer::backward_block(int64_t l, BlockActs& a) {
-  const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_};
+  const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_, plan_.scratch.seq_nc};
   const BlockViews &w = w_.blocks[l], &wc = wc_.blocks[l], &gw = gw_.blocks[l];
   Scratch& s = plan_.scratch;
   {

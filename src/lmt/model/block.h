@@ -24,6 +24,7 @@ struct BlockPass {
   kernels::AttentionBackend attention = kernels::AttentionBackend::kFlash;  // resolved (no kAuto)
   TensorView positions;  // [N] i32: each row's position (RoPE)
   TensorView doc_ids;    // [B,T] i32, optional: attention stays within a document
+  TensorView seq_nc;     // [N/size, C] f32 under sequence parallelism (Scratch::seq_nc), else absent
 };
 
 // The GEMM input for gradient `g` (f32): in bf16 mode `buffer` (bf16, at least g.numel() elements,
@@ -37,5 +38,11 @@ TensorView gemm_input(kernels::Backend& be, const TensorView& buffer, const Tens
 TensorView row_parallel_bias(const TensorParallel* tp, const TensorView& bias);
 // x summed over the group in place (a failed exchange is fatal, naming `what` and the rank).
 void tensor_parallel_sum(const TensorParallel* tp, const TensorView& x, const char* what);
+// Sequence parallelism (TensorParallel::sequence_parallel): true when `tp` runs it.
+inline bool sequence_parallel(const TensorParallel* tp) { return tp != nullptr && tp->enabled() && tp->sequence_parallel; }
+// full[N, C] (f32) = every rank's part[n, C] stacked in rank order (this rank's copied in first).
+void sequence_gather(const TensorParallel* tp, const TensorView& part, const TensorView& full, const char* what);
+// part[n, C] = this rank's rows of the sum over the group of full[N, C] (f32).
+void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, const TensorView& part, const char* what);
 
 }  // namespace lmt::model

@@ -22,7 +22,9 @@
 //
 // Tensor parallelism (model/tensor_parallel.h): with a TensorParallel group the block is one rank's
 // part (its hidden units); forward sums down's output over the group before the residual add (rank
-// 0 adds down's bias), backward sums d h over the group before the norm's backward.
+// 0 adds down's bias), backward sums d h over the group before the norm's backward. Under sequence
+// parallelism the norm output is all-gathered, down's output and d h reduce-scattered, and s.dres
+// all-gathered into s.dres_full for backward.
 //
 // Threading: one thread at a time (the backend parallelises internally). The block holds
 // references only (the backend and config outlive it); it is cheap to construct per call.
@@ -71,13 +73,17 @@ class FfnBlock {
 
   // Carves the activations of N training rows from `arena`; compute: GEMM input dtype, f: the
   // activation dtype. Allocation order and names are part of the arena plan.
-  static FfnActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena);
+  // norm_rows: rows of the norm statistics (N, or this rank's N / size under sequence parallelism;
+  // -1: N).
+  static FfnActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int64_t norm_rows = -1);
 
   // res_out[N,C] = res_in[N,C] + FFN output (backward reads res_in again: keep it). Saves `a`.
   // Scratch: f32_nc [N,C] f32 (the norm output before conversion, down's output); f32_nh [N,H] f32
   // (the activation before conversion; bf16 mode only, may be absent otherwise).
+  // seq_nc: [N/size, C] f32 scratch under sequence parallelism (res_in, res_out and the norm
+  // statistics then hold this rank's rows; N is a.h's), else absent.
   void forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
-               DType compute, const TensorView& f32_nc, const TensorView& f32_nh);
+               DType compute, const TensorView& f32_nc, const TensorView& f32_nh, const TensorView& seq_nc = TensorView());
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
   // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du, s.dh and

@@ -51,6 +51,14 @@ struct TensorParallel {
   // rank's. Same calling rules.
   std::function<Status(const TensorView& all)> all_gather;
   int64_t vocab_size = 0;  // the whole model's vocabulary (a part holds padded_vocab() / size rows of it)
+  // Sequence parallelism (parallel.sp): the residual stream between the sub-blocks holds only this
+  // rank's n = N/size rows, rows [rank·n, (rank+1)·n) of the N = B·T rows. The norms run on those
+  // rows; a sub-block all-gathers its norm output before the column-parallel GEMMs and
+  // reduce-scatters the row-parallel output instead of summing it (backward: the reverse). The
+  // model plans its activations for it (RunOptions::sequence_shards = size).
+  bool sequence_parallel = false;
+  // part[n, ...] = rows [rank·n, (rank+1)·n) of the sum over the group of full[N, ...] (f32, host).
+  std::function<Status(const TensorView& full, const TensorView& part)> reduce_scatter;
   bool enabled() const { return size > 1; }
 };
 

@@ -8,6 +8,7 @@
 
 #include "lmt/base/log.h"
 #include "lmt/base/trace.h"
+#include "lmt/model/block.h"
 #include "lmt/model/norm.h"
 
 namespace lmt::model {
@@ -272,11 +273,15 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
     backend_.positions(s.positions, TensorView(), T);
     positions_given_ = false;
   }
+  LMT_CHECK(plan_.options.sequence_shards == (sequence_parallel(tensor_parallel()) ? tp_.size : 1))
+      << "prepare() with RunOptions::sequence_shards = " << plan_.options.sequence_shards
+      << " for a tensor-parallel group of " << tp_.size << (tp_.sequence_parallel ? " with" : " without")
+      << " sequence parallelism";
   if (role_.first) {  // else residual[0] holds the previous stage's output (stage_input())
     if (tp_.enabled()) vocab_parallel_embedding_forward();
     else backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
     if (config().positions == PositionKind::kLearned)
-      backend_.embedding_forward(plan_.residual[0], s.positions, w_.pos_embed, true);
+      backend_.embedding_forward(plan_.residual[0], sequence_rows(s.positions), w_.pos_embed, true);
   }
   for (int64_t l = 0; l < config().n_layers; ++l) {
     if (params_needed_) params_needed_(l, false);
@@ -284,9 +289,21 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
   }
   if (!role_.last) return;  // the output is residual[n_layers] (stage_output())
   const bool bf = plan_.options.compute == DType::kBF16;
-  const TensorView hf = bf ? s.f32_nc : s.final_h;
-  norm_forward(hf, s.final_mean, s.final_rstd, plan_.residual[config().n_layers], w_.final_norm_w, w_.final_norm_b);
+  const TensorView hf = bf ? s.f32_nc : s.final_h;  // all N rows, f32
+  const TensorView res = plan_.residual[config().n_layers];
+  if (sequence_parallel(tensor_parallel())) {  // this rank's rows, then everyone's (the head needs all)
+    norm_forward(s.seq_nc, s.final_mean, s.final_rstd, res, w_.final_norm_w, w_.final_norm_b);
+    sequence_gather(tensor_parallel(), s.seq_nc, hf, "the final norm's output");
+  } else {
+    norm_forward(hf, s.final_mean, s.final_rstd, res, w_.final_norm_w, w_.final_norm_b);
+  }
   if (bf) backend_.convert(s.final_h, hf);
+}
+
+TensorView Transformer::sequence_rows(const TensorView& all) const {
+  if (!sequence_parallel(tensor_parallel())) return all;
+  const int64_t n = all.dim(0) / tp_.size;
+  return all.slice_rows(tp_.rank * n, (tp_.rank + 1) * n);
 }
 
 void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
@@ -328,7 +345,9 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   LMT_TRACE_SCOPE("lm_head_loss");
   backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
                                  train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
-  if (train) tensor_parallel_sum(tensor_parallel(), s.dfinal, "d h of the LM head");
+  // d h of the LM head is this rank's vocabulary's part: summed here, or reduce-scattered to this
+  // rank's rows at the start of backward() under sequence parallelism.
+  if (train && !sequence_parallel(tensor_parallel())) tensor_parallel_sum(tensor_parallel(), s.dfinal, "d h of the LM head");
   if (num_valid_ == 0) return 0.0;
   return backend_.sum(s.losses) / static_cast<double>(num_valid_);
 }
@@ -339,9 +358,15 @@ void Transformer::backward() {
   have_train_forward_ = false;
   Scratch& s = plan_.scratch;
   const int64_t L = config().n_layers;
-  if (role_.last)  // else s.dres holds d output from the next stage (stage_grad())
-    norm_backward(s.dres, gw_.final_norm_w, gw_.final_norm_b, s.dfinal, plan_.residual[L], w_.final_norm_w,
+  if (role_.last) {  // else s.dres holds d output from the next stage (stage_grad())
+    TensorView dfinal = s.dfinal;
+    if (sequence_parallel(tensor_parallel())) {
+      sequence_reduce_scatter(tensor_parallel(), s.dfinal, s.seq_nc, "d h of the LM head");
+      dfinal = s.seq_nc;
+    }
+    norm_backward(s.dres, gw_.final_norm_w, gw_.final_norm_b, dfinal, plan_.residual[L], w_.final_norm_w,
                   s.final_mean, s.final_rstd, /*accumulate=*/false);
+  }
   for (int64_t l = L - 1; l >= 0; --l) {
     BlockActs& acts = plan_.block(l);
     if (params_needed_) params_needed_(l, true);
@@ -357,13 +382,15 @@ void Transformer::backward() {
   if (!role_.first) return;  // s.dres is d input, for the previous stage (stage_grad())
   if (tp_.enabled()) vocab_parallel_embedding_backward();
   else backend_.embedding_backward(gw_.embed, s.dres, tokens_);
-  if (config().positions == PositionKind::kLearned) backend_.embedding_backward(gw_.pos_embed, s.dres, s.positions);
+  if (config().positions == PositionKind::kLearned)
+    backend_.embedding_backward(gw_.pos_embed, s.dres, sequence_rows(s.positions));
 }
 
 // Tensor parallelism is host-only (set_tensor_parallel checks): these loops read host memory.
 void Transformer::vocab_parallel_embedding_forward() {
   const int64_t N = plan_.B * plan_.T, C = config().d_model;
-  const TensorView out = plan_.residual[0];
+  const bool sp = sequence_parallel(tensor_parallel());
+  const TensorView out = sp ? plan_.scratch.f32_nc : plan_.residual[0];  // all N rows
   LMT_CHECK(out.dtype() == DType::kF32 && w_.embed.dtype() == DType::kF32) << "vocabulary-parallel embedding in f32";
   const int32_t* ids = tokens_.as<int32_t>();
   const float* table = w_.embed.as<float>();
@@ -373,13 +400,16 @@ void Transformer::vocab_parallel_embedding_forward() {
     if (t >= 0 && t < vocab_.rows) std::memcpy(o + n * C, table + t * C, static_cast<size_t>(C) * sizeof(float));
     else std::memset(o + n * C, 0, static_cast<size_t>(C) * sizeof(float));
   }
-  tensor_parallel_sum(tensor_parallel(), out, "the token embedding");
+  if (sp) sequence_reduce_scatter(tensor_parallel(), out, plan_.residual[0], "the token embedding");
+  else tensor_parallel_sum(tensor_parallel(), out, "the token embedding");
 }
 
 void Transformer::vocab_parallel_embedding_backward() {
   const int64_t N = plan_.B * plan_.T, C = config().d_model;
   const int32_t* ids = tokens_.as<int32_t>();
-  const float* d = plan_.scratch.dres.as<float>();
+  Scratch& s = plan_.scratch;
+  if (sequence_parallel(tensor_parallel())) sequence_gather(tensor_parallel(), s.dres, s.dres_full, "d of the embedding");
+  const float* d = (sequence_parallel(tensor_parallel()) ? s.dres_full : s.dres).as<float>();
   float* g = gw_.embed.as<float>();
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = static_cast<int64_t>(ids[n]) - vocab_.begin;

@@ -217,6 +217,8 @@ class Transformer {
   void vocab_parallel_embedding_backward();
   // CrossEntropyOptions::combine over the group: the whole vocabulary's lse and target logit.
   void combine_vocab_parallel(int64_t rows, float* lse, float* target_logit);
+  // Sequence parallelism: this rank's rows of an [N, ...] view (all of it otherwise).
+  TensorView sequence_rows(const TensorView& all) const;
   PipelineRole role_;                    // a whole model by default
 };
 

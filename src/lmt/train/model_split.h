@@ -50,6 +50,11 @@ class ModelSplit {
       const std::vector<std::pair<std::string, TensorView>>& local_state);
   // Registers the tp and pp groups with `dp` for the global gradient norm; `local` is the model's layout.
   void add_groups(DataParallel& dp, const model::ParamLayout& local) const;
+  // After every backward of a step (collective): sums the gradients that each rank holds only a part
+  // of over its group — the pipeline's ends over the stages; under tensor parallelism the per-head
+  // QK-norm weights (shared by the heads that the ranks split), and with sequence parallelism every
+  // norm and the position embedding (each rank saw its rows only).
+  Status reduce_partial_grads(model::Transformer& m);
 
  private:
   dist::Topology& topo_;
@@ -57,6 +62,7 @@ class ModelSplit {
   std::unique_ptr<TensorParallelPlan> tp_;
   std::unique_ptr<PipelinePlan> pp_;
   model::ModelConfig local_;
+  std::vector<float> qk_scratch_;  // the QK-norm gradients packed for one sum
 };
 
 }  // namespace lmt::train

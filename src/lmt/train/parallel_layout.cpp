@@ -73,10 +73,6 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
 
 StatusOr<dist::ParallelSizes> resolve_parallel_layout(const ParallelLayout& p, int world) {
   // What cannot run at all is said first, whatever the world.
-  if (p.sp)
-    return Unimplemented("parallel.sp = true: sequence-parallel execution is not implemented yet (tensor parallelism "
-                         "runs without it: the norms and the residual stream are computed on every tp rank)",
-                         "set parallel.sp = false; docs/DIST.md says what runs today");
   const int64_t w = world;
   const int64_t model_ranks = p.tp * p.pp;
   int64_t dp = p.dp;

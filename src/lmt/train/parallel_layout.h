@@ -11,8 +11,7 @@
 //     sp needs tp > 1 and train.seq_len divisible by tp (sequence shards), and dp · tp · pp within
 //     the limits when dp is given.
 //   resolve_parallel_layout: when the world is known (`lmtrain train` start, under mpirun) —
-//     since sequence-parallel execution does not exist yet, sp is Unimplemented, naming the key and
-//     pointing at docs/DIST.md, never silently ignored; then
+//     
 //     dp · tp · pp must equal the world size, with dp = 0 meaning world / (tp · pp).
 // Every error names the key(s) and carries a hint.
 #pragma once

@@ -68,78 +68,85 @@ PipelinePlan::Slot& PipelinePlan::slot_for(int64_t micro_batch, int64_t M) {
   return slots_[static_cast<size_t>(micro_batch % K)];
 }
 
-Status PipelinePlan::wait_send(Slot& s, StepTimes* time) {
-  if (!s.send) return Status::Ok();
-  Timer t;
-  Status st = s.send->wait();
-  s.send.reset();
-  time->pp_wait += t.seconds();
-  return st;
-}
-
 StatusOr<double> PipelinePlan::run(MicroBatchSource& source, int64_t M, float loss_scale, const StepEngineConfig& config,
                                    StepTimes* time) {
   LMT_CHECK(model_ != nullptr && M >= 1) << "PipelinePlan::run before prepare_schedule, or M = " << M;
-  const int64_t warm = std::min<int64_t>(stages() - stage() - 1, M);
   const int64_t act_bytes = activation_bytes();
-  double loss_sum = 0;
-  int64_t next_forward = 0, next_backward = 0;
-  auto forward = [&]() -> Status {
-    const int64_t i = next_forward++;
-    Slot& s = slot_for(i, M);
-    LMT_RETURN_IF_ERROR(wait_send(s, time));  // its last gradient (or output) has left
-    {
-      Timer t;
-      LMT_TRACE_SCOPE("data_fetch");
-      LMT_ASSIGN_OR_RETURN(const data::Batch* b, source.next());
-      s.batch = *b;  // the backward reads it again, after later micro-batches were fetched
-      time->data += t.seconds();
-    }
-    if (!first()) {
-      Timer t;
-      LMT_TRACE_SCOPE("pp_recv");
-      LMT_RETURN_IF_ERROR(comm_.recv(s.model->stage_input().data(), act_bytes, stage() - 1));
-      time->pp_wait += t.seconds();
-    }
-    Timer t;
-    const data::Batch& b = s.batch;
-    const double l = s.model->forward(b.tokens.data(), b.targets.data(), config.doc_masking ? b.doc_ids.data() : nullptr,
-                                      true, loss_scale, config.reset_positions ? b.positions.data() : nullptr);
-    time->forward += t.seconds();
-    if (last()) loss_sum += l;
-    else s.send = comm_.send_async(s.model->stage_output().data(), act_bytes, stage() + 1);
-    return Status::Ok();
+  LMT_CHECK(static_cast<int64_t>(model_->stage_output().bytes()) == act_bytes) << "pipeline stage input and output differ";
+  // The 1F1B order of this stage's operations: (forward?, micro-batch).
+  struct Op {
+    bool forward;
+    int64_t mb;
   };
-  auto backward = [&]() -> Status {
-    const int64_t i = next_backward++;
-    Slot& s = slot_for(i, M);
-    LMT_RETURN_IF_ERROR(wait_send(s, time));  // the output it sent, before anything rewrites it
-    if (!last()) {
-      Timer t;
-      LMT_TRACE_SCOPE("pp_recv");
-      LMT_RETURN_IF_ERROR(comm_.recv(s.model->stage_grad().data(), act_bytes, stage() + 1));
-      time->pp_wait += t.seconds();
-    }
-    Timer t;
-    s.model->backward();
-    time->backward += t.seconds();
-    if (!first()) s.send = comm_.send_async(s.model->stage_grad().data(), act_bytes, stage() - 1);
-    return Status::Ok();
-  };
-  for (int64_t k = 0; k < warm; ++k) LMT_RETURN_IF_ERROR(forward());
+  const int64_t warm = std::min<int64_t>(stages() - stage() - 1, M);
+  std::vector<Op> ops;
+  for (int64_t k = 0; k < warm; ++k) ops.push_back({true, k});
   for (int64_t k = 0; k < M - warm; ++k) {
-    LMT_RETURN_IF_ERROR(forward());
-    LMT_RETURN_IF_ERROR(backward());
+    ops.push_back({true, warm + k});
+    ops.push_back({false, k});
   }
-  for (int64_t k = 0; k < warm; ++k) LMT_RETURN_IF_ERROR(backward());
-  for (Slot& s : slots_) LMT_RETURN_IF_ERROR(wait_send(s, time));
+  for (int64_t k = M - warm; k < M; ++k) ops.push_back({false, k});
+  auto needs_input = [&](const Op& op) { return op.forward ? !first() : !last(); };
+  auto sends_output = [&](const Op& op) { return op.forward ? !last() : !first(); };
+  // One communication phase between two operations: the previous one's output goes out and the
+  // next one's input comes in, both posted before waiting on either (each neighbour does the
+  // matching pair, so both are inside MPI together and the transfers move).
+  auto exchange = [&](const Op* done, const Op* next) -> Status {
+    Timer t;
+    LMT_TRACE_SCOPE("pp_exchange");
+    std::unique_ptr<dist::Request> out, in;
+    if (done != nullptr && sends_output(*done)) {
+      model::Transformer& m = *slot_for(done->mb, M).model;
+      out = done->forward ? comm_.send_async(m.stage_output().data(), act_bytes, stage() + 1)
+                          : comm_.send_async(m.stage_grad().data(), act_bytes, stage() - 1);
+    }
+    if (next != nullptr && needs_input(*next)) {
+      model::Transformer& m = *slot_for(next->mb, M).model;
+      in = next->forward ? comm_.recv_async(m.stage_input().data(), act_bytes, stage() - 1)
+                         : comm_.recv_async(m.stage_grad().data(), act_bytes, stage() + 1);
+    }
+    Status st = Status::Ok();
+    for (auto* r : {&out, &in})
+      if (*r) {
+        Status w = (*r)->wait();
+        if (st.ok()) st = w;
+      }
+    time->pp_wait += t.seconds();
+    return st;
+  };
+  double loss_sum = 0;
+  LMT_RETURN_IF_ERROR(exchange(nullptr, &ops[0]));
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Op& op = ops[k];
+    Slot& s = slot_for(op.mb, M);
+    if (op.forward) {
+      {
+        Timer t;
+        LMT_TRACE_SCOPE("data_fetch");
+        LMT_ASSIGN_OR_RETURN(const data::Batch* b, source.next());
+        s.batch = *b;  // the backward reads it again, after later micro-batches were fetched
+        time->data += t.seconds();
+      }
+      Timer t;
+      const data::Batch& b = s.batch;
+      const double l = s.model->forward(b.tokens.data(), b.targets.data(), config.doc_masking ? b.doc_ids.data() : nullptr,
+                                        true, loss_scale, config.reset_positions ? b.positions.data() : nullptr);
+      time->forward += t.seconds();
+      if (last()) loss_sum += l;
+    } else {
+      Timer t;
+      s.model->backward();
+      time->backward += t.seconds();
+    }
+    LMT_RETURN_IF_ERROR(exchange(&op, k + 1 < ops.size() ? &ops[k + 1] : nullptr));
+  }
   // The loss lives on the last stage; every stage reports it.
   LMT_RETURN_IF_ERROR(comm_.broadcast(&loss_sum, sizeof(loss_sum), stages() - 1));
   return loss_sum;
 }
 
 int64_t PipelinePlan::activation_bytes() const {
-  return B_ * T_ * model_->config().d_model * static_cast<int64_t>(dtype_size(model::activation_dtype(options_.compute)));
+  return static_cast<int64_t>(model_->stage_input().bytes());  // this rank's rows under sequence parallelism
 }
 
 StatusOr<double> PipelinePlan::evaluate(const data::Batch& b, bool doc_masking, bool reset_positions) {

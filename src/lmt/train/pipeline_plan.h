@@ -10,8 +10,11 @@
 // A forward receives the previous stage's output (its residual stream, [B·T, C] f32) unless it is
 // the first stage, and sends its own to the next stage unless it is the last, which computes the
 // loss instead. A backward receives d output from the next stage and sends d input to the
-// previous one. Sends are non-blocking (a stage never waits for its peer to receive before going
-// on), receives block. Micro-batch i runs on activation slot i mod K, K = min(M, P − s): the
+// previous one. Between two operations a stage posts the previous one's send and the next one's
+// receive together and waits for both (Megatron's send_forward_recv_backward and its kin): the
+// neighbour posts the matching pair, so over MPI both are inside the library while the bytes move
+// (a send left in flight during compute would not progress). Micro-batch i runs on activation slot
+// i mod K, K = min(M, P − s): the
 // stage's model and K − 1 replicas sharing its parameters and gradients (Transformer::
 // share_storage), each with its own activations and its own copy of the batch; at most K
 // micro-batches are in flight at stage s, so a slot is free again when its next micro-batch comes.
@@ -96,10 +99,8 @@ class PipelinePlan {
     model::Transformer* model = nullptr;          // the stage's model, or replica.get()
     std::unique_ptr<model::Transformer> replica;
     data::Batch batch;                             // this micro-batch's copy (read again by backward)
-    std::unique_ptr<dist::Request> send;           // the activation or gradient in flight to a peer
   };
   Slot& slot_for(int64_t micro_batch, int64_t M);
-  Status wait_send(Slot& s, StepTimes* time);
   int64_t activation_bytes() const;  // one micro-batch's residual stream [B·T, C]
 
   dist::Communicator& comm_;

@@ -209,6 +209,9 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.run.ep = static_cast<int>(r.parallel.ep);  // the MoE activations are planned for the ep group
   r.parallel.sp = c.get_bool("parallel.sp");
   LMT_RETURN_IF_ERROR(check_parallel_layout(r.parallel, r.model, r.seq_len, where_section(c, "parallel.")));
+  // Sequence parallelism: each tensor-parallel rank holds seq_len / tp rows of every sequence's
+  // residual stream (the activations are planned for it).
+  r.run.sequence_shards = r.parallel.sp ? static_cast<int>(r.parallel.tp) : 1;
   const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");

@@ -6,7 +6,7 @@
 #include "lmt/base/timer.h"
 #include "lmt/base/trace.h"
 #include "lmt/optim/gradients.h"
-#include "lmt/train/pipeline_plan.h"
+#include "lmt/train/model_split.h"
 
 namespace lmt::train {
 
@@ -32,6 +32,11 @@ StatusOr<std::unique_ptr<StepEngine>> StepEngine::create(model::Transformer& mod
   return std::unique_ptr<StepEngine>(new StepEngine(model, plan, std::move(opt), config));
 }
 
+void StepEngine::set_model_split(ModelSplit* split) {
+  split_ = split;
+  pipeline_ = split != nullptr ? split->pipeline() : nullptr;
+}
+
 Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions& options, StepResult* r) {
   LMT_CHECK(options.accum >= 1) << "accum = " << options.accum;
   *r = StepResult();
@@ -44,9 +49,6 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
   if (pipeline_ != nullptr) {  // 1F1B over the stages; no bucketed overlap (the last backward is a replica's)
     LMT_ASSIGN_OR_RETURN(const double sum, pipeline_->run(source, accum, loss_scale, config_, &r->time));
     loss = sum / static_cast<double>(accum);
-    Timer t;
-    LMT_RETURN_IF_ERROR(pipeline_->reduce_end_grads(model_));
-    r->time.pp_wait += t.seconds();
   }
   for (int64_t i = 0; i < accum && pipeline_ == nullptr; ++i) {
     Timer t;
@@ -65,6 +67,11 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
     model_.backward();
     r->time.backward += t.seconds();
     loss += l / static_cast<double>(accum);
+  }
+  if (split_ != nullptr) {  // gradients held in parts (pipeline ends, tensor-parallel QK-norms)
+    Timer t;
+    LMT_RETURN_IF_ERROR(split_->reduce_partial_grads(model_));
+    r->time.pp_wait += t.seconds();
   }
   {
     Timer t;

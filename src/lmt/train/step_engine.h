@@ -68,7 +68,8 @@ struct StepTimes {
   double zero3_comm = 0;  // ZeRO 3: gathers waited on and reduce-scatters, inside forward and backward
   double tp_comm = 0;     // tensor parallelism: the group's sums inside forward and backward (its owner fills it)
   double pp_wait = 0;     // pipeline parallelism: blocked receiving from or sending to the neighbour stages
-                          // (the bubble and the transfers), outside forward and backward
+                          // (the bubble and the transfers), outside forward and backward; and the sums
+                          // of gradients held in parts (ModelSplit::reduce_partial_grads)
 };
 
 struct StepResult {
@@ -92,6 +93,7 @@ struct StepEngineConfig {
   bool reset_positions = false;  // pass their positions (restarting at each document) instead of n % T
 };
 
+class ModelSplit;    // model_split.h
 class PipelinePlan;  // pipeline_plan.h
 
 class StepEngine {
@@ -115,10 +117,12 @@ class StepEngine {
   // again (their values are then meaningless for an update).
   StatusOr<double> time_reduction_alone();
 
-  // Pipeline parallelism (pipeline_plan.h): compute_gradients runs the plan's 1F1B schedule over the
-  // step's micro-batches instead of one forward and backward after another, then sums the ends'
-  // gradients over the stages. The plan's schedule must be prepared on this engine's model.
-  void set_pipeline(PipelinePlan* pipeline) { pipeline_ = pipeline; }
+  // Tensor and pipeline parallelism (model_split.h): after the micro-batches' backward,
+  // compute_gradients sums the gradients the ranks hold parts of (ModelSplit::reduce_partial_grads);
+  // under pipeline parallelism it runs the plan's 1F1B schedule over the step's micro-batches
+  // instead of one forward and backward after another (the schedule must be prepared on this
+  // engine's model). Borrows `split`.
+  void set_model_split(ModelSplit* split);
 
   optim::Optimizer& optimizer() { return *optimizer_; }
   DataParallel& plan() { return plan_; }
@@ -132,7 +136,8 @@ class StepEngine {
   DataParallel& plan_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   StepEngineConfig config_;
-  PipelinePlan* pipeline_ = nullptr;
+  ModelSplit* split_ = nullptr;
+  PipelinePlan* pipeline_ = nullptr;  // split_'s, if it has one
 };
 
 }  // namespace lmt::train

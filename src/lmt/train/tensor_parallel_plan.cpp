@@ -9,10 +9,11 @@
 
 namespace lmt::train {
 
-model::TensorParallel TensorParallelPlan::model_group() {
+model::TensorParallel TensorParallelPlan::model_group(bool sequence_parallel) {
   model::TensorParallel g;
   g.rank = rank();
   g.size = size();
+  g.sequence_parallel = sequence_parallel;
   g.vocab_size = map_.full_layout().config().vocab_size;
   g.all_reduce = [this](const TensorView& x) -> Status {
     LMT_CHECK(x.device().is_host()) << "tensor-parallel sum of a device buffer";
@@ -32,6 +33,17 @@ model::TensorParallel TensorParallelPlan::model_group() {
     LMT_TRACE_SCOPE("op:tp_comm");
     Timer t;
     const Status s = comm_.all_gather(all.as<float>(), std::vector<int64_t>(static_cast<size_t>(size()), all.numel() / size()));
+    comm_seconds_ += t.seconds();
+    return s;
+  };
+  g.reduce_scatter = [this](const TensorView& full, const TensorView& part) -> Status {
+    LMT_CHECK(full.device().is_host() && full.dtype() == DType::kF32 && part.dtype() == DType::kF32 &&
+              full.numel() == part.numel() * size())
+        << "tensor-parallel reduce-scatter of " << full.to_string() << " into " << part.to_string();
+    LMT_TRACE_SCOPE("op:tp_comm");
+    Timer t;
+    const Status s = comm_.reduce_scatter_sum(full.as<float>(), part.as<float>(),
+                                              std::vector<int64_t>(static_cast<size_t>(size()), part.numel()));
     comm_seconds_ += t.seconds();
     return s;
   };

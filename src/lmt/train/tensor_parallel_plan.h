@@ -38,7 +38,7 @@ class TensorParallelPlan {
 
   // The group for Transformer::set_tensor_parallel: sums f32/f64 buffers over comm_. Borrows this
   // plan (it must outlive the model's use of the group).
-  model::TensorParallel model_group();
+  model::TensorParallel model_group(bool sequence_parallel = false);
   // Seconds spent in the group's sums (forward and backward) since the last call.
   double take_comm_seconds() { return std::exchange(comm_seconds_, 0.0); }
 

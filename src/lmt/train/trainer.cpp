@@ -175,10 +175,11 @@ Status Trainer::setup(bool resume) {
     };
     model_->set_expert_parallel(std::move(ep));
   }
-  // Under pipeline parallelism the last backward of a step runs on a replica, which has no bucket
-  // hook: the reduction runs after the schedule, in one piece.
+  // Under tensor or pipeline parallelism the reduction over the data-parallel ranks runs after
+  // backward, in one piece: some gradients are summed over the model's groups first
+  // (ModelSplit::reduce_partial_grads), and a pipeline's last backward runs on a replica.
   dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero,
-                                       split_->pipeline() ? 0 : recipe_.bucket_bytes);
+                                       split_->split() ? 0 : recipe_.bucket_bytes);
   split_->add_groups(*dp_, model_->layout());
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
   if (recipe_.layer_grad_norm_every > 0 && ((dp_->sharded() && recipe_.zero == 2) || recipe_.zero == 3))
@@ -191,10 +192,9 @@ Status Trainer::setup(bool resume) {
   step_config.doc_masking = recipe_.doc_masking;
   step_config.reset_positions = recipe_.reset_positions;
   LMT_ASSIGN_OR_RETURN(engine_, StepEngine::create(*model_, *dp_, recipe_.optim, step_config));
-  if (PipelinePlan* pp = split_->pipeline()) {  // after the storage is final (shared memory)
+  if (PipelinePlan* pp = split_->pipeline())  // after the storage is final (shared memory)
     pp->prepare_schedule(*model_, recipe_.micro_batch, recipe_.seq_len, recipe_.run);
-    engine_->set_pipeline(pp);
-  }
+  if (split_->split()) engine_->set_model_split(split_.get());
   if (root_ && (dp_->world() > 1 || recipe_.zero == 3)) {
     const DataParallel::StateMemory sm = dp_->model_state_memory(*model_, engine_->optimizer());
     LMT_LOG(INFO) << "ZeRO " << recipe_.zero << " over " << dp_->world() << " rank(s): "
@@ -367,7 +367,7 @@ Status Trainer::init_model(kernels::Backend& backend) {
     if (!recipe_.init_from.empty()) LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, whole, full.as<float>()));
     split_->scatter(full.as<float>(), model_->params().as<float>());
     model_->refresh_compute_weights();
-    if (TensorParallelPlan* tp = split_->tensor()) model_->set_tensor_parallel(tp->model_group());
+    if (TensorParallelPlan* tp = split_->tensor()) model_->set_tensor_parallel(tp->model_group(recipe_.parallel.sp));
     if (PipelinePlan* pp = split_->pipeline()) model_->set_pipeline_role(pp->role());
     return Status::Ok();
   }
