@@ -122,7 +122,7 @@ std::vector<KeyInfo> build() {
       key("parallel.tp", I{1}, between(1, 1024), "tensor-parallel degree (Megatron-style column/row-parallel blocks, vocabulary-parallel embedding and LM head; must divide model.n_heads, the KV heads, ffn_hidden and the padded vocabulary; docs/DIST.md)"),
       key("parallel.pp", I{1}, between(1, 1024), "pipeline-parallel stages (1F1B over train.grad_accum micro-batches, layers balanced by FLOPs; at most model.n_layers; docs/DIST.md)"),
       key("parallel.ep", I{1}, between(1, 1 << 16), "expert-parallel degree, carved out of data parallelism: groups of ep consecutive data-parallel ranks split each MoE layer's routed experts and exchange tokens all-to-all; must divide the data-parallel size and model.moe.num_experts (docs/MOE.md)"),
-      key("parallel.sp", false, "sequence parallelism inside each tensor-parallel group (needs parallel.tp > 1 and train.seq_len divisible by it); not implemented yet: train refuses it (docs/DIST.md)"),
+      key("parallel.sp", false, "sequence parallelism inside each tensor-parallel group: norms and the residual stream on sequence shards (needs parallel.tp > 1 and train.seq_len divisible by it; docs/DIST.md)"),
       optional_model("parallel.zero", Type::kInt, between(0, 3), "alias of train.zero (the ZeRO stage); set one of the two, or both to the same value"),
       // dist
       key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),
