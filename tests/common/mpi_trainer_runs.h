@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,6 +69,69 @@ inline std::map<int64_t, double> losses_of(const std::filesystem::path& run) {
     if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
   }
   return out;
+}
+
+// The model-parallel suites' recipe (tp_test, pp_test): a 3-layer llama-style model (GQA, SwiGLU,
+// RoPE, untied) small enough for 6-step exactness runs, fp32, data in `root`/data, then `overrides`
+// (key=value, in order). A single process (parallel.tp = 1 after them) drops parallel.sp=...,
+// which needs tp > 1, so one list serves both sides of a comparison.
+inline config::Config small_parallel_recipe(const std::filesystem::path& root, const std::vector<std::string>& overrides) {
+  config::Config c = config::Config::defaults();
+  for (const char* kv : {"model.n_layers=3", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
+                         "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64", "model.tied_embeddings=false",
+                         "train.seq_len=32", "optim.lr=3e-3", "schedule.warmup_steps=2", "eval.batches=2",
+                         "checkpoint.async=false", "dist.shared_memory=false", "train.dtype=fp32"})
+    EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+  EXPECT_TRUE(c.apply_override("data.path=" + (root / "data").string()).ok());
+  std::vector<std::string> sp;
+  for (const std::string& kv : overrides) {
+    if (kv.rfind("parallel.sp=", 0) == 0) sp.push_back(kv);
+    else EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+  }
+  if (c.get_int("parallel.tp") > 1)
+    for (const std::string& kv : sp) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+  return c;
+}
+
+// The main() of an MPI gtest suite (each test collective over *comm): the world communicator
+// (MPI under mpirun, else solo) into *comm, kept for the process; only rank 0 prints results.
+inline int mpi_test_main(int argc, char** argv, dist::Communicator** comm) {
+  static std::unique_ptr<dist::Communicator> world;
+  auto made = dist::make_communicator();
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
+    return 2;
+  }
+  world = std::move(*made);
+  *comm = world.get();
+  ::testing::InitGoogleTest(&argc, argv);
+  if (world->rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  return RUN_ALL_TESTS();
+}
+
+// A Trainer of `c` in `run` must be refused before anything is written: kUnimplemented naming `key`
+// with a hint, and no run directory (collective).
+inline void expect_refused_before_writing(const config::Config& c, const std::filesystem::path& run,
+                                          dist::Communicator* comm, const std::string& key) {
+  auto recipe = train::recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
+  auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), false, comm);
+  ASSERT_FALSE(t.ok()) << key;
+  EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
+  EXPECT_NE(t.status().ToString().find(key), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().ToString().find("hint"), std::string::npos) << t.status().ToString();
+  ASSERT_TRUE(comm->barrier().ok());
+  EXPECT_FALSE(std::filesystem::exists(run)) << run;
+}
+
+// The whole model's f32 parameters of a trainer (collective: gathered from every part).
+inline std::vector<float> full_params_of(train::Trainer& t) {
+  auto p = t.full_params();
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? *p : std::vector<float>();
 }
 
 // step -> `key` of every record of RUN/metrics.jsonl of type `type` that has it (e.g. "step" /

@@ -48,30 +48,17 @@ class PpTest : public ::testing::Test {
   }
   static int dp(const Layout& l) { return g_comm->world() / (l.tp * l.pp); }
 
+  // test::small_parallel_recipe with this layout; `extra` after it.
   static config::Config recipe_config(int64_t steps, int64_t micro_batch, int64_t accum, const Layout& l,
                                       const std::vector<std::string>& extra = {}) {
-    config::Config c = config::Config::defaults();
-    for (const char* kv : {"model.n_layers=3", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
-                           "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64", "model.tied_embeddings=false",
-                           "train.seq_len=32", "optim.lr=3e-3", "schedule.warmup_steps=2", "eval.batches=2",
-                           "checkpoint.async=false", "dist.shared_memory=false", "train.dtype=fp32"})
-      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
-    EXPECT_TRUE(c.apply_override("data.path=" + (root_ / "data").string()).ok());
-    EXPECT_TRUE(c.apply_override("train.max_steps=" + std::to_string(steps)).ok());
-    EXPECT_TRUE(c.apply_override("train.micro_batch=" + std::to_string(micro_batch)).ok());
-    EXPECT_TRUE(c.apply_override("train.grad_accum=" + std::to_string(accum)).ok());
-    EXPECT_TRUE(c.apply_override("parallel.tp=" + std::to_string(l.tp)).ok());
-    EXPECT_TRUE(c.apply_override("parallel.pp=" + std::to_string(l.pp)).ok());
-    for (const std::string& kv : extra)  // a single process (tp = 1) has no sequence parallelism
-      if (!(kv.rfind("parallel.sp=", 0) == 0 && c.get_int("parallel.tp") == 1)) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
-    return c;
+    std::vector<std::string> o = {"train.max_steps=" + std::to_string(steps), "train.micro_batch=" + std::to_string(micro_batch),
+                                  "train.grad_accum=" + std::to_string(accum), "parallel.tp=" + std::to_string(l.tp),
+                                  "parallel.pp=" + std::to_string(l.pp)};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return test::small_parallel_recipe(root_, o);
   }
 
-  static std::vector<float> params_of(train::Trainer& t) {
-    auto p = t.full_params();
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    return p.ok() ? *p : std::vector<float>();
-  }
+  static std::vector<float> params_of(train::Trainer& t) { return test::full_params_of(t); }
   static fs::path ref_dir(const std::string& name) { return root_ / (name + "_rank" + std::to_string(g_comm->rank())); }
 
   // One process with the global batch: micro-batch kB · dp, the same accumulation.
@@ -248,19 +235,9 @@ TEST_F(PpTest, UnsupportedCombinationsAreRefusedBeforeAnythingIsWritten) {
       {{"metrics.layer_grad_norm_every=1"}, "layer_grad_norm_every"},
   };
   int i = 0;
-  for (const auto& [extra, key] : cases) {
-    const fs::path run = root_ / ("pp_refused_" + std::to_string(i++));
-    config::Config c = recipe_config(2, kB, kAccum, pipeline_layout(), extra);
-    auto recipe = train::recipe_from_config(c, "test.toml");
-    ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
-    auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), false, g_comm);
-    ASSERT_FALSE(t.ok()) << key;
-    EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
-    EXPECT_NE(t.status().ToString().find(key), std::string::npos) << t.status().ToString();
-    EXPECT_NE(t.status().ToString().find("hint"), std::string::npos) << t.status().ToString();
-    ASSERT_TRUE(g_comm->barrier().ok());
-    EXPECT_FALSE(fs::exists(run)) << run;
-  }
+  for (const auto& [extra, key] : cases)
+    test::expect_refused_before_writing(recipe_config(2, kB, kAccum, pipeline_layout(), extra),
+                                        root_ / ("pp_refused_" + std::to_string(i++)), g_comm, key);
   // A model whose layers differ by index is refused when the recipe is read.
   config::Config c = recipe_config(2, kB, kAccum, pipeline_layout(), {"model.nope_every=2"});
   auto recipe = train::recipe_from_config(c, "test.toml");
@@ -272,17 +249,4 @@ TEST_F(PpTest, UnsupportedCombinationsAreRefusedBeforeAnythingIsWritten) {
 }  // namespace
 }  // namespace lmt
 
-int main(int argc, char** argv) {
-  auto comm = lmt::dist::make_communicator();
-  if (!comm.ok()) {
-    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
-    return 2;
-  }
-  lmt::g_comm = comm->get();
-  ::testing::InitGoogleTest(&argc, argv);
-  if (lmt::g_comm->rank() != 0) {  // only rank 0 prints gtest's results (every test is collective)
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return lmt::test::mpi_test_main(argc, argv, &lmt::g_comm); }

@@ -71,12 +71,8 @@ void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const Atte
                                  const TensorView& f32_nc, const TensorView& seq_nc) {
   const int64_t NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
   const TensorView h = bf16 ? f32_nc : a.h;  // the norm output of all N rows, f32
-  if (sequence_parallel(tp_)) {  // this rank's rows, then everyone's
-    norm_forward(be_, c_, seq_nc, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
-    sequence_gather(tp_, seq_nc, h, "the attention norm's output");
-  } else {
-    norm_forward(be_, c_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
-  }
+  norm_all_rows(be_, c_, tp_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc,
+                "the attention norm's output");
   if (bf16) be_.convert(a.h, h);
   const TensorView q = a.q.reshape({N, NH * HD}), k = a.k.reshape({N, G * HD});
   be_.linear_forward(c_.qk_norm ? a.q_pre : q, a.h, w.q_w, w.q_b);
@@ -100,13 +96,7 @@ void AttentionBlock::project_out(int64_t N, const TensorView& res_out, const Ten
                                  const TensorView& f32_nc, const TensorView& seq_nc) {
   if (bf16) be_.convert(a.att_c, a.att);
   be_.linear_forward(f32_nc, a.att_c.reshape({N, c_.q_dim()}), w.o_w, row_parallel_bias(tp_, w.o_b));
-  if (sequence_parallel(tp_)) {  // this rank's rows of the sum
-    sequence_reduce_scatter(tp_, f32_nc, seq_nc, "the attention output");
-    be_.add(res_out, res_in, seq_nc);
-    return;
-  }
-  tensor_parallel_sum(tp_, f32_nc, "the attention output");
-  be_.add(res_out, res_in, f32_nc);
+  add_row_parallel_output(be_, tp_, res_out, res_in, f32_nc, seq_nc, "the attention output");
 }
 
 void AttentionBlock::forward(const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
@@ -152,13 +142,7 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
   const TensorView gv = gemm_input(be_, s.grad_c, s.dv.reshape({N, G * HD}));
   be_.linear_backward(TensorView(), g.v_w, g.v_b, gv, a.h, w.v_w);
   be_.matmul(s.dh, gv, w.v_w, false, false, /*accumulate=*/true);
-  TensorView dh = s.dh;
-  if (sp) {  // this rank's rows of the sum
-    sequence_reduce_scatter(tp_, s.dh, s.seq_nc, "d h of the q|k|v projections");
-    dh = s.seq_nc;
-  } else {
-    tensor_parallel_sum(tp_, s.dh, "d h of the q|k|v projections");
-  }
+  const TensorView dh = column_parallel_input_grad(tp_, s.dh, s.seq_nc, "d h of the q|k|v projections");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);
 }

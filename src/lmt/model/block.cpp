@@ -8,6 +8,7 @@
 #include "lmt/model/ffn_block.h"
 #include "lmt/kernels/moe_routing.h"
 #include "lmt/model/moe_block.h"
+#include "lmt/model/norm.h"
 #include "lmt/model/transformer.h"
 
 namespace lmt::model {
@@ -44,6 +45,39 @@ void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, c
   const Status s = tp->reduce_scatter(full, part);
   LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp->rank << " of " << tp->size << ": reduce-scattering " << what
                     << ": " << s.ToString();
+}
+
+void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParallel* tp, const TensorView& h,
+                   const TensorView& mean, const TensorView& rstd, const TensorView& res_in, const TensorView& w,
+                   const TensorView& b, const TensorView& seq_nc, const char* what) {
+  if (!sequence_parallel(tp)) {
+    norm_forward(be, c, h, mean, rstd, res_in, w, b);
+    return;
+  }
+  norm_forward(be, c, seq_nc, mean, rstd, res_in, w, b);  // this rank's rows, then everyone's
+  sequence_gather(tp, seq_nc, h, what);
+}
+
+void add_row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,
+                             const TensorView& res_in, const TensorView& partial, const TensorView& seq_nc,
+                             const char* what) {
+  if (sequence_parallel(tp)) {  // this rank's rows of the sum
+    sequence_reduce_scatter(tp, partial, seq_nc, what);
+    be.add(res_out, res_in, seq_nc);
+    return;
+  }
+  tensor_parallel_sum(tp, partial, what);
+  be.add(res_out, res_in, partial);
+}
+
+TensorView column_parallel_input_grad(const TensorParallel* tp, const TensorView& dh, const TensorView& seq_nc,
+                                      const char* what) {
+  if (!sequence_parallel(tp)) {
+    tensor_parallel_sum(tp, dh, what);
+    return dh;
+  }
+  sequence_reduce_scatter(tp, dh, seq_nc, what);
+  return seq_nc;
 }
 
 void Transformer::forward_block(int64_t l, BlockActs& a) {

@@ -45,4 +45,21 @@ void sequence_gather(const TensorParallel* tp, const TensorView& part, const Ten
 // part[n, C] = this rank's rows of the sum over the group of full[N, C] (f32).
 void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, const TensorView& part, const char* what);
 
+// The three tensor/sequence-parallel steps every sub-block shares (none without tp):
+// h[N, C] f32 = norm(res_in) of all N rows: under sequence parallelism res_in holds this rank's
+// rows, normalised into seq_nc [n, C] and all-gathered into h.
+void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParallel* tp, const TensorView& h,
+                   const TensorView& mean, const TensorView& rstd, const TensorView& res_in, const TensorView& w,
+                   const TensorView& b, const TensorView& seq_nc, const char* what);
+// res_out = res_in + the sum over the group of the row-parallel output `partial` [N, C] (f32,
+// clobbered): summed in place, or under sequence parallelism reduce-scattered into seq_nc [n, C]
+// for this rank's rows.
+void add_row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,
+                             const TensorView& res_in, const TensorView& partial, const TensorView& seq_nc,
+                             const char* what);
+// The norm's d out from the column-parallel GEMMs' partial d h [N, C]: summed in place (and
+// returned), or this rank's rows of the sum in seq_nc under sequence parallelism.
+TensorView column_parallel_input_grad(const TensorParallel* tp, const TensorView& dh, const TensorView& seq_nc,
+                                      const char* what);
+
 }  // namespace lmt::model

@@ -32,14 +32,9 @@ FfnActs FfnBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena
 
 void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
                        DType compute, const TensorView& f32_nc, const TensorView& f32_nh, const TensorView& seq_nc) {
-  const bool bf16 = compute == DType::kBF16, sp = sequence_parallel(tp_);
+  const bool bf16 = compute == DType::kBF16;
   const TensorView h = bf16 ? f32_nc : a.h;  // the norm output of all N rows, f32
-  if (sp) {  // this rank's rows, then everyone's
-    norm_forward(be_, c_, seq_nc, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
-    sequence_gather(tp_, seq_nc, h, "the FFN norm's output");
-  } else {
-    norm_forward(be_, c_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b);
-  }
+  norm_all_rows(be_, c_, tp_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc, "the FFN norm's output");
   if (bf16) be_.convert(a.h, h);
   be_.linear_forward(a.u, a.h, w.up_w, w.up_b);
   const TensorView act = bf16 ? f32_nh : a.a;
@@ -49,13 +44,7 @@ void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, cons
     be_.activation_forward(c_.activation, act, a.u);
   if (bf16) be_.convert(a.a, act);
   be_.linear_forward(f32_nc, a.a, w.down_w, row_parallel_bias(tp_, w.down_b));
-  if (sp) {  // this rank's rows of the sum
-    sequence_reduce_scatter(tp_, f32_nc, seq_nc, "the FFN output");
-    be_.add(res_out, res_in, seq_nc);
-    return;
-  }
-  tensor_parallel_sum(tp_, f32_nc, "the FFN output");
-  be_.add(res_out, res_in, f32_nc);
+  add_row_parallel_output(be_, tp_, res_out, res_in, f32_nc, seq_nc, "the FFN output");
 }
 
 void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a,
@@ -68,13 +57,7 @@ void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const Ffn
   else
     be_.activation_backward(c_.activation, s.du, s.da, a.u);
   be_.linear_backward(s.dh, g.up_w, g.up_b, gemm_input(be_, s.grad_c, s.du), a.h, w.up_w);
-  TensorView dh = s.dh;
-  if (sp) {  // this rank's rows of the sum
-    sequence_reduce_scatter(tp_, s.dh, s.seq_nc, "d h of the up projection");
-    dh = s.seq_nc;
-  } else {
-    tensor_parallel_sum(tp_, s.dh, "d h of the up projection");
-  }
+  const TensorView dh = column_parallel_input_grad(tp_, s.dh, s.seq_nc, "d h of the up projection");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);
 }

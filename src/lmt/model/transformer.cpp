@@ -246,11 +246,6 @@ TensorView Transformer::device_ints(const int32_t* host, Shape shape, Tensor& st
   return d;
 }
 
-void Transformer::norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
-                               const TensorView& inp, const TensorView& w, const TensorView& b) {
-  model::norm_forward(backend_, config(), out, mean, rstd, inp, w, b);
-}
-
 void Transformer::norm_backward(const TensorView& dinp, const TensorView& dw, const TensorView& db,
                                 const TensorView& dout, const TensorView& inp, const TensorView& w,
                                 const TensorView& mean, const TensorView& rstd, bool accumulate) {
@@ -290,13 +285,9 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
   if (!role_.last) return;  // the output is residual[n_layers] (stage_output())
   const bool bf = plan_.options.compute == DType::kBF16;
   const TensorView hf = bf ? s.f32_nc : s.final_h;  // all N rows, f32
-  const TensorView res = plan_.residual[config().n_layers];
-  if (sequence_parallel(tensor_parallel())) {  // this rank's rows, then everyone's (the head needs all)
-    norm_forward(s.seq_nc, s.final_mean, s.final_rstd, res, w_.final_norm_w, w_.final_norm_b);
-    sequence_gather(tensor_parallel(), s.seq_nc, hf, "the final norm's output");
-  } else {
-    norm_forward(hf, s.final_mean, s.final_rstd, res, w_.final_norm_w, w_.final_norm_b);
-  }
+  // Under sequence parallelism this rank's rows, then everyone's: the head needs all of them.
+  norm_all_rows(backend_, config(), tensor_parallel(), hf, s.final_mean, s.final_rstd, plan_.residual[config().n_layers],
+                w_.final_norm_w, w_.final_norm_b, s.seq_nc, "the final norm's output");
   if (bf) backend_.convert(s.final_h, hf);
 }
 

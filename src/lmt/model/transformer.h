@@ -175,9 +175,7 @@ class Transformer {
   // One block (block.cpp): AttentionBlock then FfnBlock over this model's views and plan.
   void forward_block(int64_t layer, BlockActs& acts);
   void backward_block(int64_t layer, BlockActs& acts);
-  // The final norm (model/norm.h with this model's backend and config).
-  void norm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
-                    const TensorView& inp, const TensorView& w, const TensorView& b);
+  // The final norm's backward (model/norm.h with this model's backend and config).
   void norm_backward(const TensorView& dinp, const TensorView& dw, const TensorView& db,
                      const TensorView& dout, const TensorView& inp, const TensorView& w,
                      const TensorView& mean, const TensorView& rstd, bool accumulate);

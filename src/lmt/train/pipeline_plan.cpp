@@ -25,21 +25,6 @@ Status PipelinePlan::gather(const float* stage_buffer, float* whole) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<std::pair<std::string, Tensor>>> PipelinePlan::gather_state(
-    const std::vector<std::pair<std::string, TensorView>>& stage_state) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  const int64_t n = map_.stage_layout(stage()).total_numel();
-  for (const auto& [name, v] : stage_state) {
-    if (v.numel() != n || v.dtype() != DType::kF32 || !v.device().is_host())
-      return Internal("pipeline state '" + name + "' is " + v.to_string() + ", not " + std::to_string(n) +
-                      " host f32 elements of the stage's layout");
-    Tensor whole({map_.full_layout().total_numel()}, DType::kF32);
-    LMT_RETURN_IF_ERROR(gather(v.as<float>(), whole.as<float>()));
-    out.emplace_back(name, std::move(whole));
-  }
-  return out;
-}
-
 void PipelinePlan::prepare_schedule(model::Transformer& model, int64_t B, int64_t T, const model::RunOptions& options) {
   LMT_CHECK(model.backend().device().is_host() && model.master() == DType::kF32)
       << "pipeline parallelism exchanges host buffers of an f32 model";

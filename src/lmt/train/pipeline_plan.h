@@ -24,7 +24,7 @@
 // over the stages, so every stage applies the same update to its copy of them (and a tied
 // embedding gets the gradients of both its uses). The loss is the last stage's, broadcast.
 //
-// Checkpoints: gather()/gather_state() assemble whole-model buffers on every rank of the group
+// Checkpoints: gather() assembles whole-model buffers on every rank of the group
 // (all-gather of each stage's buffer, then PipelineMap::assemble); scatter() takes this stage's
 // part. Everything f32 in host memory (pipeline parallelism runs on host backends).
 //
@@ -69,9 +69,6 @@ class PipelinePlan {
   // Collective over the group: whole[whole numel] (on every rank) from every stage's buffer.
   Status gather(const float* stage_buffer, float* whole);
   void scatter(const float* whole, float* stage_buffer) const { map_.take_stage(stage(), whole, stage_buffer); }
-  // Collective: whole-model copies of per-parameter state buffers of this stage's layout.
-  StatusOr<std::vector<std::pair<std::string, Tensor>>> gather_state(
-      const std::vector<std::pair<std::string, TensorView>>& stage_state);
 
   // The schedule runs `model` (this stage's, prepared for (B, T, options), its storage final) and
   // the replicas it makes as needed, prepared alike.

@@ -60,19 +60,4 @@ Status TensorParallelPlan::gather(const float* shard, float* full) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<std::pair<std::string, Tensor>>> TensorParallelPlan::gather_state(
-    const std::vector<std::pair<std::string, TensorView>>& shard_state) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  const int64_t n = map_.shard_layout().total_numel();
-  for (const auto& [name, v] : shard_state) {
-    if (v.numel() != n || v.dtype() != DType::kF32 || !v.device().is_host())
-      return Internal("tensor-parallel state '" + name + "' is " + v.to_string() + ", not " + std::to_string(n) +
-                      " host f32 elements of the shard layout");
-    Tensor full({map_.full_layout().total_numel()}, DType::kF32);
-    LMT_RETURN_IF_ERROR(gather(v.as<float>(), full.as<float>()));
-    out.emplace_back(name, std::move(full));
-  }
-  return out;
-}
-
 }  // namespace lmt::train

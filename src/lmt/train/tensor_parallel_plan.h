@@ -5,8 +5,8 @@
 //   setup        the full model is initialised (seed, or init_from) in the full layout on every rank
 //                and scatter() keeps this rank's part, so a TP run starts from the single process's
 //                weights exactly;
-//   checkpoints  gather() / gather_state() assemble full-layout parameters and optimizer state on
-//                every rank of the group (all-gather, then TensorParallelMap::assemble); a checkpoint
+//   checkpoints  gather() assembles full-layout parameters (and, through ModelSplit, optimizer
+//                state) on every rank of the group (all-gather, then TensorParallelMap::assemble); a checkpoint
 //                is therefore the one a single process writes (full HF-named tensors) and resumes
 //                under any tp. scatter() loads one back.
 //
@@ -46,10 +46,6 @@ class TensorParallelPlan {
   Status gather(const float* shard, float* full);
   // This rank's shard of full (local).
   void scatter(const float* full, float* shard) const { map_.take_shard(rank(), full, shard); }
-  // Collective: full-layout copies of per-parameter state buffers of the shard layout (each
-  // [shard numel] f32), under the same names.
-  StatusOr<std::vector<std::pair<std::string, Tensor>>> gather_state(
-      const std::vector<std::pair<std::string, TensorView>>& shard_state);
 
  private:
   dist::Communicator& comm_;

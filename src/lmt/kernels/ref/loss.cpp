@@ -17,6 +17,19 @@ void RefBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
                                             const TensorView& dweight) {
   const int64_t N = x.dim(0), C = x.dim(1), V = opts.vocab_size;
   std::vector<double> logits(V);
+  // Row n's logits into `logits`; returns their log-sum-exp.
+  auto row_logits = [&](int64_t n) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t v = 0; v < V; ++v) {
+      double s = 0;
+      for (int64_t c = 0; c < C; ++c) s += ld(x, n * C + c) * ld(weight, v * C + c);
+      logits[v] = s;
+      mx = std::max(mx, s);
+    }
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(logits[v] - mx);
+    return mx + std::log(sum);
+  };
   // Vocabulary-parallel (opts.combine): every row's local log-sum-exp and target logit first (one
   // chunk of N rows), combined into the whole vocabulary's; then the rows as below with those.
   std::vector<float> lse_g, tl_g;
@@ -25,16 +38,7 @@ void RefBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
     tl_g.assign(static_cast<size_t>(N), 0.0f);
     for (int64_t n = 0; n < N; ++n) {
       const int64_t t = ref::id(targets, n) - opts.vocab_begin;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t v = 0; v < V; ++v) {
-        double s = 0;
-        for (int64_t c = 0; c < C; ++c) s += ld(x, n * C + c) * ld(weight, v * C + c);
-        logits[v] = s;
-        mx = std::max(mx, s);
-      }
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += std::exp(logits[v] - mx);
-      lse_g[n] = static_cast<float>(mx + std::log(sum));
+      lse_g[n] = static_cast<float>(row_logits(n));
       tl_g[n] = t >= 0 && t < V ? static_cast<float>(logits[t]) : 0.0f;
     }
     opts.combine(0, N, lse_g.data(), tl_g.data());
@@ -50,16 +54,8 @@ void RefBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
     LMT_CHECK(t >= 0 && (opts.combine || t < V)) << "lm_head_cross_entropy: target " << t << " at row " << n
                                                  << " outside [0, " << V << ")";
     const int64_t tl = t - opts.vocab_begin;  // the target's row here (another rank's if outside [0, V))
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int64_t v = 0; v < V; ++v) {
-      double s = 0;
-      for (int64_t c = 0; c < C; ++c) s += ld(x, n * C + c) * ld(weight, v * C + c);
-      logits[v] = s;
-      mx = std::max(mx, s);
-    }
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(logits[v] - mx);
-    const double lse = opts.combine ? lse_g[n] : mx + std::log(sum);
+    const double local_lse = row_logits(n);
+    const double lse = opts.combine ? lse_g[n] : local_lse;
     const double target_logit = opts.combine ? tl_g[n] : logits[t];
     st(losses, n, lse - target_logit + opts.z_loss * lse * lse);
     if (!dx.present() && !dweight.present()) continue;
