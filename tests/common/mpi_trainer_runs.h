@@ -73,8 +73,9 @@ inline std::map<int64_t, double> losses_of(const std::filesystem::path& run) {
 
 // The model-parallel suites' recipe (tp_test, pp_test): a 3-layer llama-style model (GQA, SwiGLU,
 // RoPE, untied) small enough for 6-step exactness runs, fp32, data in `root`/data, then `overrides`
-// (key=value, in order). A single process (parallel.tp = 1 after them) drops parallel.sp=...,
-// which needs tp > 1, so one list serves both sides of a comparison.
+// (key=value, in order). A single process drops what needs several ranks — parallel.sp=... when
+// parallel.tp = 1 after them, parallel.pp_layers=... when parallel.pp = 1 — so one list serves both
+// sides of a comparison.
 inline config::Config small_parallel_recipe(const std::filesystem::path& root, const std::vector<std::string>& overrides) {
   config::Config c = config::Config::defaults();
   for (const char* kv : {"model.n_layers=3", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
@@ -83,13 +84,16 @@ inline config::Config small_parallel_recipe(const std::filesystem::path& root, c
                          "checkpoint.async=false", "dist.shared_memory=false", "train.dtype=fp32"})
     EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
   EXPECT_TRUE(c.apply_override("data.path=" + (root / "data").string()).ok());
-  std::vector<std::string> sp;
+  std::vector<std::string> sp, stages;
   for (const std::string& kv : overrides) {
     if (kv.rfind("parallel.sp=", 0) == 0) sp.push_back(kv);
+    else if (kv.rfind("parallel.pp_layers=", 0) == 0) stages.push_back(kv);
     else EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
   }
   if (c.get_int("parallel.tp") > 1)
     for (const std::string& kv : sp) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+  if (c.get_int("parallel.pp") > 1)
+    for (const std::string& kv : stages) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
   return c;
 }
 

@@ -122,6 +122,16 @@ TEST_F(PpTest, RecomputeClippingAndZero1MatchOneProcess) {
   matches_one_process("clip", pipeline_layout(), {"train.recompute=true", "train.grad_clip=0.05", "train.zero=1"});
 }
 
+// Stage sizes given (parallel.pp_layers = [1, 2]: the head's stage holds two blocks), still exact.
+TEST_F(PpTest, GivenStageSizesMatchOneProcess) {
+  matches_one_process("given", pipeline_layout(), {"parallel.pp_layers=[1, 2]"});
+  auto t = test::make_trainer(recipe_config(1, kB, kAccum, pipeline_layout(), {"parallel.pp_layers=[1, 2]"}),
+                              root_ / "pp_given_stage", g_comm);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->model().config().n_layers, t->model().pipeline_role().first ? 1 : 2);
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
 // One micro-batch per step: the schedule is all bubble, still exact.
 TEST_F(PpTest, OneMicroBatchMatchesOneProcess) { matches_one_process("m1", pipeline_layout(), {}, 1); }
 

@@ -243,6 +243,26 @@ TEST_F(ParallelRecipeTest, ZeroAlias) {
       << r.status().ToString();
 }
 
+// parallel.pp_layers: one whole block count per stage, summing to the layers.
+TEST_F(ParallelRecipeTest, StageSizesAreChecked) {
+  config::Config c = base();  // 2 layers
+  ASSERT_TRUE(c.apply_override("parallel.pp=2").ok());
+  ASSERT_TRUE(c.apply_override("parallel.pp_layers=[1, 1]").ok());
+  auto r = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->parallel.pp_layers, (std::vector<int64_t>{1, 1}));
+  for (const char* bad : {"parallel.pp_layers=[2, 1]", "parallel.pp_layers=[2]", "parallel.pp_layers=[1.5, 1.5]"}) {
+    config::Config b = base();
+    ASSERT_TRUE(b.apply_override("parallel.pp=2").ok());
+    ASSERT_TRUE(b.apply_override(bad).ok()) << bad;
+    auto rb = recipe_from_config(b, "test.toml");
+    ASSERT_FALSE(rb.ok()) << bad;
+    EXPECT_EQ(rb.status().code(), StatusCode::kInvalidArgument) << rb.status().ToString();
+    EXPECT_NE(rb.status().ToString().find("parallel.pp_layers"), std::string::npos) << rb.status().ToString();
+    EXPECT_NE(rb.status().ToString().find("hint"), std::string::npos) << rb.status().ToString();
+  }
+}
+
 TEST_F(ParallelRecipeTest, TrainerRefusesTheWrongWorld) {
   config::Config c = base();  // TP2 × PP2 with SP runs (tests/dist/tp_test.cpp, pp_test.cpp), but not in one process
   ASSERT_TRUE(c.apply_override("parallel.tp=2").ok());

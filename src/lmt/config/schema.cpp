@@ -120,6 +120,7 @@ std::vector<KeyInfo> build() {
       // parallel: the layout of the ranks (docs/DIST.md). dp · tp · pp must equal the world size.
       key("parallel.dp", I{0}, between(0, 1 << 20), "data-parallel degree; 0: auto, the world size / (parallel.tp · parallel.pp); dp · tp · pp must equal the world size (the ranks under mpirun)"),
       key("parallel.tp", I{1}, between(1, 1024), "tensor-parallel degree (Megatron-style column/row-parallel blocks, vocabulary-parallel embedding and LM head; must divide model.n_heads, the KV heads, ffn_hidden and the padded vocabulary; docs/DIST.md)"),
+      key("parallel.pp_layers", std::vector<double>{}, between(1, 1 << 20), "blocks of each pipeline stage, first to last (whole numbers summing to model.n_layers, one per stage; e.g. [9, 3]); empty: balanced by FLOPs, the LM head's work counted on the last stage (docs/DIST.md)"),
       key("parallel.pp", I{1}, between(1, 1024), "pipeline-parallel stages (1F1B over train.grad_accum micro-batches, layers balanced by FLOPs; at most model.n_layers; docs/DIST.md)"),
       key("parallel.ep", I{1}, between(1, 1 << 16), "expert-parallel degree, carved out of data parallelism: groups of ep consecutive data-parallel ranks split each MoE layer's routed experts and exchange tokens all-to-all; must divide the data-parallel size and model.moe.num_experts (docs/MOE.md)"),
       key("parallel.sp", false, "sequence parallelism inside each tensor-parallel group: norms and the residual stream on sequence shards (needs parallel.tp > 1 and train.seq_len divisible by it; docs/DIST.md)"),

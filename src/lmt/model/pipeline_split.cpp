@@ -62,8 +62,16 @@ std::vector<int64_t> pipeline_cuts(const ModelConfig& c, int stages, int64_t seq
   return cuts;
 }
 
-PipelineMap::PipelineMap(const ModelConfig& full, int stages, int64_t seq_len)
+PipelineMap::PipelineMap(const ModelConfig& full, int stages, int64_t seq_len, const std::vector<int64_t>& layers)
     : full_(full), cuts_(pipeline_cuts(full, stages, seq_len)) {
+  if (!layers.empty()) {
+    LMT_CHECK(static_cast<int>(layers.size()) == stages) << layers.size() << " stage sizes for " << stages << " stages";
+    for (int s = 0; s < stages; ++s) {
+      LMT_CHECK(layers[static_cast<size_t>(s)] >= 1) << "pipeline stage " << s << " of " << layers[static_cast<size_t>(s)] << " blocks";
+      cuts_[static_cast<size_t>(s) + 1] = cuts_[static_cast<size_t>(s)] + layers[static_cast<size_t>(s)];
+    }
+    LMT_CHECK(cuts_.back() == full.n_layers) << "pipeline stages of " << cuts_.back() << " blocks for " << full.n_layers;
+  }
   const Status ok = pipeline_supported(full, stages);
   LMT_CHECK(ok.ok()) << ok.ToString();
   for (int s = 0; s < stages; ++s) stage_layouts_.emplace_back(stage_config(full, stages, s, cuts_));

@@ -37,8 +37,9 @@ std::vector<int64_t> pipeline_cuts(const ModelConfig& c, int stages, int64_t seq
 // Copies between the whole model's flat f32 buffers (ParamLayout(full)) and each stage's.
 class PipelineMap {
  public:
-  // `full` valid and pipeline_supported (checked); cuts as pipeline_cuts(full, stages, seq_len).
-  PipelineMap(const ModelConfig& full, int stages, int64_t seq_len);
+  // `full` valid and pipeline_supported (checked); cuts as pipeline_cuts(full, stages, seq_len), or
+  // given: `layers` blocks per stage (stages of them, each >= 1, summing to n_layers; checked).
+  PipelineMap(const ModelConfig& full, int stages, int64_t seq_len, const std::vector<int64_t>& layers = {});
 
   int stages() const { return static_cast<int>(stage_layouts_.size()); }
   const std::vector<int64_t>& cuts() const { return cuts_; }

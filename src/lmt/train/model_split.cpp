@@ -7,11 +7,12 @@
 
 namespace lmt::train {
 
-ModelSplit::ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len)
+ModelSplit::ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len,
+                       const std::vector<int64_t>& pp_layers)
     : topo_(topology), whole_(whole) {
   if (topology.tp_size() > 1) tp_ = std::make_unique<TensorParallelPlan>(topology.tp(), whole);
   const model::ModelConfig& part = tp_ ? tp_->shard_config() : whole;
-  if (topology.pp_size() > 1) pp_ = std::make_unique<PipelinePlan>(topology.pp(), part, seq_len);
+  if (topology.pp_size() > 1) pp_ = std::make_unique<PipelinePlan>(topology.pp(), part, seq_len, pp_layers);
   local_ = pp_ ? pp_->stage_config() : part;
 }
 

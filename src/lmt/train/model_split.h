@@ -32,7 +32,9 @@ class ModelSplit {
  public:
   // `whole` must be valid for the topology's tp and pp (tensor_parallel_supported,
   // pipeline_supported; checked by the plans). seq_len: the stages are balanced by FLOPs at it.
-  ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len);
+  // pp_layers: blocks per stage when given (parallel.pp_layers).
+  ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len,
+             const std::vector<int64_t>& pp_layers = {});
 
   bool split() const { return tp_ != nullptr || pp_ != nullptr; }
   TensorParallelPlan* tensor() { return tp_.get(); }

@@ -59,6 +59,16 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
                                  ": expert-parallel groups are carved out of the data-parallel ranks",
                              "choose parallel.ep dividing parallel.dp");
   }
+  if (!p.pp_layers.empty()) {
+    int64_t sum = 0;
+    for (int64_t n : p.pp_layers) sum += n;
+    if (static_cast<int64_t>(p.pp_layers.size()) != p.pp || sum != m.n_layers)
+      return InvalidArgument(at + "parallel.pp_layers lists " + str(static_cast<int64_t>(p.pp_layers.size())) +
+                                 " stages of " + str(sum) + " blocks in all; parallel.pp = " + str(p.pp) +
+                                 " stages of model.n_layers = " + str(m.n_layers) + " blocks are needed",
+                             "give one whole number >= 1 per stage, summing to the layer count, or leave it empty "
+                             "(balanced by FLOPs)");
+  }
   {  // what the model's blocks cannot split (MoE layers, qk_norm_full, nope_every)
     Status split = model::tensor_parallel_supported(m, static_cast<int>(p.tp));
     if (split.ok() && p.pp <= m.n_layers) split = model::pipeline_supported(m, static_cast<int>(p.pp));

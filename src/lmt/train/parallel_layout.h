@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lmt/base/status.h"
 #include "lmt/dist/topology.h"
@@ -30,6 +31,7 @@ struct ParallelLayout {
   int64_t tp = 1, pp = 1;
   int64_t ep = 1;  // expert parallelism: groups of ep consecutive dp ranks (docs/MOE.md)
   bool sp = false;
+  std::vector<int64_t> pp_layers;  // blocks per pipeline stage; empty: balanced by FLOPs (model::pipeline_cuts)
 };
 
 // The model/batch checks (see above). `where` prefixes messages (the recipe file or flag that set

@@ -52,8 +52,10 @@ class PipelinePlan {
  public:
   // `whole`: the model the stages together hold (a tensor-parallel part under tp), pipeline_supported
   // for pp.world() stages (checked); the layers are balanced by FLOPs at seq_len (pipeline_cuts).
-  PipelinePlan(dist::Communicator& pp, const model::ModelConfig& whole, int64_t seq_len)
-      : comm_(pp), map_(whole, pp.world(), seq_len) {}
+  // `layers`: blocks per stage when given (model::PipelineMap).
+  PipelinePlan(dist::Communicator& pp, const model::ModelConfig& whole, int64_t seq_len,
+               const std::vector<int64_t>& layers = {})
+      : comm_(pp), map_(whole, pp.world(), seq_len, layers) {}
 
   int stage() const { return comm_.rank(); }
   int stages() const { return comm_.world(); }

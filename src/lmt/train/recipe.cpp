@@ -208,6 +208,13 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.parallel.ep = c.get_int("parallel.ep");
   r.run.ep = static_cast<int>(r.parallel.ep);  // the MoE activations are planned for the ep group
   r.parallel.sp = c.get_bool("parallel.sp");
+  for (double n : c.get_float_list("parallel.pp_layers")) {
+    if (n != static_cast<double>(static_cast<int64_t>(n)))
+      return InvalidArgument(c.where("parallel.pp_layers") + ": parallel.pp_layers holds " + std::to_string(n) +
+                                 ", not a whole number of blocks",
+                             "list whole block counts, e.g. [9, 3]");
+    r.parallel.pp_layers.push_back(static_cast<int64_t>(n));
+  }
   LMT_RETURN_IF_ERROR(check_parallel_layout(r.parallel, r.model, r.seq_len, where_section(c, "parallel.")));
   // Sequence parallelism: each tensor-parallel rank holds seq_len / tp rows of every sequence's
   // residual stream (the activations are planned for it).

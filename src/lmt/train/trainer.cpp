@@ -358,7 +358,7 @@ Status Trainer::check_model_parallel() const {
 // tensor or pipeline parallelism, this rank's part of it, so every layout starts from the single
 // process's weights.
 Status Trainer::init_model(kernels::Backend& backend) {
-  split_ = std::make_unique<ModelSplit>(*topology_, recipe_.model, recipe_.seq_len);
+  split_ = std::make_unique<ModelSplit>(*topology_, recipe_.model, recipe_.seq_len, recipe_.parallel.pp_layers);
   model_ = std::make_unique<model::Transformer>(split_->local_config(), backend);
   if (split_->split()) {
     const model::ParamLayout& whole = split_->whole_layout();
