@@ -58,13 +58,10 @@ StatusOr<double> PipelinePlan::run(MicroBatchSource& source, int64_t M, float lo
   LMT_CHECK(model_ != nullptr && M >= 1) << "PipelinePlan::run before prepare_schedule, or M = " << M;
   const int64_t act_bytes = activation_bytes();
   LMT_CHECK(static_cast<int64_t>(model_->stage_output().bytes()) == act_bytes) << "pipeline stage input and output differ";
-  // The 1F1B order of this stage's operations: (forward?, micro-batch).
-  struct Op {
-    bool forward;
-    int64_t mb;
-  };
+  // The 1F1B order of this stage's operations (reused: no allocation once it has held M).
   const int64_t warm = std::min<int64_t>(stages() - stage() - 1, M);
-  std::vector<Op> ops;
+  std::vector<Op>& ops = ops_;
+  ops.clear();
   for (int64_t k = 0; k < warm; ++k) ops.push_back({true, k});
   for (int64_t k = 0; k < M - warm; ++k) {
     ops.push_back({true, warm + k});

@@ -100,6 +100,11 @@ class PipelinePlan {
     data::Batch batch;                             // this micro-batch's copy (read again by backward)
   };
   Slot& slot_for(int64_t micro_batch, int64_t M);
+  struct Op {  // one operation of the schedule
+    bool forward;
+    int64_t mb;  // micro-batch
+  };
+  std::vector<Op> ops_;  // run()'s 1F1B order, kept to reuse its memory
   int64_t activation_bytes() const;  // one micro-batch's residual stream [B·T, C]
 
   dist::Communicator& comm_;
