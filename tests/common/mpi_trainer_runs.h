@@ -164,6 +164,14 @@ inline void expect_close_by_step(const std::map<int64_t, double>& a, const std::
   }
 }
 
+// The absolute part of a parameter tolerance for layouts that reorder the GEMMs' sums (tensor
+// parallelism): an element whose gradient is below Adam's eps (1e-8; it happens, e.g. a rare
+// token's embedding element with a ~2e-9 gradient that nearly cancels) moves by lr·g/eps, so the
+// gradient's relative rounding shows up in its update directly — up to 2.4e-5 after 6 steps at
+// lr 3e-3 has been seen (tp_test, ASan build), against ~1.8e-3 for one ordinary Adam step. A missing
+// or doubled sum moves whole tensors by far more (the mutations tried moved weights by ~1%).
+constexpr double kAdamRoundingAbs = 5e-5;
+
 // Every parameter of `b` within abs + rel·|a| of `a`'s (the worst one is named).
 inline void expect_params_close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs = 1e-6) {
   ASSERT_EQ(a.size(), b.size());
