@@ -98,15 +98,15 @@ inline config::Config small_parallel_recipe(const std::filesystem::path& root, c
 }
 
 // The main() of an MPI gtest suite (each test collective over *comm): the world communicator
-// (MPI under mpirun, else solo) into *comm, kept for the process; only rank 0 prints results.
+// (MPI under mpirun, else solo) into *comm for the tests' run; only rank 0 prints results (failures
+// still set every rank's exit code).
 inline int mpi_test_main(int argc, char** argv, dist::Communicator** comm) {
-  static std::unique_ptr<dist::Communicator> world;
   auto made = dist::make_communicator();
   if (!made.ok()) {
     std::fprintf(stderr, "%s\n", made.status().ToString().c_str());
     return 2;
   }
-  world = std::move(*made);
+  std::unique_ptr<dist::Communicator> world = std::move(*made);
   *comm = world.get();
   ::testing::InitGoogleTest(&argc, argv);
   if (world->rank() != 0) {

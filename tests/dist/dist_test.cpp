@@ -426,18 +426,4 @@ TEST_F(DistTest, BadZeroStageAndBucketSizeNameTheKey) {
 }  // namespace
 }  // namespace lmt
 
-int main(int argc, char** argv) {
-  auto comm = lmt::dist::make_communicator();
-  if (!comm.ok()) {
-    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
-    return 2;
-  }
-  lmt::g_comm = comm->get();
-  ::testing::InitGoogleTest(&argc, argv);
-  if (lmt::g_comm->rank() != 0) {  // one rank's report is enough; failures still set the exit code
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  return rc;
-}
+int main(int argc, char** argv) { return lmt::test::mpi_test_main(argc, argv, &lmt::g_comm); }

@@ -281,17 +281,4 @@ TEST_F(EpTrainTest, BadEpIsRefusedNamingTheKey) {
 }  // namespace
 }  // namespace lmt
 
-int main(int argc, char** argv) {
-  auto comm = lmt::dist::make_communicator();
-  if (!comm.ok()) {
-    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
-    return 2;
-  }
-  lmt::g_comm = comm->get();
-  ::testing::InitGoogleTest(&argc, argv);
-  if (lmt::g_comm->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  return RUN_ALL_TESTS();
-}
+int main(int argc, char** argv) { return lmt::test::mpi_test_main(argc, argv, &lmt::g_comm); }

@@ -304,19 +304,4 @@ TEST_F(Zero3Test, ModelStateMemoryShrinksAsPlanned) {
 }  // namespace
 }  // namespace lmt
 
-int main(int argc, char** argv) {
-  auto comm = lmt::dist::make_communicator();
-  if (!comm.ok()) {
-    std::fprintf(stderr, "%s\n", comm.status().ToString().c_str());
-    return 2;
-  }
-  lmt::g_comm = comm->get();
-  ::testing::InitGoogleTest(&argc, argv);
-  // Only rank 0 prints gtest's results (every rank runs every test: they are collective).
-  if (lmt::g_comm->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  const int rc = RUN_ALL_TESTS();
-  return rc;
-}
+int main(int argc, char** argv) { return lmt::test::mpi_test_main(argc, argv, &lmt::g_comm); }
