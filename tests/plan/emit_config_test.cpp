@@ -42,6 +42,7 @@ TEST(EmitConfig, FragmentLoadsWithThePlansValues) {
   EXPECT_EQ(c->get_int("parallel.tp"), 2);
   EXPECT_EQ(c->get_int("parallel.pp"), 1);
   EXPECT_FALSE(c->get_bool("parallel.sp"));
+  EXPECT_EQ(c->get_int("parallel.ep"), 1);
   EXPECT_EQ(c->get_int("train.zero"), 1);
   EXPECT_EQ(c->get_int("train.micro_batch"), 2);
   EXPECT_EQ(c->get_int("train.grad_accum"), 8);  // 32 / (2 · 2)
@@ -50,6 +51,26 @@ TEST(EmitConfig, FragmentLoadsWithThePlansValues) {
   // The global batch survives: micro_batch · grad_accum · dp.
   EXPECT_EQ(c->get_int("train.micro_batch") * c->get_int("train.grad_accum") * c->get_int("parallel.dp"),
             r.inputs.global_batch);
+}
+
+// An MoE plan with --ep writes parallel.ep (a key the recipe schema accepts, in range).
+TEST(EmitConfig, ExpertParallelismIsWritten) {
+  PlanInputs in;
+  in.model = *model::preset("tiny-moe");
+  in.hardware = "cpu";
+  in.devices = 4;
+  in.seq_len = 64;
+  in.micro_batch = 2;
+  in.global_batch = 16;
+  in.tp = 1;
+  in.pp = 1;
+  in.ep = 2;
+  auto r = make_plan(in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto c = config::Config::from_toml_string(layout_fragment(*r), "layout.toml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString() << "\n" << layout_fragment(*r);
+  EXPECT_EQ(c->get_int("parallel.ep"), 2);
+  EXPECT_EQ(c->get_int("parallel.dp"), 4);
 }
 
 TEST(EmitConfig, OverlaysABaseRecipe) {

@@ -22,12 +22,13 @@ std::string layout_fragment(const PlanReport& r) {
        ", ZeRO-" + std::to_string(r.inputs.zero_stage) + ", global batch " + str(r.inputs.global_batch) +
        " sequences" + step + ".\n";
   s += "# Overlay it on a recipe: lmtrain train --config RECIPE.toml --config THIS.toml --run-dir RUN\n";
-  s += "# (under mpirun -np " + str(r.inputs.devices) + "; docs/DIST.md says which layouts run today).\n";
+  s += "# (under mpirun -np " + str(r.inputs.devices) + "; docs/DIST.md says what each layout runs with).\n";
   s += "[parallel]\n";
   s += "dp = " + str(l.dp) + "\n";
   s += "tp = " + str(l.tp) + "\n";
   s += "pp = " + str(l.pp) + "\n";
   s += "sp = false\n";
+  s += "ep = " + str(r.inputs.ep) + "\n";  // expert parallelism (MoE models; 1 for dense ones)
   s += "\n[train]\n";
   s += "zero = " + std::to_string(r.inputs.zero_stage) + "\n";
   s += "micro_batch = " + str(l.micro_batch) + "\n";
