@@ -191,20 +191,19 @@ Status DataParallel::finish(model::Transformer& m, bool full_grads) {
 void DataParallel::add_model_parallel_group(dist::Communicator& group,
                                             std::vector<std::pair<int64_t, int64_t>> replicated) {
   LMT_CHECK(z3_ == nullptr) << "model parallelism with ZeRO 3";
-  mp_groups_.push_back({&group, std::move(replicated)});
+  if (group.rank() != 0) {  // another rank of this group counts these ranges
+    mp_skip_.insert(mp_skip_.end(), replicated.begin(), replicated.end());
+    std::sort(mp_skip_.begin(), mp_skip_.end());
+  }
+  mp_groups_.push_back(&group);
 }
 
 double DataParallel::counted_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const {
-  // The ranges this rank leaves to another rank of some group, merged.
-  std::vector<std::pair<int64_t, int64_t>> skip;
-  for (const ModelParallelGroup& g : mp_groups_)
-    if (g.comm->rank() != 0) skip.insert(skip.end(), g.replicated.begin(), g.replicated.end());
-  std::sort(skip.begin(), skip.end());
   kernels::Backend& be = m.backend();
   const TensorView g = m.grads();
   double ss = 0;
   int64_t at = lo;  // [at, ...) not yet summed
-  for (const auto& [b, e] : skip) {
+  for (const auto& [b, e] : mp_skip_) {
     const int64_t sb = std::max(b, at), se = std::min(e, hi);
     if (sb >= se) continue;
     if (sb > at) ss += be.sum_squares(g.slice_rows(at, sb));
@@ -219,7 +218,7 @@ StatusOr<double> DataParallel::grad_norm(model::Transformer& m) {
     const bool sharded = grads_sharded_;
     double ss = counted_sum_squares(m, sharded ? shard_begin() : 0, sharded ? shard_end() : total_);
     if (sharded) LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&ss, 1));
-    for (const ModelParallelGroup& g : mp_groups_) LMT_RETURN_IF_ERROR(g.comm->all_reduce_sum(&ss, 1));
+    for (dist::Communicator* g : mp_groups_) LMT_RETURN_IF_ERROR(g->all_reduce_sum(&ss, 1));
     return std::sqrt(ss);
   }
   if (z3_) {

@@ -143,13 +143,11 @@ class DataParallel {
   // Symmetric buffers holding the model's storage (use_shared_memory()); the model's Tensors share them.
   std::shared_ptr<dist::SymmetricBuffer> params_buf_, grads_buf_, mirror_buf_;
   std::unique_ptr<Zero3> z3_;  // ZeRO 3 (shard_parameters())
-  // Model-parallel groups grad_norm() also sums over, with the ranges only their rank 0 counts.
-  struct ModelParallelGroup {
-    dist::Communicator* comm;
-    std::vector<std::pair<int64_t, int64_t>> replicated;
-  };
-  std::vector<ModelParallelGroup> mp_groups_;
-  // Sum of squares of grads [lo, hi), without the ranges some group's rank 0 counts instead.
+  // Model-parallel groups grad_norm() also sums over, and the ranges (sorted) this rank leaves to
+  // another rank of one of them (their rank 0 counts the replicated ranges).
+  std::vector<dist::Communicator*> mp_groups_;
+  std::vector<std::pair<int64_t, int64_t>> mp_skip_;
+  // Sum of squares of grads [lo, hi), without mp_skip_.
   double counted_sum_squares(model::Transformer& m, int64_t lo, int64_t hi) const;
 };
 

@@ -58,23 +58,29 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> ModelSplit::gather_state(
 Status ModelSplit::reduce_partial_grads(model::Transformer& m) {
   if (pp_) LMT_RETURN_IF_ERROR(pp_->reduce_end_grads(m));
   if (!tp_) return Status::Ok();
-  // QK-norm weights: shared by the heads the ranks split. Under sequence parallelism also every
-  // norm and the position embedding, which each rank saw only its rows of.
-  const bool sp = m.tensor_parallel() != nullptr && m.tensor_parallel()->sequence_parallel;
-  const model::ModelViews g = m.grad_views();
-  std::vector<TensorView> parts;
-  int64_t n = 0;
-  auto add = [&](const TensorView& v) {
-    if (v.present()) parts.push_back(v), n += v.numel();
-  };
-  for (const model::BlockViews& b : g.blocks) {
-    add(b.q_norm_w);
-    add(b.k_norm_w);
+  // The tensors, found once per gradient buffer (its views do not move between steps).
+  if (parts_of_ != m.grads().data()) {
+    parts_of_ = m.grads().data();
+    partial_parts_.clear();
+    // QK-norm weights: shared by the heads the ranks split. Under sequence parallelism also every
+    // norm and the position embedding, which each rank saw only its rows of.
+    const bool sp = m.tensor_parallel() != nullptr && m.tensor_parallel()->sequence_parallel;
+    const model::ModelViews g = m.grad_views();
+    auto add = [&](const TensorView& v) {
+      if (v.present()) partial_parts_.push_back(v);
+    };
+    for (const model::BlockViews& b : g.blocks) {
+      add(b.q_norm_w);
+      add(b.k_norm_w);
+      if (sp)
+        for (const TensorView& v : {b.attn_norm_w, b.attn_norm_b, b.ffn_norm_w, b.ffn_norm_b}) add(v);
+    }
     if (sp)
-      for (const TensorView& v : {b.attn_norm_w, b.attn_norm_b, b.ffn_norm_w, b.ffn_norm_b}) add(v);
+      for (const TensorView& v : {g.pos_embed, g.final_norm_w, g.final_norm_b}) add(v);
   }
-  if (sp)
-    for (const TensorView& v : {g.pos_embed, g.final_norm_w, g.final_norm_b}) add(v);
+  const std::vector<TensorView>& parts = partial_parts_;
+  int64_t n = 0;
+  for (const TensorView& v : parts) n += v.numel();
   if (n == 0) return Status::Ok();
   qk_scratch_.resize(static_cast<size_t>(n));
   int64_t at = 0;

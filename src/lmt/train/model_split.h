@@ -64,7 +64,9 @@ class ModelSplit {
   std::unique_ptr<TensorParallelPlan> tp_;
   std::unique_ptr<PipelinePlan> pp_;
   model::ModelConfig local_;
-  std::vector<float> qk_scratch_;  // the QK-norm gradients packed for one sum
+  std::vector<TensorView> partial_parts_;  // reduce_partial_grads' tensors, of the buffer at parts_of_
+  const void* parts_of_ = nullptr;
+  std::vector<float> qk_scratch_;          // ... packed for one sum
 };
 
 }  // namespace lmt::train

@@ -32,7 +32,7 @@ model::TensorParallel TensorParallelPlan::model_group(bool sequence_parallel) {
         << "tensor-parallel gather of " << all.to_string();
     LMT_TRACE_SCOPE("op:tp_comm");
     Timer t;
-    const Status s = comm_.all_gather(all.as<float>(), std::vector<int64_t>(static_cast<size_t>(size()), all.numel() / size()));
+    const Status s = comm_.all_gather(all.as<float>(), equal_counts(all.numel() / size()));
     comm_seconds_ += t.seconds();
     return s;
   };
@@ -42,12 +42,16 @@ model::TensorParallel TensorParallelPlan::model_group(bool sequence_parallel) {
         << "tensor-parallel reduce-scatter of " << full.to_string() << " into " << part.to_string();
     LMT_TRACE_SCOPE("op:tp_comm");
     Timer t;
-    const Status s = comm_.reduce_scatter_sum(full.as<float>(), part.as<float>(),
-                                              std::vector<int64_t>(static_cast<size_t>(size()), part.numel()));
+    const Status s = comm_.reduce_scatter_sum(full.as<float>(), part.as<float>(), equal_counts(part.numel()));
     comm_seconds_ += t.seconds();
     return s;
   };
   return g;
+}
+
+const std::vector<int64_t>& TensorParallelPlan::equal_counts(int64_t n) {
+  counts_.assign(static_cast<size_t>(size()), n);  // no allocation after the first call
+  return counts_;
 }
 
 Status TensorParallelPlan::gather(const float* shard, float* full) {
@@ -55,7 +59,7 @@ Status TensorParallelPlan::gather(const float* shard, float* full) {
   if (!gathered_.view().present()) gathered_ = Tensor({n * size()}, DType::kF32);
   float* all = gathered_.as<float>();
   std::memcpy(all + rank() * n, shard, static_cast<size_t>(n) * sizeof(float));
-  LMT_RETURN_IF_ERROR(comm_.all_gather(all, std::vector<int64_t>(static_cast<size_t>(size()), n)));
+  LMT_RETURN_IF_ERROR(comm_.all_gather(all, equal_counts(n)));
   map_.assemble(all, full);
   return Status::Ok();
 }

@@ -14,6 +14,7 @@
 // communicator (the Topology's). Threading: the Trainer's thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,7 +51,12 @@ class TensorParallelPlan {
  private:
   dist::Communicator& comm_;
   model::TensorParallelMap map_;
+  // [size] copies of n: the per-rank counts of an even collective (a member, so the sums inside
+  // every forward and backward allocate nothing).
+  const std::vector<int64_t>& equal_counts(int64_t n);
+
   Tensor gathered_;  // [size · shard numel]: the all-gather's buffer, allocated on first use
+  std::vector<int64_t> counts_;
   double comm_seconds_ = 0;
 };
 
