@@ -284,7 +284,8 @@ class Backend {
   void moe_combine_forward(const TensorView& out, const TensorView& y, const TensorView& weights,
                            const TensorView& slots);
   // dy[R,F] (overwrite; rows no slot names are left as they are) = weights[n,k] · dout[n] at row
-  // slots[n,k]; dweights[N,K] (overwrite) = dout[n] · y[slots[n,k]] (0 for a dropped slot).
+  // slots[n,k]; dweights[N,K] (overwrite) = dout[n] · y[slots[n,k]] (0 for a dropped slot). Each row
+  // of y is named by one slot at most (a routing's slots are), so backends may write dy in parallel.
   void moe_combine_backward(const TensorView& dy, const TensorView& dweights, const TensorView& dout,
                             const TensorView& y, const TensorView& weights, const TensorView& slots);
   // Grouped GEMM over experts with variable row counts (dropless: no padding): rows

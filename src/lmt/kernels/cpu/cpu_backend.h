@@ -31,6 +31,10 @@ class CpuBackend : public Backend {
   // call to workspace(). Grows monotonically, so steady-state training never allocates.
   void* workspace(size_t bytes);
 
+  // How many oneDNN GEMM primitives are cached (one per shape; cpu/matmul.cpp). Steady-state
+  // training, MoE routing included, stops adding to it after the first step.
+  size_t cached_gemm_primitives() const;
+
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                    bool trans_b, bool accumulate) override;
@@ -42,6 +46,26 @@ class CpuBackend : public Backend {
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
                             const TensorView& dbias, const TensorView& dout, const TensorView& inp,
                             const TensorView& weight) override;
+  // MoE routing ops (cpu/moe.cpp): the shared host implementations, run on blocks of rows in parallel.
+  void moe_router_forward_impl(const TensorView& weights, const TensorView& experts, const TensorView& probs,
+                               const TensorView& lse, const TensorView& logits, const TensorView& bias,
+                               bool renormalize) override;
+  void moe_router_backward_impl(const TensorView& dlogits, const TensorView& dweights, const TensorView& probs,
+                                const TensorView& lse, const TensorView& experts, bool renormalize,
+                                const TensorView& dprobs, double z_scale) override;
+  void moe_gather_rows_impl(const TensorView& out, const TensorView& inp, const TensorView& row_ids) override;
+  void moe_scatter_add_rows_impl(const TensorView& dinp, const TensorView& dout, const TensorView& row_ids) override;
+  void moe_combine_forward_impl(const TensorView& out, const TensorView& y, const TensorView& weights,
+                                const TensorView& slots) override;
+  void moe_combine_backward_impl(const TensorView& dy, const TensorView& dweights, const TensorView& dout,
+                                 const TensorView& y, const TensorView& weights, const TensorView& slots) override;
+  // MoE experts' GEMMs (cpu/matmul.cpp): one oneDNN call per expert with rows, through primitives
+  // whose row count is a runtime dimension (one primitive per weight shape, whatever the routing).
+  void grouped_linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
+                                   const std::vector<int64_t>& offsets) override;
+  void grouped_linear_backward_impl(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                                    const TensorView& inp, const TensorView& weight,
+                                    const std::vector<int64_t>& offsets) override;
   void embedding_forward_impl(const TensorView& out, const TensorView& ids, const TensorView& table,
                               bool accumulate) override;
   void embedding_backward_impl(const TensorView& dtable, const TensorView& dout,

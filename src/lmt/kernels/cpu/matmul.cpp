@@ -2,7 +2,10 @@
 //
 // Transposes are expressed as strides, so no operand is ever copied. Primitives are created once
 // per (M, K, N, dtype, transposes, accumulate, bias) and cached with their memory objects; a call
-// only swaps data handles. bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
+// only swaps data handles. The grouped GEMM of the MoE experts sees a different row count per expert
+// and step, so its primitives take the row count as a runtime dimension (one primitive per weight
+// shape, not one per row count: creating a primitive costs ~100 us, and a cache keyed by every row
+// count seen grows without bound over a run). bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
 // (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
 // Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass.
 // CPUs without AVX-512 (AVX2 only): oneDNN has no bf16 matmul there, so bf16 operands are widened
@@ -37,14 +40,45 @@ dt to_dnnl(DType t) {
 
 // One cached GEMM: C[M,N] (+)= op(A)·op(B) (+ bias[N]); with batch > 1, that many independent
 // products of contiguous [M,K]/[K,N]/[M,N] matrices in one primitive (no bias).
+// runtime_m / runtime_k: M (resp. K) is given per call, the primitive serves every value. Only where
+// no stride depends on it: runtime_m needs A untransposed, runtime_k needs Aᵀ and B untransposed
+// (the row counts of a grouped linear's forward, input gradient and weight gradient).
 struct GemmKey {
   int64_t M, K, N;
   DType in;
   bool trans_a, trans_b, accumulate, bias;
   int64_t batch = 1;
-  auto tie() const { return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias, batch); }
+  bool runtime_m = false, runtime_k = false;
+  auto tie() const { return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias, batch, runtime_m, runtime_k); }
   bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
+  // The key a cached primitive is stored under: runtime dimensions erased.
+  GemmKey cached() const {
+    GemmKey c = *this;
+    if (runtime_m) c.M = DNNL_RUNTIME_DIM_VAL;
+    if (runtime_k) c.K = DNNL_RUNTIME_DIM_VAL;
+    return c;
+  }
 };
+
+struct GemmDescs {
+  dnnl::memory::desc a, b, c;
+};
+
+// Row-major [rows, cols] with explicit strides; a transposed operand is stored [cols, rows]. With a
+// runtime dimension erased (cached()), these describe the primitive; with real values, one call.
+GemmDescs gemm_descs(const GemmKey& k) {
+  using md = dnnl::memory::desc;
+  const dt in = to_dnnl(k.in);
+  if (k.batch > 1)  // the same strides within a matrix, matrices back to back
+    return {md({k.batch, k.M, k.K}, in,
+               k.trans_a ? dnnl::memory::dims{k.M * k.K, 1, k.M} : dnnl::memory::dims{k.M * k.K, k.K, 1}),
+            md({k.batch, k.K, k.N}, in,
+               k.trans_b ? dnnl::memory::dims{k.K * k.N, 1, k.K} : dnnl::memory::dims{k.K * k.N, k.N, 1}),
+            md({k.batch, k.M, k.N}, dt::f32, dnnl::memory::dims{k.M * k.N, k.N, 1})};
+  return {md({k.M, k.K}, in, k.trans_a ? dnnl::memory::dims{1, k.M} : dnnl::memory::dims{k.K, 1}),
+          md({k.K, k.N}, in, k.trans_b ? dnnl::memory::dims{1, k.K} : dnnl::memory::dims{k.N, 1}),
+          md({k.M, k.N}, dt::f32, dnnl::memory::dims{k.N, 1})};
+}
 
 struct GemmPrimitive {
   dnnl::matmul prim;
@@ -69,22 +103,16 @@ struct CpuBackend::Dnnl {
     return out;
   }
 
+  // The cached primitive for k (runtime dimensions erased); with no runtime dimension, its memory
+  // objects too.
   GemmPrimitive& get(const GemmKey& k) {
-    auto it = cache.find(k);
+    const GemmKey key = k.cached();
+    auto it = cache.find(key);
     if (it != cache.end()) return it->second;
-    using md = dnnl::memory::desc;
-    const dt in = to_dnnl(k.in);
-    // Row-major [rows, cols] with explicit strides; a transposed operand is stored [cols, rows].
-    md a_md({k.M, k.K}, in, k.trans_a ? dnnl::memory::dims{1, k.M} : dnnl::memory::dims{k.K, 1});
-    md b_md({k.K, k.N}, in, k.trans_b ? dnnl::memory::dims{1, k.K} : dnnl::memory::dims{k.N, 1});
-    md c_md({k.M, k.N}, dt::f32, dnnl::memory::dims{k.N, 1});
-    if (k.batch > 1) {  // the same strides within a matrix, matrices back to back
-      a_md = md({k.batch, k.M, k.K}, in,
-                k.trans_a ? dnnl::memory::dims{k.M * k.K, 1, k.M} : dnnl::memory::dims{k.M * k.K, k.K, 1});
-      b_md = md({k.batch, k.K, k.N}, in,
-                k.trans_b ? dnnl::memory::dims{k.K * k.N, 1, k.K} : dnnl::memory::dims{k.K * k.N, k.N, 1});
-      c_md = md({k.batch, k.M, k.N}, dt::f32, dnnl::memory::dims{k.M * k.N, k.N, 1});
-    }
+    LMT_CHECK(!(k.runtime_m || k.runtime_k) || (k.batch == 1 && !k.bias)) << "oneDNN matmul: runtime dims unbatched, no bias";
+    LMT_CHECK(!k.runtime_m || !k.trans_a) << "oneDNN matmul: a runtime M needs A untransposed";
+    LMT_CHECK(!k.runtime_k || (k.trans_a && !k.trans_b)) << "oneDNN matmul: a runtime K needs Aᵀ and B";
+    const GemmDescs d = gemm_descs(key);
     dnnl::primitive_attr attr;
     if (k.accumulate) {
       dnnl::post_ops ops;
@@ -94,17 +122,19 @@ struct CpuBackend::Dnnl {
     GemmPrimitive g;
     dnnl::matmul::primitive_desc pd;
     if (k.bias) {
-      md bias_md({1, k.N}, dt::f32, dnnl::memory::dims{k.N, 1});
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
+      dnnl::memory::desc bias_md({1, k.N}, dt::f32, dnnl::memory::dims{k.N, 1});
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(d.a, d.b, bias_md, d.c), attr, engine);
       g.bias = dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE);
     } else {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(d.a, d.b, d.c), attr, engine);
     }
     g.prim = dnnl::matmul(pd);
-    g.a = dnnl::memory(a_md, engine, DNNL_MEMORY_NONE);
-    g.b = dnnl::memory(b_md, engine, DNNL_MEMORY_NONE);
-    g.c = dnnl::memory(c_md, engine, DNNL_MEMORY_NONE);
-    return cache.emplace(k, std::move(g)).first->second;
+    if (!k.runtime_m && !k.runtime_k) {  // memory with runtime dimensions is made per call
+      g.a = dnnl::memory(d.a, engine, DNNL_MEMORY_NONE);
+      g.b = dnnl::memory(d.b, engine, DNNL_MEMORY_NONE);
+      g.c = dnnl::memory(d.c, engine, DNNL_MEMORY_NONE);
+    }
+    return cache.emplace(key, std::move(g)).first->second;
   }
 
   void run(const GemmKey& k, const void* a, const void* b, void* c, const void* bias) {
@@ -132,11 +162,18 @@ struct CpuBackend::Dnnl {
       }
     }
     GemmPrimitive& g = get(k);
-    g.a.set_data_handle(const_cast<void*>(a));
-    g.b.set_data_handle(const_cast<void*>(b));
-    g.c.set_data_handle(c);
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}};
+    std::unordered_map<int, dnnl::memory> args;
+    if (k.runtime_m || k.runtime_k) {
+      const GemmDescs d = gemm_descs(k);
+      args = {{DNNL_ARG_SRC, dnnl::memory(d.a, engine, const_cast<void*>(a))},
+              {DNNL_ARG_WEIGHTS, dnnl::memory(d.b, engine, const_cast<void*>(b))},
+              {DNNL_ARG_DST, dnnl::memory(d.c, engine, c)}};
+    } else {
+      g.a.set_data_handle(const_cast<void*>(a));
+      g.b.set_data_handle(const_cast<void*>(b));
+      g.c.set_data_handle(c);
+      args = {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_DST, g.c}};
+    }
     if (k.bias) {
       g.bias.set_data_handle(const_cast<void*>(bias));
       args.emplace(DNNL_ARG_BIAS, g.bias);
@@ -160,6 +197,8 @@ std::string cpu_gemm_isa() {
   }
 }
 CpuBackend::~CpuBackend() = default;
+
+size_t CpuBackend::cached_gemm_primitives() const { return dnnl_->cache.size(); }
 
 namespace {
 void require_gemm_dtype(const char* op, const TensorView& t) {
@@ -232,6 +271,56 @@ void CpuBackend::linear_backward_impl(const TensorView& dinp, const TensorView& 
       column_sums(dbias.as<float>(), dout.as<float>(), N, OC);
     else
       column_sums(dbias.as<float>(), dout.as<bf16>(), N, OC);
+  }
+}
+
+}  // namespace lmt::kernels
+
+namespace lmt::kernels {
+
+namespace {
+// Rows [begin, end) of a row-major matrix, and matrix e of a [E, R, C] stack, as raw pointers.
+const char* rows_at(const TensorView& t, int64_t begin) {
+  return static_cast<const char*>(t.data()) + static_cast<size_t>(begin * t.dim(1)) * dtype_size(t.dtype());
+}
+const char* matrix_at(const TensorView& w, int64_t e) {
+  return static_cast<const char*>(w.data()) + static_cast<size_t>(e * w.dim(1) * w.dim(2)) * dtype_size(w.dtype());
+}
+char* mut(const char* p) { return const_cast<char*>(p); }
+}  // namespace
+
+// One GEMM per expert with rows, each through the primitive with a runtime row count (see the top).
+void CpuBackend::grouped_linear_forward_impl(const TensorView& out, const TensorView& inp,
+                                             const TensorView& weight, const std::vector<int64_t>& offsets) {
+  require_gemm_dtype("grouped_linear_forward", inp);
+  const int64_t C = inp.dim(1), OC = weight.dim(1);
+  for (int64_t e = 0; e < weight.dim(0); ++e) {
+    const int64_t rows = offsets[e + 1] - offsets[e];
+    if (rows == 0) continue;
+    GemmKey k{rows, C, OC, inp.dtype(), false, true, false, false};  // out_e = inp_e · weight[e]ᵀ
+    k.runtime_m = true;
+    dnnl_->run(k, rows_at(inp, offsets[e]), matrix_at(weight, e), mut(rows_at(out, offsets[e])), nullptr);
+  }
+}
+
+void CpuBackend::grouped_linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
+                                              const TensorView& dout, const TensorView& inp,
+                                              const TensorView& weight, const std::vector<int64_t>& offsets) {
+  require_gemm_dtype("grouped_linear_backward", dout);
+  const int64_t C = inp.dim(1), OC = weight.dim(1);
+  for (int64_t e = 0; e < weight.dim(0); ++e) {
+    const int64_t rows = offsets[e + 1] - offsets[e];
+    if (rows == 0) continue;  // no input gradient rows, and dweight[e] += 0
+    if (dinp.present()) {  // dinp_e[rows,C] = dout_e[rows,OC] · weight[e][OC,C]
+      GemmKey k{rows, OC, C, dout.dtype(), false, false, false, false};
+      k.runtime_m = true;
+      dnnl_->run(k, rows_at(dout, offsets[e]), matrix_at(weight, e), mut(rows_at(dinp, offsets[e])), nullptr);
+    }
+    if (dweight.present()) {  // dweight[e][OC,C] += dout_eᵀ[OC,rows] · inp_e[rows,C]
+      GemmKey k{OC, rows, C, dout.dtype(), true, false, true, false};
+      k.runtime_k = true;
+      dnnl_->run(k, rows_at(dout, offsets[e]), rows_at(inp, offsets[e]), mut(matrix_at(dweight, e)), nullptr);
+    }
   }
 }
 
