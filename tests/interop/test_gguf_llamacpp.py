@@ -266,16 +266,14 @@ def demo(tmp):
         del llm
 
 
-def gpt2_run(demo, steps=150):
-    """A small gpt2-family model (LayerNorm, GELU MLP, learned positions, fused c_attn) trained on the
-    demo's data and tokenizer; built once per build tree like demo_run()."""
-    root = os.path.join(os.path.dirname(os.path.abspath(TMP)), f"interop_gguf_gpt2_{steps}")
+def small_run(demo, name, model, steps):
+    """A small model (`model`: model.* settings) trained on the demo's data and tokenizer for `steps`
+    steps; built once per build tree like demo_run()."""
+    root = os.path.join(os.path.dirname(os.path.abspath(TMP)), f"interop_gguf_{name}_{steps}")
     run = os.path.join(root, "run")
     if os.path.isdir(os.path.join(run, "checkpoints")):
         return run
-    work = tempfile.mkdtemp(prefix="interop_gguf_gpt2.", dir=os.path.dirname(root))
-    model = {"preset": "gpt2-124m", "n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4, "head_dim": 16,
-             "ffn_hidden": 256, "max_seq_len": 128, "vocab_size": 1024}
+    work = tempfile.mkdtemp(prefix=f"interop_gguf_{name}.", dir=os.path.dirname(root))
     sets = [f"model.{k}={v}" for k, v in model.items()] + [
         f"data.path={os.path.join(os.path.dirname(demo), 'data')}", f"train.max_steps={steps}", "train.micro_batch=4",
         "train.seq_len=128", "eval.every=0", f"checkpoint.every={steps}", "schedule.warmup_steps=5"]
@@ -284,6 +282,12 @@ def gpt2_run(demo, steps=150):
     shutil.rmtree(root, ignore_errors=True)
     os.rename(work, root)
     return run
+
+
+def gpt2_run(demo, steps=150):
+    """A small gpt2-family model (LayerNorm, GELU MLP, learned positions, fused c_attn)."""
+    return small_run(demo, "gpt2", {"preset": "gpt2-124m", "n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 4,
+                                    "head_dim": 16, "ffn_hidden": 256, "max_seq_len": 128, "vocab_size": 1024}, steps)
 
 
 def gpt2(tmp, demo):
@@ -342,6 +346,81 @@ def hf_families(tmp, demo):
         diff = float(np.abs(llama_logits(llm, ids) - want).max())
         check(diff < 1e-4, f"HF {arch} (random weights): max |llama.cpp logit - transformers logit| = {diff:.3g} < 1e-4")
         del llm
+
+
+def hf_moe(tmp, demo):
+    """Mixture-of-experts models: small random Hugging Face Qwen3-MoE (per-head QK-norm, top-k
+    weights renormalised, GQA) and OLMoE (full-width QK-norm, top-k weights as they are) models go
+    through `lmtrain export` and llama.cpp, whose logits must equal transformers' within 1e-4 (f32),
+    and the q8_0 file keeps the router f32. The routers are scaled up so that the experts chosen
+    differ from token to token (at initialisation every router logit is near 0)."""
+    import torch
+    from transformers import AutoModelForCausalLM, OlmoeConfig, Qwen3MoeConfig
+    common = dict(vocab_size=1024, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=128, initializer_range=0.2, rms_norm_eps=1e-6, rope_theta=10000.0,
+                  num_experts=8, num_experts_per_tok=2, tie_word_embeddings=False)
+    configs = {"qwen3moe": Qwen3MoeConfig(**common, num_key_value_heads=2, head_dim=16, intermediate_size=96,
+                                          moe_intermediate_size=48, norm_topk_prob=True, decoder_sparse_step=1),
+               "olmoe": OlmoeConfig(**common, num_key_value_heads=4, intermediate_size=48, norm_topk_prob=False)}
+    ids = [1023, 5, 77, 300, 12, 999, 45, 46, 47, 100, 200, 300, 400, 500, 7, 8, 9, 10]
+    for arch, cfg in configs.items():
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if "norm" in n:
+                    p.copy_(1 + 0.3 * torch.randn_like(p))
+                elif n.endswith("mlp.gate.weight"):
+                    p.mul_(5.0)
+            want = model(torch.tensor([ids])).logits[0].double().numpy()
+        hf = os.path.join(tmp, f"hf_{arch}")
+        model.save_pretrained(hf)
+        path = export(hf, os.path.join(tmp, f"hf_{arch}.gguf"), "f32", tokenizer_of(demo))
+        r = gguf.GGUFReader(path)
+        check(field(r, "general.architecture") == arch, f"HF {arch}: general.architecture {field(r, 'general.architecture')}")
+        check(field(r, f"{arch}.expert_count") == 8 and field(r, f"{arch}.expert_used_count") == 2,
+              f"HF {arch}: expert_count 8, expert_used_count 2")
+        shapes = {t.name: list(map(int, t.shape)) for t in r.tensors}
+        check(shapes.get("blk.1.ffn_gate_exps.weight") == [64, 48, 8] and shapes.get("blk.1.ffn_down_exps.weight") == [48, 64, 8]
+              and shapes.get("blk.1.ffn_gate_inp.weight") == [64, 8], f"HF {arch}: expert tensor shapes")
+        llm = load(path)
+        diff = float(np.abs(llama_logits(llm, ids) - want).max())
+        check(diff < 1e-4, f"HF {arch} (random weights): max |llama.cpp logit - transformers logit| = {diff:.3g} < 1e-4")
+        del llm
+        q8 = export(hf, os.path.join(tmp, f"hf_{arch}_q8_0.gguf"), "q8_0", tokenizer_of(demo))
+        types = {t.name: int(t.tensor_type) for t in gguf.GGUFReader(q8).tensors}
+        check(types.get("blk.0.ffn_gate_inp.weight") == GGML_TYPE_F32 and types.get("blk.0.ffn_up_exps.weight") == 8,
+              f"HF {arch} q8_0: router f32, experts q8_0 ({types.get('blk.0.ffn_gate_inp.weight')}, "
+              f"{types.get('blk.0.ffn_up_exps.weight')})")
+        llm = load(q8)
+        got = llama_logits(llm, ids)
+        del llm
+        # q8_0 moves each weight by up to max|block|/254, and with routers this sharp some tokens switch
+        # experts, which moves their logits by O(1): measured 6-7% relative RMS error (a wrong expert
+        # layout would move every logit).
+        rel = float(np.linalg.norm(got - want) / np.linalg.norm(want))
+        check(rel < 0.15, f"HF {arch} q8_0: llama.cpp's logits within 15% (relative RMS) of transformers' f32: {rel:.3f}")
+
+
+def moe_llama(tmp, demo):
+    """An MoE model trained by lmtrain in the llama layout (Mixtral's: no QK-norm, renormalised
+    top-k): the `tiny-moe` preset cut to 2 layers of 64 with 4 experts of 64, top 2, trained 150
+    steps; exported as llama with stacked experts, llama.cpp's greedy decoding must equal lmtrain's
+    for 96 tokens after a text prompt."""
+    run = small_run(demo, "moe", {"preset": "tiny-moe", "n_layers": 2, "d_model": 64, "n_heads": 4, "n_kv_heads": 2,
+                                  "head_dim": 16, "max_seq_len": 128, "vocab_size": 1024, "moe.num_experts": 4,
+                                  "moe.top_k": 2, "moe.expert_ffn": 64}, 150)
+    path = export(run, os.path.join(tmp, "moe-f32.gguf"), "f32", tokenizer_of(demo))
+    r = gguf.GGUFReader(path)
+    check(field(r, "general.architecture") == "llama" and field(r, "llama.expert_count") == 4
+          and field(r, "llama.expert_used_count") == 2 and field(r, "llama.feed_forward_length") == 64,
+          "lmtrain MoE: llama architecture, 4 experts, 2 used, feed_forward_length 64")
+    tokens = field(r, "tokenizer.ggml.tokens")
+    eot = tokens.index("<|endoftext|>")
+    llm = load(path)
+    prompt = [eot] + llm.tokenize(b"First Citizen:\nBefore we proceed any further, hear me speak.", add_bos=False)
+    check_greedy("lmtrain MoE f32 (text prompt)", llm, run, prompt, eos=eot, tokenizer=tokenizer_of(demo))
+    del llm
 
 
 def rope_scaled(tmp, demo):
@@ -431,6 +510,8 @@ def main():
     demo(tmp)
     gpt2(tmp, demo_run(300))
     hf_families(tmp, demo_run(300))
+    hf_moe(tmp, demo_run(300))
+    moe_llama(tmp, demo_run(300))
     rope_scaled(tmp, demo_run(300))
     tokenizer_goldens(tmp)
     if FAILURES:

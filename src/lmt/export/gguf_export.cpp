@@ -5,6 +5,13 @@
 //   ... with q/k/v biases (no QK-norm)          -> "qwen2"  (NEOX RoPE)
 //   family gpt2 (LayerNorm, GELU MLP, learned)  -> "gpt2"   (fused attn_qkv, position_embd)
 //
+// Mixture-of-experts models (every layer MoE, no shared experts, softmax top-k router):
+//   llama family, renormalised top-k (Mixtral)  -> "llama"    (q/k permuted as above)
+//   ... with per-head QK-norm, renormalised     -> "qwen3moe"
+//   ... with full-width QK-norm, not renormalised -> "olmoe"
+// with the experts stacked per layer: ffn_gate_inp [E, C] (kept f32), ffn_gate_exps / ffn_up_exps
+// [E, He, C] and ffn_down_exps [E, C, He] (GGUF ne reversed).
+//
 // RoPE scaling: linear as rope.scaling.* metadata; llama3 as the rope_freqs tensor (per-frequency
 // divisors, llama architecture only); dynamic and yarn are refused.
 // Anything else (NoPE layers, learned or no positions in the llama family, LayerNorm or a plain
@@ -31,6 +38,7 @@ struct Source {
   const float* base = nullptr;  // nullptr: zeros
   int64_t rows = 0, cols = 0;
   std::vector<int64_t> row_map;  // output row r = base row row_map[r] (empty: identity)
+  int64_t planes = 1;            // > 1: a stack of `planes` matrices of rows/planes rows (experts)
 };
 
 // The rows of q (or k): each head's first `rot` rows go from rotate-half order (i, i + rot/2) to
@@ -52,6 +60,8 @@ class Exporter {
 
  private:
   Status choose_arch();
+  Status choose_moe_arch();
+  Status add_experts(const std::string& gguf_block, const std::string& layer_prefix);
   Status add_metadata(const gguf::GgufVocab& vocab);
   Status add_tensors();
   // A parameter by its lmtrain (HF) name, nullptr if absent.
@@ -99,6 +109,7 @@ Status Exporter::add(const std::string& name, Source src, bool matrix) {
   const GgmlType type = matrix ? matrix_type(src.cols) : GgmlType::kF32;
   std::vector<int64_t> ne =
       matrix ? std::vector<int64_t>{src.cols, src.rows} : std::vector<int64_t>{src.rows * src.cols};
+  if (matrix && src.planes > 1) ne = {src.cols, src.rows / src.planes, src.planes};
   auto s = std::make_shared<Source>(std::move(src));
   return w_.add_tensor(name, ne, type, [s, type] {
     std::vector<float> buf(static_cast<size_t>(s->rows * s->cols), 0.0f);
@@ -139,8 +150,7 @@ Status Exporter::choose_arch() {
     arch_ = "gpt2";
     return Status::Ok();
   }
-  if (c_.moe.enabled()) return refuse("mixture-of-experts layers (GGUF export of MoE models is not implemented)");
-  if (c_.qk_norm_full) return refuse("QK-norm over whole q/k rows (qk_norm_full) in a dense model");
+  if (c_.qk_norm_full && !c_.moe.enabled()) return refuse("QK-norm over whole q/k rows (qk_norm_full) in a dense model");
   if (c_.positions == model::PositionKind::kLearned) return refuse("learned positions in a llama-family model");
   if (c_.positions == model::PositionKind::kNone) return refuse("a model without positions (NoPE in every layer)");
   if (c_.nope_every > 0) return refuse("NoPE every " + std::to_string(c_.nope_every) + " layers");
@@ -155,6 +165,7 @@ Status Exporter::choose_arch() {
   if (scaling == model::RopeScalingType::kYarn) return refuse("yarn RoPE scaling as transformers computes it");
   if (scaling == model::RopeScalingType::kLlama3 && (c_.qk_norm || c_.attn_bias))
     return refuse("llama3 RoPE scaling outside the llama architecture");
+  if (c_.moe.enabled()) return choose_moe_arch();
   if (c_.qk_norm) {
     if (c_.attn_bias || c_.attn_out_bias || c_.mlp_bias) return refuse("QK-norm together with biases");
     arch_ = "qwen3";
@@ -168,6 +179,85 @@ Status Exporter::choose_arch() {
   arch_ = "llama";
   permute_qk_ = true;
   return Status::Ok();
+}
+
+// The dense checks above (RMSNorm, SwiGLU, RoPE, its scaling) have passed.
+Status Exporter::choose_moe_arch() {
+  const model::MoeConfig& m = c_.moe;
+  auto refuse = [&](const std::string& feature, const std::string& hint) {
+    return Unimplemented("GGUF export: llama.cpp has no architecture for an MoE model with " + feature + " (model '" +
+                             c_.name + "')",
+                         hint + "; or export to Hugging Face (--format hf) (docs/INTEROP.md (GGUF export))");
+  };
+  if (m.every != 1)
+    return refuse("dense layers between the MoE layers (moe.every = " + std::to_string(m.every) + ")",
+                  "llama.cpp's MoE architectures make every layer MoE: train with model.moe.every = 1");
+  if (m.shared_experts > 0)
+    return refuse("shared experts (moe.shared_experts = " + std::to_string(m.shared_experts) + ")",
+                  "llama, qwen3moe and olmoe have none: train with model.moe.shared_experts = 0");
+  if (m.balance == model::MoeBalance::kBiasUpdate)
+    return refuse("the aux-loss-free selection bias (moe.balance = bias_update), which changes which experts run",
+                  "llama.cpp's selection bias exists only for DeepSeek-style models: train with model.moe.balance = "
+                  "aux_loss or none");
+  if (c_.attn_bias || c_.attn_out_bias)
+    return refuse("attention biases", "llama, qwen3moe and olmoe have none: train with model.attn_bias = false and "
+                                      "model.attn_out_bias = false");
+  if (c_.qk_norm_full) {  // OLMoE: full-width q/k norms, top-k weights used as they are
+    if (m.renormalize)
+      return refuse("full-width q/k norms and renormalised top-k weights",
+                    "llama.cpp's olmoe uses the top-k probabilities as they are: train with model.moe.renormalize = false");
+    if (c_.n_kv_heads != c_.n_heads)
+      return refuse("full-width q/k norms and grouped-query attention", "llama.cpp's olmoe has as many kv heads as heads: train with model.n_kv_heads = model.n_heads");
+    arch_ = "olmoe";
+    return Status::Ok();
+  }
+  if (!m.renormalize)
+    return refuse(std::string(c_.qk_norm ? "per-head q/k norms" : "no q/k norms") + " and top-k weights not renormalised",
+                  std::string("llama.cpp's ") + (c_.qk_norm ? "qwen3moe" : "llama") +
+                      " divides the top-k weights by their sum: train with model.moe.renormalize = true");
+  if (c_.qk_norm) {
+    arch_ = "qwen3moe";
+    return Status::Ok();
+  }
+  arch_ = "llama";  // Mixtral's layout
+  permute_qk_ = true;
+  return Status::Ok();
+}
+
+// One MoE layer's FFN: the router and the experts' matrices stacked. The rows are found through
+// each expert's parameter, so nothing is assumed about where the experts sit in the buffer.
+Status Exporter::add_experts(const std::string& b, const std::string& p) {
+  const int64_t E = c_.moe.num_experts, He = c_.moe.expert_ffn, C = c_.d_model;
+  int64_t rows = 0, cols = 0;
+  const float* router = param(p + "mlp.gate.weight", &rows, &cols);
+  if (router == nullptr) return Internal("the layout has no router '" + p + "mlp.gate.weight'");
+  // Kept f32 whatever --dtype: a rounded router can pick other experts (llama.cpp's converter keeps it
+  // f32 as well).
+  LMT_RETURN_IF_ERROR(w_.add_tensor(b + "ffn_gate_inp.weight", {cols, rows}, GgmlType::kF32, [router, rows, cols] {
+    std::string out;
+    gguf::encode(router, rows * cols, GgmlType::kF32, &out);
+    return out;
+  }));
+  const auto stack = [&](const std::string& gguf_name, const std::string& proj, int64_t r_per, int64_t c_per) -> Status {
+    const std::string first = p + "mlp.experts.0." + proj + ".weight";
+    const float* base = param(first);
+    if (base == nullptr) return Internal("the layout has no parameter '" + first + "'");
+    Source s{base, E * r_per, c_per, {}, E};
+    s.row_map.resize(static_cast<size_t>(E * r_per));
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string name = p + "mlp.experts." + std::to_string(e) + "." + proj + ".weight";
+      int64_t er = 0, ec = 0;
+      const float* w = param(name, &er, &ec);
+      if (w == nullptr || er != r_per || ec != c_per || (w - base) % c_per != 0)
+        return Internal("the layout's '" + name + "' is not a [" + std::to_string(r_per) + ", " + std::to_string(c_per) +
+                        "] matrix on a row boundary of expert 0's");
+      for (int64_t r = 0; r < r_per; ++r) s.row_map[static_cast<size_t>(e * r_per + r)] = (w - base) / c_per + r;
+    }
+    return add(gguf_name, std::move(s), true);
+  };
+  LMT_RETURN_IF_ERROR(stack(b + "ffn_gate_exps.weight", "gate_proj", He, C));
+  LMT_RETURN_IF_ERROR(stack(b + "ffn_up_exps.weight", "up_proj", He, C));
+  return stack(b + "ffn_down_exps.weight", "down_proj", C, He);
 }
 
 Status Exporter::add_metadata(const gguf::GgufVocab& v) {
@@ -186,7 +276,16 @@ Status Exporter::add_metadata(const gguf::GgufVocab& v) {
   LMT_RETURN_IF_ERROR(w_.add_u32(key("context_length"), u32(c_.max_seq_len)));
   LMT_RETURN_IF_ERROR(w_.add_u32(key("embedding_length"), u32(c_.d_model)));
   LMT_RETURN_IF_ERROR(w_.add_u32(key("block_count"), u32(c_.n_layers)));
-  LMT_RETURN_IF_ERROR(w_.add_u32(key("feed_forward_length"), u32(c_.ffn_hidden)));
+  // llama.cpp's llama and olmoe size their experts by feed_forward_length; qwen3moe by
+  // expert_feed_forward_length (its feed_forward_length is the dense FFN's, as in the HF config).
+  const bool moe = c_.moe.enabled();
+  LMT_RETURN_IF_ERROR(
+      w_.add_u32(key("feed_forward_length"), u32(moe && arch_ != "qwen3moe" ? c_.moe.expert_ffn : c_.ffn_hidden)));
+  if (moe) {
+    LMT_RETURN_IF_ERROR(w_.add_u32(key("expert_count"), u32(c_.moe.num_experts)));
+    LMT_RETURN_IF_ERROR(w_.add_u32(key("expert_used_count"), u32(c_.moe.top_k)));
+    if (arch_ == "qwen3moe") LMT_RETURN_IF_ERROR(w_.add_u32(key("expert_feed_forward_length"), u32(c_.moe.expert_ffn)));
+  }
   LMT_RETURN_IF_ERROR(w_.add_u32(key("attention.head_count"), u32(c_.n_heads)));
   LMT_RETURN_IF_ERROR(w_.add_u32(key("attention.head_count_kv"), u32(c_.n_kv_heads)));
   if (c_.head_dim * c_.n_heads != c_.d_model) {
@@ -272,6 +371,10 @@ Status Exporter::add_tensors() {
     LMT_RETURN_IF_ERROR(add_param(b + "attn_output.weight", p + "self_attn.o_proj.weight", true));
     if (c_.attn_out_bias) LMT_RETURN_IF_ERROR(add_param(b + "attn_output.bias", p + "self_attn.o_proj.bias", false));
     LMT_RETURN_IF_ERROR(norm(b + "ffn_norm", p + "post_attention_layernorm"));
+    if (c_.moe.enabled()) {
+      LMT_RETURN_IF_ERROR(add_experts(b, p));
+      continue;
+    }
     LMT_RETURN_IF_ERROR(add_param(b + "ffn_gate.weight", p + "mlp.gate_proj.weight", true));
     LMT_RETURN_IF_ERROR(add_param(b + "ffn_up.weight", p + "mlp.up_proj.weight", true));
     LMT_RETURN_IF_ERROR(add_param(b + "ffn_down.weight", p + "mlp.down_proj.weight", true));

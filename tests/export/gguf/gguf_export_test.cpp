@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <vector>
 
@@ -236,6 +237,124 @@ TEST_F(GgufExportTest, RefusesLayoutsLlamaCppCannotRepresent) {
     const Status s = run(c);
     EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << k.feature;
     EXPECT_NE(s.message().find(k.feature), std::string::npos) << s.ToString();
+    EXPECT_TRUE(entries().empty()) << k.feature;
+  }
+}
+
+// small_llama with 3 experts of 8 (top 2) in every layer.
+model::ModelConfig small_moe() {
+  model::ModelConfig c = small_llama();
+  c.moe.num_experts = 3;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 8;
+  return c;
+}
+
+// Gives every row of every expert matrix a value naming it: 1000·(1 + e) + 100·matrix + row
+// (matrix 0 gate, 1 up, 2 down), and the router row e the value 7 + e.
+void mark_experts(const model::ParamLayout& layout, int64_t E, std::vector<float>* params) {
+  const char* names[] = {"gate_proj", "up_proj", "down_proj"};
+  for (int64_t e = 0; e < E; ++e)
+    for (int m = 0; m < 3; ++m) {
+      const model::ParamInfo* w =
+          layout.find("model.layers.0.mlp.experts." + std::to_string(e) + "." + names[m] + ".weight");
+      ASSERT_NE(w, nullptr);
+      for (int64_t r = 0; r < w->shape[0]; ++r)
+        for (int64_t j = 0; j < w->shape[1]; ++j)
+          (*params)[w->offset + r * w->shape[1] + j] = static_cast<float>(1000 * (1 + e) + 100 * m + r);
+    }
+  const model::ParamInfo* router = layout.find("model.layers.0.mlp.gate.weight");
+  ASSERT_NE(router, nullptr);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t j = 0; j < router->shape[1]; ++j) (*params)[router->offset + e * router->shape[1] + j] = 7.0f + e;
+}
+
+TEST_F(GgufExportTest, MoeIsLlamaWithStackedExpertsAndAnF32Router) {
+  const model::ModelConfig c = small_moe();
+  layout_ = std::make_unique<model::ParamLayout>(c);
+  params_.assign(static_cast<size_t>(layout_->total_numel()), 0.5f);
+  mark_experts(*layout_, 3, &params_);
+  for (ExportDType dtype : {ExportDType::kF32, ExportDType::kQ8_0}) {
+    std::filesystem::remove(path("m.gguf"));
+    ExportModel m{c, layout_.get(), params_.data(), kTok512, "test"};
+    ASSERT_TRUE(export_gguf(m, path("m.gguf"), dtype).ok());
+    const Parsed p = parse(path("m.gguf"));
+    EXPECT_EQ(p.str.at("general.architecture"), "llama");  // Mixtral's layout
+    EXPECT_EQ(p.num.at("llama.expert_count"), 3);
+    EXPECT_EQ(p.num.at("llama.expert_used_count"), 2);
+    EXPECT_EQ(p.num.at("llama.feed_forward_length"), 8);  // llama.cpp sizes llama's experts by it
+    EXPECT_EQ(p.tensors.at("blk.0.ffn_gate_inp.weight").ne, (std::vector<uint64_t>{16, 3}));
+    EXPECT_EQ(p.tensors.at("blk.0.ffn_gate_inp.weight").type, 0u);  // f32 even in a q8_0 file
+    EXPECT_EQ(p.tensors.at("blk.0.ffn_gate_exps.weight").ne, (std::vector<uint64_t>{16, 8, 3}));
+    EXPECT_EQ(p.tensors.at("blk.0.ffn_up_exps.weight").ne, (std::vector<uint64_t>{16, 8, 3}));
+    EXPECT_EQ(p.tensors.at("blk.0.ffn_down_exps.weight").ne, (std::vector<uint64_t>{8, 16, 3}));
+    EXPECT_EQ(p.tensors.count("blk.0.ffn_gate.weight"), 0u);
+    if (dtype != ExportDType::kF32) continue;
+    const auto stacked = [&](const std::string& name, int m, int64_t rows_per_expert) {
+      const auto& t = p.tensors.at(name);
+      std::vector<float> all = p.f32(name), got, want;
+      for (uint64_t r = 0; r < t.ne[1] * t.ne[2]; ++r) got.push_back(all[r * t.ne[0]]);
+      for (int64_t e = 0; e < 3; ++e)
+        for (int64_t r = 0; r < rows_per_expert; ++r) want.push_back(static_cast<float>(1000 * (1 + e) + 100 * m + r));
+      EXPECT_EQ(got, want) << name;
+    };
+    stacked("blk.0.ffn_gate_exps.weight", 0, 8);
+    stacked("blk.0.ffn_up_exps.weight", 1, 8);
+    stacked("blk.0.ffn_down_exps.weight", 2, 16);
+    EXPECT_EQ(rows(p, "blk.0.ffn_gate_inp.weight"), (std::vector<float>{7, 8, 9}));
+  }
+}
+
+TEST_F(GgufExportTest, MoeWithQkNormIsQwen3MoeOrOlmoe) {
+  model::ModelConfig c = small_moe();
+  c.qk_norm = true;  // per head, renormalised top-k: Qwen3-MoE
+  ASSERT_TRUE(run(c).ok());
+  Parsed p = parse(path("m.gguf"));
+  EXPECT_EQ(p.str.at("general.architecture"), "qwen3moe");
+  EXPECT_EQ(p.num.at("qwen3moe.expert_feed_forward_length"), 8);
+  EXPECT_EQ(p.num.at("qwen3moe.feed_forward_length"), 32);  // the dense FFN's, as HF's intermediate_size
+  EXPECT_EQ(p.num.at("qwen3moe.expert_count"), 3);
+  EXPECT_EQ(rows(p, "blk.0.attn_q.weight"), (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));  // NEOX RoPE
+  EXPECT_EQ(p.tensors.at("blk.0.attn_q_norm.weight").ne, (std::vector<uint64_t>{4}));
+
+  std::filesystem::remove(path("m.gguf"));
+  c.qk_norm_full = true;  // full width, top-k used as it is: OLMoE
+  c.moe.renormalize = false;
+  c.n_kv_heads = 2;
+  ASSERT_TRUE(run(c).ok());
+  p = parse(path("m.gguf"));
+  EXPECT_EQ(p.str.at("general.architecture"), "olmoe");
+  EXPECT_EQ(p.num.at("olmoe.feed_forward_length"), 8);
+  EXPECT_EQ(p.num.at("olmoe.expert_used_count"), 2);
+  EXPECT_EQ(p.tensors.at("blk.0.attn_q_norm.weight").ne, (std::vector<uint64_t>{8}));
+  EXPECT_EQ(p.tensors.at("blk.0.attn_k_norm.weight").ne, (std::vector<uint64_t>{8}));
+}
+
+TEST_F(GgufExportTest, RefusesMoeLayoutsLlamaCppCannotRepresent) {
+  struct Case {
+    const char* feature;
+    void (*edit)(model::ModelConfig*);
+  };
+  const Case cases[] = {
+      {"dense layers between the MoE layers", [](model::ModelConfig* c) { c->n_layers = 2, c->moe.every = 2; }},
+      {"shared experts", [](model::ModelConfig* c) { c->moe.shared_experts = 1; }},
+      {"selection bias", [](model::ModelConfig* c) { c->moe.balance = model::MoeBalance::kBiasUpdate; }},
+      {"no q/k norms and top-k weights not renormalised", [](model::ModelConfig* c) { c->moe.renormalize = false; }},
+      {"per-head q/k norms and top-k weights not renormalised",
+       [](model::ModelConfig* c) { c->qk_norm = true, c->moe.renormalize = false; }},
+      {"full-width q/k norms and renormalised", [](model::ModelConfig* c) { c->qk_norm = c->qk_norm_full = true; }},
+      {"full-width q/k norms and grouped-query attention",
+       [](model::ModelConfig* c) { c->qk_norm = c->qk_norm_full = true, c->moe.renormalize = false; }},
+      {"attention biases", [](model::ModelConfig* c) { c->attn_bias = true; }},
+  };
+  for (const Case& k : cases) {
+    model::ModelConfig c = small_moe();
+    k.edit(&c);
+    ASSERT_TRUE(c.validate().ok()) << k.feature << ": " << c.validate().ToString();
+    const Status s = run(c);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << k.feature;
+    EXPECT_NE(s.message().find(k.feature), std::string::npos) << s.ToString();
+    EXPECT_NE(s.hint().find("model."), std::string::npos) << s.ToString();
     EXPECT_TRUE(entries().empty()) << k.feature;
   }
 }
