@@ -3,7 +3,7 @@
 // For each chunk: logits[rows,V] = x_chunk · W[:V]ᵀ (oneDNN), then per row (OpenMP) the max, the
 // log-sum-exp, the loss, and — when gradients are requested — dlogits overwrite the logits in
 // place: (softmax·(1 + 2·z·lse) − onehot)·grad_scale. Then dx_chunk = dlogits · W[:V] and
-// dW[:V] += dlogitsᵀ · x_chunk. The logits are computed once for forward and backward together,
+// dW[:V] += dlogitsᵀ · x_chunk (linear_backward). The logits are computed once for forward and backward together,
 // and only chunk_rows × V floats exist at a time (plus a bf16 copy of dlogits for bf16 GEMMs).
 // Vocabulary-parallel (opts.combine): per chunk, the rows' local statistics first, then combine()
 // makes them the whole vocabulary's, then the losses and dlogits from those.
@@ -137,9 +137,11 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
       dlogits = TensorView(dlogits16, Shape{rows, V}, DType::kBF16);
       convert_impl(dlogits, logits_view);
     }
-    if (dx.present()) matmul_impl(dx.slice_rows(r0, r0 + rows), dlogits, w_vocab, false, false, false);
-    if (dweight.present())
-      matmul_impl(dweight.slice_rows(0, V), dlogits, x_chunk, true, false, true);
+    // The LM head is a linear layer: dx = dlogits · W[:V], dW[:V] += dlogitsᵀ · x (cpu/matmul.cpp, which
+    // runs the weight gradient in blocks of the vocabulary: the whole [V, rows]ᵀ product is slow).
+    linear_backward_impl(dx.present() ? dx.slice_rows(r0, r0 + rows) : TensorView(),
+                         dweight.present() ? dweight.slice_rows(0, V) : TensorView(), TensorView(), dlogits, x_chunk,
+                         w_vocab);
   }
 }
 
