@@ -5,7 +5,9 @@
 // only swaps data handles. The grouped GEMM of the MoE experts sees a different row count per expert
 // and step, so its primitives take the row count as a runtime dimension (one primitive per weight
 // shape, not one per row count: creating a primitive costs ~100 us, and a cache keyed by every row
-// count seen grows without bound over a run). bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
+// count seen grows without bound over a run). Weight gradients (doutᵀ·inp) run in blocks of output
+// rows, reading dout at its leading dimension (faster, see kWeightGradRows). bf16 inputs accumulate
+// in f32 and oneDNN dispatches them to AMX
 // (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
 // Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass.
 // CPUs without AVX-512 (AVX2 only): oneDNN has no bf16 matmul there, so bf16 operands are widened
@@ -160,7 +162,10 @@ struct CpuBackend::Dnnl {
       if (bf16_native == 0) {
         GemmKey wide = k;
         wide.in = DType::kF32;
-        run(wide, widen(a, k.batch * k.M * k.K, &wide_a), widen(b, k.batch * k.K * k.N, &wide_b), c, bias);
+        // A block read at a leading dimension is widened over its whole span, lda kept.
+        const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
+        const int64_t a_elems = k.lda > 0 ? (a_rows - 1) * k.lda + a_cols : k.batch * k.M * k.K;
+        run(wide, widen(a, a_elems, &wide_a), widen(b, k.batch * k.K * k.N, &wide_b), c, bias);
         return;
       }
     }
@@ -296,10 +301,6 @@ void CpuBackend::linear_backward_impl(const TensorView& dinp, const TensorView& 
       column_sums(dbias.as<float>(), dout.as<bf16>(), N, OC);
   }
 }
-
-}  // namespace lmt::kernels
-
-namespace lmt::kernels {
 
 namespace {
 // Rows [begin, end) of a row-major matrix, and matrix e of a [E, R, C] stack, as raw pointers.
