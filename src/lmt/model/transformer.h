@@ -156,6 +156,9 @@ class Transformer {
   // recompute too). The hook must bind what is about to be used (bind_ends / bind_block) to
   // buffers that stay valid until the next call for the same unit; every pass calls it again.
   void set_params_needed(std::function<void(int64_t layer, bool backward)> hook) { params_needed_ = std::move(hook); }
+  // True while a training forward (forward(..., train = true)) runs, hooks included: a residency
+  // hook tells training passes, whose gradients follow, from evaluation passes.
+  bool training_pass() const { return train_pass_; }
   // Points the master (w), gradient (g) and GEMM (wc: bf16 in bf16 mode, else == w) views of block
   // `layer`, or of the non-block tensors (embed, pos_embed, final norm, LM head; `blocks` ignored).
   void bind_block(int64_t layer, const BlockViews& w, const BlockViews& g, const BlockViews& wc);

@@ -136,7 +136,20 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
   const double ew_div = in.zero_stage >= 3 ? edp : 1, eg_div = in.zero_stage >= 2 ? edp : 1,
                eo_div = in.zero_stage >= 1 ? edp : 1;
 
-  auto states_for = [&](double all, MemoryBreakdown& m) {
+  // ZeRO-3 units besides the layers: the ends (embeddings, final norm, LM head) of this stage.
+  double ends_first = 0, ends_last = 0;
+  if (in.config) {
+    const ParamSplit sp = split_params(*in.config);
+    const double tp_d = static_cast<double>(in.tp);
+    const double head_copy = in.config->tied_embeddings ? sp.embedding : sp.head;
+    if (in.pp <= 1) {
+      ends_first = ends_last = (sp.embedding + sp.head) / tp_d + sp.final_norm;
+    } else {
+      ends_first = sp.embedding / tp_d;
+      ends_last = head_copy / tp_d + sp.final_norm;
+    }
+  }
+  auto states_for = [&](double all, double ends, MemoryBreakdown& m) {
     const double n = all - params.experts, x = params.experts / ep;  // replicated over DP | expert shard
     m.stage_params = n + x;
     m.expert_params = x;
@@ -153,7 +166,10 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
                                                 (1 - 1 / ep)) /
                                                static_cast<double>(in.tp)
                                          : m.stage_params / 32.0;  // no shape: assume ~32 layers
-      m.zero3_gather = 2 * sb.weights * per_layer;
+      // Two layers in flight (one computing, the next prefetched), and the ends as a unit of their
+      // own: gathered for the pass, with their full gradient held until it is reduce-scattered
+      // (the embedding's is written at both ends of the pass when tied).
+      m.zero3_gather = sb.weights * (2 * per_layer + ends) + sb.grads * ends;
     }
   };
   auto finish = [&](MemoryBreakdown& m, double activations) {
@@ -164,8 +180,8 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
   };
 
   MemoryBreakdown first, last;
-  states_for(params.first, first);
-  states_for(params.last, last);
+  states_for(params.first, ends_first, first);
+  states_for(params.last, ends_last, last);
   first.stage = 0;
   last.stage = std::max<int64_t>(in.pp, 1) - 1;
   if (!in.config) {

@@ -80,7 +80,8 @@ struct MemoryBreakdown {
   double expert_params = 0; // of which routed experts (0 for dense models)
   int64_t stage = 0;        // pipeline stage the figures are for (the larger of first and last)
   double weights = 0, grads = 0, master = 0, adam_m = 0, adam_v = 0;
-  double zero3_gather = 0;  // transient all-gathered weights under ZeRO-3
+  double zero3_gather = 0;  // ZeRO-3's gathered units: two layers' weights, and the ends (embeddings,
+                            // final norm, LM head) with their full gradient before its reduce-scatter
   bool activations_known = false;  // false with a bare parameter count
   double activations = 0;          // the variant the inputs select (0 when unknown)
   ActivationVariants activation_variants;

@@ -74,7 +74,8 @@ StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::
   }
   z->gslot_ = Tensor({max_block}, DType::kF32);
   z->ends_p_ = Tensor({std::max<int64_t>(ends_n, 1)}, DType::kF32);
-  z->ends_g_ = Tensor({std::max<int64_t>(ends_n, 1)}, DType::kF32);
+  z->alias_ends_ = z->bf16_;  // f32 runs read the f32 LM head, so it must stay
+  if (!z->alias_ends_) z->ends_g_ = Tensor({std::max<int64_t>(ends_n, 1)}, DType::kF32);
   if (z->bf16_) z->ends_c_ = Tensor({std::max<int64_t>(ends_n, 1)}, DType::kBF16);
 
   // Views, planned once: block l lives in slot l % 2; the ends' two ranges sit back to back.
@@ -104,7 +105,27 @@ StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::
     return v;
   };
   z->ew_ = ends_views(z->ends_p_, DType::kF32);
-  z->eg_ = ends_views(z->ends_g_, DType::kF32);
+  if (z->alias_ends_) {
+    // The embeddings' and the LM head's gradients take the place of their f32 values, which a bf16
+    // training pass reads only in the embedding lookup; the final norm's values are read again in
+    // backward, so its gradients get a buffer of their own.
+    z->eg_ = z->ew_;
+    const TensorView& nw = z->ew_.final_norm_w;
+    const TensorView& nb = z->ew_.final_norm_b;
+    const int64_t n_w = nw.present() ? nw.numel() : 0, n_b = nb.present() ? nb.numel() : 0;
+    z->norm_g_ = Tensor({std::max<int64_t>(n_w + n_b, 1)}, DType::kF32);
+    const float* base = z->ends_p_.as<float>();
+    if (n_w > 0) {
+      z->eg_.final_norm_w = TensorView(z->norm_g_.as<float>(), nw.shape(), DType::kF32);
+      z->kept_.push_back({nw.as<float>() - base, n_w});
+    }
+    if (n_b > 0) {
+      z->eg_.final_norm_b = TensorView(z->norm_g_.as<float>() + n_w, nb.shape(), DType::kF32);
+      z->kept_.push_back({nb.as<float>() - base, n_b});
+    }
+  } else {
+    z->eg_ = ends_views(z->ends_g_, DType::kF32);
+  }
   z->ec_ = z->bf16_ ? ends_views(z->ends_c_, DType::kBF16) : z->ew_;
   z->reduced_.assign(L, false);
 
@@ -154,7 +175,8 @@ void Zero3::wait(int slot) {
 }
 
 void Zero3::ensure_ends() {
-  if (ends_ready_) return;
+  if (ends_ == Ends::kParams) return;
+  if (ends_ == Ends::kGrads) reduce_ends();  // the last micro-batch's gradients, before the values return
   LMT_TRACE_SCOPE("zero3_gather_ends");
   Timer t;
   float* dst = ends_p_.as<float>();
@@ -167,9 +189,64 @@ void Zero3::ensure_ends() {
   }
   comm_seconds_ += t.seconds();
   const int64_t n = n_lo + (ends_hi_.end - ends_hi_.begin);
-  if (bf16_ && n > 0) m_.backend().convert(span(ends_c_, n), span(ends_p_, n));
+  if (bf16_ && n > 0 && !ends_c_fresh_) m_.backend().convert(span(ends_c_, n), span(ends_p_, n));
+  ends_c_fresh_ = true;
   m_.bind_ends(ew_, eg_, ec_);
-  ends_ready_ = true;
+  ends_ = Ends::kParams;
+}
+
+// Alias mode, a training forward past the embedding lookup: the f32 ends become the gradient
+// accumulator (zeroed), except the final norm's values.
+void Zero3::begin_ends_grads() {
+  float* p = ends_p_.as<float>();
+  float* aside = norm_g_.as<float>();  // the final norm's values wait in its gradient buffer
+  for (const auto& [at, n] : kept_) {
+    std::memcpy(aside, p + at, static_cast<size_t>(n) * 4);
+    aside += n;
+  }
+  m_.backend().fill(ends_p_, 0.0);
+  aside = norm_g_.as<float>();
+  for (const auto& [at, n] : kept_) {
+    std::memcpy(p + at, aside, static_cast<size_t>(n) * 4);
+    aside += n;
+  }
+  m_.backend().fill(norm_g_, 0.0);
+  ends_ = Ends::kGrads;
+}
+
+// Alias mode: the ends' gradients (the final norm's moved into their places) reduce-scattered into
+// the gradient shard, added to what earlier micro-batches of the step left there.
+void Zero3::reduce_ends() {
+  LMT_TRACE_SCOPE("zero3_reduce_ends");
+  Timer t;
+  float* g = ends_p_.as<float>();
+  size_t i = 0;
+  for (const auto& [at, n] : kept_) {
+    std::memcpy(g + at, norm_g_.as<float>() + i, static_cast<size_t>(n) * 4);
+    i += static_cast<size_t>(n);
+  }
+  const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
+  for (const Range* r : {&ends_lo_, &ends_hi_}) {
+    if (r->end <= r->begin) continue;
+    const float* send = g + (r == &ends_lo_ ? 0 : n_lo);
+    float* dst = shard_at(gshard_.as<float>(), r->begin + r->own_at);
+    if (!ends_reduced_) {
+      keep(comm_.reduce_scatter_sum(send, dst, r->counts));
+      continue;
+    }
+    const int64_t own = r->counts[comm_.rank()];
+    float* add = scratch(own);
+    keep(comm_.reduce_scatter_sum(send, add, r->counts));
+    for (int64_t k = 0; k < own; ++k) dst[k] += add[k];
+  }
+  ends_reduced_ = true;
+  ends_ = Ends::kStale;
+  comm_seconds_ += t.seconds();
+}
+
+float* Zero3::scratch(int64_t n) {
+  if (!rs_.view().present() || rs_.numel() < n) rs_ = Tensor({std::max<int64_t>(n, 1)}, DType::kF32);
+  return rs_.as<float>();
 }
 
 void Zero3::on_params_needed(int64_t layer, bool backward) {
@@ -178,6 +255,7 @@ void Zero3::on_params_needed(int64_t layer, bool backward) {
     m_.bind_ends(ew_, eg_, ec_);  // a pass may follow another model's binding: bind every time
     return;
   }
+  if (alias_ends_ && !backward && layer == 0 && ends_ == Ends::kParams && m_.training_pass()) begin_ends_grads();
   const int s = static_cast<int>(layer % 2);
   if (slot_layer_[s] != layer) {
     wait(s);  // whatever was in flight into this slot
@@ -217,33 +295,36 @@ void Zero3::on_grads_ready(int64_t layer) {
     reduced_[layer] = true;
     return;
   }
-  if (!rs_.view().present()) {
-    int64_t most = 1;
-    for (const Range& b : blocks_) most = std::max(most, b.counts[comm_.rank()]);
-    rs_ = Tensor({most}, DType::kF32);
-  }
-  keep(comm_.reduce_scatter_sum(gslot_.as<float>(), rs_.as<float>(), r.counts));
-  const float* add = rs_.as<float>();
+  int64_t most = 1;  // the scratch is sized for every block at once
+  for (const Range& b : blocks_) most = std::max(most, b.counts[comm_.rank()]);
+  float* add = scratch(most);
+  keep(comm_.reduce_scatter_sum(gslot_.as<float>(), add, r.counts));
   for (int64_t i = 0; i < own; ++i) dst[i] += add[i];
 }
 
 void Zero3::zero_grads() {
   m_.backend().fill(gshard_, 0.0);
-  m_.backend().fill(ends_g_, 0.0);
+  if (!alias_ends_) m_.backend().fill(ends_g_, 0.0);
+  if (ends_ == Ends::kGrads) ends_ = Ends::kStale;  // dropped; the values are gathered again
   reduced_.assign(reduced_.size(), false);
+  ends_reduced_ = false;
 }
 
 Status Zero3::finish() {
   LMT_TRACE_SCOPE("zero3_reduce_ends");
   for (int s = 0; s < 2; ++s) wait(s);
-  Timer t;
-  const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
-  for (const Range* r : {&ends_lo_, &ends_hi_}) {
-    if (r->end <= r->begin) continue;
-    const float* g = ends_g_.as<float>() + (r == &ends_lo_ ? 0 : n_lo);
-    keep(comm_.reduce_scatter_sum(g, shard_at(gshard_.as<float>(), r->begin + r->own_at), r->counts));
+  if (alias_ends_) {
+    if (ends_ == Ends::kGrads) reduce_ends();
+  } else {
+    Timer t;
+    const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
+    for (const Range* r : {&ends_lo_, &ends_hi_}) {
+      if (r->end <= r->begin) continue;
+      const float* g = ends_g_.as<float>() + (r == &ends_lo_ ? 0 : n_lo);
+      keep(comm_.reduce_scatter_sum(g, shard_at(gshard_.as<float>(), r->begin + r->own_at), r->counts));
+    }
+    comm_seconds_ += t.seconds();
   }
-  comm_seconds_ += t.seconds();
   Status s = error_;
   error_ = Status::Ok();
   return s;
@@ -268,7 +349,8 @@ void Zero3::invalidate() {
     slot_layer_[s] = -1;
     slot_ready_[s] = false;
   }
-  ends_ready_ = false;
+  ends_ = Ends::kStale;
+  ends_c_fresh_ = false;
 }
 
 Status Zero3::gather_full(float* full) {
@@ -293,7 +375,7 @@ void Zero3::load_full(const float* full) {
 int64_t Zero3::bytes() const {
   int64_t b = 0;
   for (const Tensor* t : {&pshard_, &gshard_, &slot_p_[0], &slot_p_[1], &slot_c_[0], &slot_c_[1], &gslot_, &ends_p_,
-                          &ends_c_, &ends_g_, &rs_})
+                          &ends_c_, &ends_g_, &norm_g_, &rs_})
     if (t->view().present()) b += static_cast<int64_t>(t->view().bytes());
   return b;
 }

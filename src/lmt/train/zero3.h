@@ -9,8 +9,9 @@
 //              tensors end); "the ends" = [0, lo(0)) ∪ [hi, total): token/position embeddings,
 //              final norm, LM head. Together they cover the buffer, alignment gaps included.
 //   forward    hook(-1): the ends are gathered (MPI_Allgatherv) into an ends buffer and stay there
-//              until the next update (their gradients accumulate beside them over the step's
-//              micro-batches: the LM head's in forward, the embeddings' after block 0's backward).
+//              until the next update (f32: their gradients accumulate beside them over the step's
+//              micro-batches: the LM head's in forward, the embeddings' after block 0's backward;
+//              bf16: see below).
 //              hook(l): block l is gathered into working slot l % 2 (or was prefetched there), the
 //              model's views of block l are bound to it, and block l + 1 is launched into the other
 //              slot (MPI_Iallgatherv) so it arrives while block l computes.
@@ -19,15 +20,23 @@
 //              that slot is reduce-scattered (MPI_Reduce_scatter) and this rank's part added to its
 //              gradient shard. finish() reduce-scatters the ends' gradients after the last backward.
 //   bf16       the working slots also hold a bf16 copy (converted from the gathered f32), which the
-//              GEMMs read; the rank keeps no mirror of its own (the optimizer writes none).
+//              GEMMs read; the rank keeps no mirror of its own (the optimizer writes none). So do
+//              the ends, and there a training pass reads their f32 values only in the embedding
+//              lookup (the LM head reads bf16): when block 0 is bound in a training forward, the
+//              f32 ends buffer becomes the ends' gradient accumulator (zeroed; the final norm's
+//              values, read again in backward, stay, and its gradients get a small buffer). Those
+//              gradients are reduce-scattered into the shard when the values are needed again (the
+//              next micro-batch's forward, which gathers them anew) or by finish(). f32 runs keep
+//              a separate ends gradient buffer, accumulated over the micro-batches and reduced once.
 //   update     the optimizer updates the shard in place (shard_params()/shard_grads() are views
 //              of total elements of which only [shard_begin, shard_end) may be touched);
 //              invalidate() then marks every gathered copy stale.
 //
 // Memory (bytes; f32, W ranks, P parameters): 4·P/W params + 4·P/W grads (+ the optimizer's 8·P/W
 // for AdamW) + 2 slots × 4 (+2 bf16) × the largest block + 4 × the largest block (gradient slot)
-// + 8 (+2 bf16) × the ends, and, once gradient accumulation needs it, a reduce-scatter scratch of
-// this rank's largest part of a block. Everything is allocated in create() (the scratch on the
+// + 8 × the ends in f32 runs, 4 + 2 (bf16) × the ends + 4 × the final norm in bf16 runs, and, once
+// gradient accumulation needs it, a reduce-scatter scratch of this rank's largest part of a block
+// (or of the ends, in bf16). Everything is allocated in create() (the scratch on the
 // first accumulating micro-batch), never per step. bytes() counts it all.
 //
 // Errors inside the hooks (which cannot return a Status) are kept and returned by the next finish()
@@ -39,6 +48,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lmt/base/status.h"
@@ -89,6 +99,9 @@ class Zero3 {
   void on_params_needed(int64_t layer, bool backward);
   void on_grads_ready(int64_t layer);
   void ensure_ends();
+  void begin_ends_grads();
+  void reduce_ends();
+  float* scratch(int64_t n);  // rs_, grown to n floats on first need
   void launch(int slot, int64_t layer);  // copy own part, start the gather
   void wait(int slot);                   // finish the gather, convert to bf16
   void keep(Status s);
@@ -102,14 +115,20 @@ class Zero3 {
   Range ends_lo_{0, 0, {}, 0}, ends_hi_{0, 0, {}, 0};
   Tensor pshard_, gshard_;                // this rank's f32 parameters and gradients
   Tensor slot_p_[2], slot_c_[2], gslot_;  // working blocks (f32, bf16), gradient slot
-  Tensor ends_p_, ends_c_, ends_g_;       // the ends, gathered; their gradients
+  Tensor ends_p_, ends_c_, ends_g_;       // the ends, gathered; their gradients (absent when aliased)
+  Tensor norm_g_;                         // aliased: the final norm's gradients
+  bool alias_ends_ = false;               // bf16: the ends' gradients reuse ends_p_ (see the top)
+  std::vector<std::pair<int64_t, int64_t>> kept_;  // aliased: the final norm's (offset, numel) in ends_p_
   Tensor rs_;                             // reduce-scatter scratch (created on first accumulation)
   std::vector<model::BlockViews> vw_, vc_, vg_;  // per layer: views into its slot / the grad slot
   model::ModelViews ew_, ec_, eg_;        // the ends' views
   int64_t slot_layer_[2] = {-1, -1};
   bool slot_ready_[2] = {false, false};
   std::unique_ptr<dist::Request> slot_req_[2];
-  bool ends_ready_ = false;
+  enum class Ends { kStale, kParams, kGrads };  // what ends_p_ holds
+  Ends ends_ = Ends::kStale;
+  bool ends_c_fresh_ = false;             // ends_c_ = bf16(the current parameters)
+  bool ends_reduced_ = false;             // aliased: the ends reduced into gshard_ since zero_grads()
   std::vector<bool> reduced_;             // block reduced into gshard_ since zero_grads()
   Status error_ = Status::Ok();
   double comm_seconds_ = 0;
