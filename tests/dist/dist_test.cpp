@@ -192,6 +192,12 @@ TEST_F(DistTest, ReduceScatterAndAllGatherUseTheCountsLayout) {
   ASSERT_TRUE(g_comm->all_gather_async(buf.data(), counts)->wait().ok());
   for (int q = 0; q < w; ++q)
     for (int64_t j = 0; j < counts[q]; ++j) EXPECT_EQ(buf[off[q] + j], static_cast<float>(100 * q + j));
+  // 16-bit elements (ZeRO-3 gathers bf16 blocks so): the same layout, half the bytes.
+  std::vector<uint16_t> b16(off[w], 0xffff);
+  for (int64_t j = 0; j < counts[r]; ++j) b16[off[r] + j] = static_cast<uint16_t>(1000 * r + j);
+  ASSERT_TRUE(g_comm->all_gather_async(b16.data(), counts)->wait().ok());
+  for (int q = 0; q < w; ++q)
+    for (int64_t j = 0; j < counts[q]; ++j) EXPECT_EQ(b16[off[q] + j], static_cast<uint16_t>(1000 * q + j));
 
   int64_t token = r == 0 ? 424242 : 0;
   ASSERT_TRUE(g_comm->broadcast(&token, sizeof(token), 0).ok());

@@ -59,6 +59,8 @@ class Communicator {
   // In place: every rank contributes data[offset(rank), +counts[rank]) and receives all slices.
   virtual Status all_gather(float* data, const std::vector<int64_t>& counts) = 0;
   virtual std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) = 0;
+  // The same over 16-bit elements (bf16 bits): counts in elements.
+  virtual std::unique_ptr<Request> all_gather_async(uint16_t* data, const std::vector<int64_t>& counts) = 0;
   // bytes of `data` from `root` to every rank.
   virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
   // All-to-all with variable sizes, in bytes (any element type; MPI_Alltoallv over MPI_BYTE):
@@ -116,6 +118,9 @@ class SoloCommunicator final : public Communicator {
   Status all_gather(float*, const std::vector<int64_t>& counts) override;
   std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override {
     return completed_request(all_gather(data, counts));
+  }
+  std::unique_ptr<Request> all_gather_async(uint16_t*, const std::vector<int64_t>& counts) override {
+    return completed_request(all_gather(static_cast<float*>(nullptr), counts));  // checks the counts
   }
   Status broadcast(void*, int64_t, int root) override;
   Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,

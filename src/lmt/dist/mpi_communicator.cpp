@@ -198,14 +198,26 @@ Status MpiCommunicator::all_gather(float* data, const std::vector<int64_t>& coun
   return all_gather_async(data, counts)->wait();
 }
 
-std::unique_ptr<Request> MpiCommunicator::all_gather_async(float* data, const std::vector<int64_t>& counts) {
+namespace {
+// In-place MPI_Iallgatherv of `counts` elements of `type` per rank.
+std::unique_ptr<Request> all_gather_in_place(void* data, const std::vector<int64_t>& counts, MPI_Datatype type,
+                                             int world, MPI_Comm comm) {
   std::vector<int> c, d;
-  Status s = to_int_counts(counts, world_, "MPI_Iallgatherv", &c, &d);
+  Status s = to_int_counts(counts, world, "MPI_Iallgatherv", &c, &d);
   if (!s.ok()) return completed_request(s);
   auto r = std::make_unique<MpiRequest>("MPI_Iallgatherv", std::move(c), std::move(d));
-  const int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, r->counts_.data(), r->displs_.data(),
-                                 MPI_FLOAT, handle_->comm, &r->req_);
+  const int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, r->counts_.data(), r->displs_.data(), type,
+                                 comm, &r->req_);
   return launched(std::move(r), rc);
+}
+}  // namespace
+
+std::unique_ptr<Request> MpiCommunicator::all_gather_async(float* data, const std::vector<int64_t>& counts) {
+  return all_gather_in_place(data, counts, MPI_FLOAT, world_, handle_->comm);
+}
+
+std::unique_ptr<Request> MpiCommunicator::all_gather_async(uint16_t* data, const std::vector<int64_t>& counts) {
+  return all_gather_in_place(data, counts, MPI_UINT16_T, world_, handle_->comm);
 }
 
 Status MpiCommunicator::broadcast(void* data, int64_t bytes, int root) {

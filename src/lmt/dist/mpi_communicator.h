@@ -39,6 +39,7 @@ class MpiCommunicator final : public Communicator {
                                                     const std::vector<int64_t>& counts) override;
   Status all_gather(float* data, const std::vector<int64_t>& counts) override;
   std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> all_gather_async(uint16_t* data, const std::vector<int64_t>& counts) override;
   Status broadcast(void* data, int64_t bytes, int root) override;
   Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                       const std::vector<int64_t>& recv_bytes) override;

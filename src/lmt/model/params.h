@@ -75,6 +75,17 @@ struct BlockViews {
   TensorView experts_down_w;    // [E, C, He]
 };
 
+// Calls f on every view of b (sub-views such as q_w, q_b included), for code that remaps them
+// all (train/zero3.cpp). A field added to BlockViews is added here too.
+template <typename F>
+void for_each_view(BlockViews& b, F&& f) {
+  for (TensorView* v : {&b.attn_norm_w, &b.attn_norm_b, &b.qkv_w, &b.q_w, &b.k_w, &b.v_w, &b.qkv_b, &b.q_b, &b.k_b,
+                        &b.v_b, &b.q_norm_w, &b.k_norm_w, &b.o_w, &b.o_b, &b.ffn_norm_w, &b.ffn_norm_b, &b.up_w,
+                        &b.up_b, &b.down_w, &b.down_b, &b.router_w, &b.experts_up_w, &b.experts_down_w})
+    f(*v);
+}
+static_assert(sizeof(BlockViews) == 23 * sizeof(TensorView), "for_each_view must list every BlockViews field");
+
 struct ModelViews {
   TensorView embed;       // [padded_vocab, C]
   TensorView pos_embed;   // [max_seq_len, C] (learned positions only)

@@ -69,8 +69,25 @@ StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::
   if (shard_n > 0)
     std::memcpy(z->pshard_.as<float>(), m.params().as<float>() + z->cuts_[r], static_cast<size_t>(shard_n) * 4);
   for (int s = 0; s < 2; ++s) {
-    z->slot_p_[s] = Tensor({max_block}, DType::kF32);
-    if (z->bf16_) z->slot_c_[s] = Tensor({max_block}, DType::kBF16);
+    if (z->bf16_) z->slot_c_[s] = Tensor({max_block}, DType::kBF16);  // gathered as bf16 (the vectors: vec_)
+    else z->slot_p_[s] = Tensor({max_block}, DType::kF32);
+  }
+  if (z->bf16_) {  // every block's vectors (norms, biases), compact, in f32
+    int64_t compact = 0;
+    for (const auto& p : layout.params())
+      if (p.layer >= 0 && p.shape.rank() == 1) {
+        z->vec_params_.push_back({p.offset, p.numel, compact});
+        compact += p.numel;
+      }
+    std::sort(z->vec_params_.begin(), z->vec_params_.end(),
+              [](const VecParam& a, const VecParam& b) { return a.offset < b.offset; });
+    compact = 0;
+    for (VecParam& v : z->vec_params_) v.compact = compact, compact += v.numel;
+    z->vec_ = Tensor({std::max<int64_t>(compact, 1)}, DType::kF32);
+    z->vec_counts_.assign(comm.world(), 0);
+    for (const VecParam& v : z->vec_params_)
+      for (int k = 0; k < comm.world(); ++k)
+        z->vec_counts_[k] += std::max<int64_t>(0, std::min(v.offset + v.numel, z->cuts_[k + 1]) - std::max(v.offset, z->cuts_[k]));
   }
   z->gslot_ = Tensor({max_block}, DType::kF32);
   z->ends_p_ = Tensor({std::max<int64_t>(ends_n, 1)}, DType::kF32);
@@ -80,11 +97,31 @@ StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::
 
   // Views, planned once: block l lives in slot l % 2; the ends' two ranges sit back to back.
   for (int64_t l = 0; l < L; ++l) {
-    const Tensor& sp = z->slot_p_[l % 2];
-    z->vw_.push_back(layout.views(rebased(sp, lo[l], DType::kF32), DType::kF32).blocks[l]);
     z->vg_.push_back(layout.views(rebased(z->gslot_, lo[l], DType::kF32), DType::kF32).blocks[l]);
-    z->vc_.push_back(z->bf16_ ? layout.views(rebased(z->slot_c_[l % 2], lo[l], DType::kBF16), DType::kBF16).blocks[l]
-                              : z->vw_.back());
+    if (!z->bf16_) {
+      z->vw_.push_back(layout.views(rebased(z->slot_p_[l % 2], lo[l], DType::kF32), DType::kF32).blocks[l]);
+      z->vc_.push_back(z->vw_.back());
+      continue;
+    }
+    z->vc_.push_back(layout.views(rebased(z->slot_c_[l % 2], lo[l], DType::kBF16), DType::kBF16).blocks[l]);
+    // f32 views: the vectors' compact copies; the matrices have none (bf16 passes read them as bf16).
+    float* vec = z->vec_.as<float>();
+    model::BlockViews w = layout.views(vec, DType::kF32).blocks[l];  // views at vec + flat offset
+    model::for_each_view(w, [&](TensorView& v) {
+      if (!v.present()) return;
+      if (v.shape().rank() != 1) {
+        v = TensorView();
+        return;
+      }
+      const int64_t flat = static_cast<const float*>(v.data()) - vec;
+      auto it = std::upper_bound(z->vec_params_.begin(), z->vec_params_.end(), flat,
+                                 [](int64_t f, const VecParam& p) { return f < p.offset; });
+      LMT_CHECK(it != z->vec_params_.begin()) << "ZeRO-3: a block vector outside the layout's vectors";
+      --it;
+      LMT_CHECK(flat + v.numel() <= it->offset + it->numel) << "ZeRO-3: a block vector across two tensors";
+      v = TensorView(vec + it->compact + (flat - it->offset), v.shape(), DType::kF32);
+    });
+    z->vw_.push_back(w);
   }
   auto ends_views = [&](const Tensor& buf, DType dt) {
     model::ModelViews a = layout.views(rebased(buf, 0, dt), dt);
@@ -149,10 +186,19 @@ void Zero3::keep(Status s) {
 
 void Zero3::launch(int slot, int64_t layer) {
   const Range& r = blocks_[layer];
-  float* dst = slot_p_[slot].as<float>();
   const int64_t own = r.counts[comm_.rank()];
-  if (own > 0) std::memcpy(dst + r.own_at, shard_at(pshard_.as<float>(), r.begin + r.own_at), static_cast<size_t>(own) * 4);
-  slot_req_[slot] = comm_.all_gather_async(dst, r.counts);
+  const float* mine = shard_at(pshard_.as<float>(), r.begin + r.own_at);
+  if (bf16_) {  // bf16(master) of this rank's part, gathered as bf16: what converting after would give
+    uint16_t* dst = static_cast<uint16_t*>(slot_c_[slot].view().data());
+    if (own > 0)
+      m_.backend().convert(TensorView(dst + r.own_at, Shape{own}, DType::kBF16),
+                           TensorView(const_cast<float*>(mine), Shape{own}, DType::kF32));
+    slot_req_[slot] = comm_.all_gather_async(dst, r.counts);
+  } else {
+    float* dst = slot_p_[slot].as<float>();
+    if (own > 0) std::memcpy(dst + r.own_at, mine, static_cast<size_t>(own) * 4);
+    slot_req_[slot] = comm_.all_gather_async(dst, r.counts);
+  }
   slot_layer_[slot] = layer;
   slot_ready_[slot] = false;
 }
@@ -165,13 +211,7 @@ void Zero3::wait(int slot) {
     slot_req_[slot].reset();
     comm_seconds_ += t.seconds();
   }
-  if (!slot_ready_[slot] && slot_layer_[slot] >= 0) {
-    if (bf16_) {
-      const Range& r = blocks_[slot_layer_[slot]];
-      m_.backend().convert(span(slot_c_[slot], r.end - r.begin), span(slot_p_[slot], r.end - r.begin));
-    }
-    slot_ready_[slot] = true;
-  }
+  if (!slot_ready_[slot] && slot_layer_[slot] >= 0) slot_ready_[slot] = true;
 }
 
 void Zero3::ensure_ends() {
@@ -249,12 +289,29 @@ float* Zero3::scratch(int64_t n) {
   return rs_.as<float>();
 }
 
+// bf16: every block's vectors, gathered in f32 once per update (they are small).
+void Zero3::ensure_vectors() {
+  if (!bf16_ || vec_fresh_) return;
+  LMT_TRACE_SCOPE("zero3_gather_vectors");
+  Timer t;
+  const int r = comm_.rank();
+  float* vec = vec_.as<float>();
+  for (const VecParam& v : vec_params_) {
+    const int64_t a = std::max(v.offset, cuts_[r]), b = std::min(v.offset + v.numel, cuts_[r + 1]);
+    if (a < b) std::memcpy(vec + v.compact + (a - v.offset), shard_at(pshard_.as<float>(), a), static_cast<size_t>(b - a) * 4);
+  }
+  keep(comm_.all_gather(vec, vec_counts_));
+  comm_seconds_ += t.seconds();
+  vec_fresh_ = true;
+}
+
 void Zero3::on_params_needed(int64_t layer, bool backward) {
   if (layer < 0) {
     ensure_ends();
     m_.bind_ends(ew_, eg_, ec_);  // a pass may follow another model's binding: bind every time
     return;
   }
+  ensure_vectors();
   if (alias_ends_ && !backward && layer == 0 && ends_ == Ends::kParams && m_.training_pass()) begin_ends_grads();
   const int s = static_cast<int>(layer % 2);
   if (slot_layer_[s] != layer) {
@@ -351,6 +408,7 @@ void Zero3::invalidate() {
   }
   ends_ = Ends::kStale;
   ends_c_fresh_ = false;
+  vec_fresh_ = false;
 }
 
 Status Zero3::gather_full(float* full) {
@@ -375,7 +433,7 @@ void Zero3::load_full(const float* full) {
 int64_t Zero3::bytes() const {
   int64_t b = 0;
   for (const Tensor* t : {&pshard_, &gshard_, &slot_p_[0], &slot_p_[1], &slot_c_[0], &slot_c_[1], &gslot_, &ends_p_,
-                          &ends_c_, &ends_g_, &norm_g_, &rs_})
+                          &ends_c_, &ends_g_, &norm_g_, &vec_, &rs_})
     if (t->view().present()) b += static_cast<int64_t>(t->view().bytes());
   return b;
 }

@@ -19,9 +19,12 @@
 //              one-block gradient slot (zeroed). When the model's grads-ready hook reports block l,
 //              that slot is reduce-scattered (MPI_Reduce_scatter) and this rank's part added to its
 //              gradient shard. finish() reduce-scatters the ends' gradients after the last backward.
-//   bf16       the working slots also hold a bf16 copy (converted from the gathered f32), which the
-//              GEMMs read; the rank keeps no mirror of its own (the optimizer writes none). So do
-//              the ends, and there a training pass reads their f32 values only in the embedding
+//   bf16       the working slots hold bf16 only: each rank converts its part of the block and the
+//              gather moves bf16 (= bf16 of the gathered f32, elementwise), which the GEMMs read;
+//              the blocks' vectors (norms, biases), read in f32, are gathered once per update into
+//              a compact f32 buffer (vec_) that the blocks' f32 views point into (matrices have no
+//              f32 view). The rank keeps no mirror of its own (the optimizer writes none). The ends
+//              keep f32 and a bf16 twin, and there a training pass reads their f32 values only in the embedding
 //              lookup (the LM head reads bf16): when block 0 is bound in a training forward, the
 //              f32 ends buffer becomes the ends' gradient accumulator (zeroed; the final norm's
 //              values, read again in backward, stay, and its gradients get a small buffer). Those
@@ -33,7 +36,8 @@
 //              invalidate() then marks every gathered copy stale.
 //
 // Memory (bytes; f32, W ranks, P parameters): 4·P/W params + 4·P/W grads (+ the optimizer's 8·P/W
-// for AdamW) + 2 slots × 4 (+2 bf16) × the largest block + 4 × the largest block (gradient slot)
+// for AdamW) + 2 slots × 4 (bf16 runs: 2) × the largest block + 4 × the largest block (gradient slot)
+// + 4 × the blocks' vectors (bf16 runs)
 // + 8 × the ends in f32 runs, 4 + 2 (bf16) × the ends + 4 × the final norm in bf16 runs, and, once
 // gradient accumulation needs it, a reduce-scatter scratch of this rank's largest part of a block
 // (or of the ends, in bf16). Everything is allocated in create() (the scratch on the
@@ -102,6 +106,7 @@ class Zero3 {
   void begin_ends_grads();
   void reduce_ends();
   float* scratch(int64_t n);  // rs_, grown to n floats on first need
+  void ensure_vectors();
   void launch(int slot, int64_t layer);  // copy own part, start the gather
   void wait(int slot);                   // finish the gather, convert to bf16
   void keep(Status s);
@@ -114,12 +119,19 @@ class Zero3 {
   std::vector<Range> blocks_;             // per layer
   Range ends_lo_{0, 0, {}, 0}, ends_hi_{0, 0, {}, 0};
   Tensor pshard_, gshard_;                // this rank's f32 parameters and gradients
-  Tensor slot_p_[2], slot_c_[2], gslot_;  // working blocks (f32, bf16), gradient slot
+  Tensor slot_p_[2], slot_c_[2], gslot_;  // working blocks (f32 runs: f32; bf16 runs: bf16), gradient slot
   Tensor ends_p_, ends_c_, ends_g_;       // the ends, gathered; their gradients (absent when aliased)
   Tensor norm_g_;                         // aliased: the final norm's gradients
   bool alias_ends_ = false;               // bf16: the ends' gradients reuse ends_p_ (see the top)
   std::vector<std::pair<int64_t, int64_t>> kept_;  // aliased: the final norm's (offset, numel) in ends_p_
   Tensor rs_;                             // reduce-scatter scratch (created on first accumulation)
+  struct VecParam {
+    int64_t offset, numel, compact;  // a block vector's flat range, and where it sits in vec_
+  };
+  std::vector<VecParam> vec_params_;      // bf16: every block's vectors (norms, biases), by offset
+  Tensor vec_;                            // ... their f32 values, compact (gathered once per update)
+  std::vector<int64_t> vec_counts_;       // ... per rank: its elements of them
+  bool vec_fresh_ = false;
   std::vector<model::BlockViews> vw_, vc_, vg_;  // per layer: views into its slot / the grad slot
   model::ModelViews ew_, ec_, eg_;        // the ends' views
   int64_t slot_layer_[2] = {-1, -1};
