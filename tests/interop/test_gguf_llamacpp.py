@@ -309,6 +309,24 @@ def gpt2(tmp, demo):
     del llm
 
 
+def random_hf_model(cfg, ids, tweak):
+    """A transformers model of `cfg` with random weights (seed 0), its norms randomised around 1 and
+    tweak(name, param) applied to every other parameter (under no_grad); returns it and its float64
+    logits over `ids`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "norm" in n:
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+            else:
+                tweak(n, p)
+        want = model(torch.tensor([ids])).logits[0].double().numpy()
+    return model, want
+
+
 def hf_families(tmp, demo):
     """qwen3 (QK-norm, head_dim != d_model / n_heads, untied), qwen2 (q/k/v biases, tied) and llama
     with MLP biases: small random Hugging Face models (norms and biases randomised too, so that
@@ -316,7 +334,7 @@ def hf_families(tmp, demo):
     logits must equal transformers' within 1e-4 (f32 throughout; measured about 1e-5)."""
     try:
         import torch
-        from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+        from transformers import LlamaConfig, Qwen2Config, Qwen3Config
     except ImportError as e:
         check(False, f"transformers/torch missing from the interop venv: {e}")
         return
@@ -328,15 +346,10 @@ def hf_families(tmp, demo):
                "llama": LlamaConfig(**common, mlp_bias=True, tie_word_embeddings=False)}
     ids = [1023, 5, 77, 300, 12, 999, 45, 46, 47, 100, 200, 300, 400, 500]
     for arch, cfg in configs.items():
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                if "norm" in n:
-                    p.copy_(1 + 0.3 * torch.randn_like(p))
-                elif "bias" in n:
-                    p.copy_(0.3 * torch.randn_like(p))
-            want = model(torch.tensor([ids])).logits[0].double().numpy()
+        def randomise_biases(n, p):
+            if "bias" in n:
+                p.copy_(0.3 * torch.randn_like(p))
+        model, want = random_hf_model(cfg, ids, randomise_biases)
         hf = os.path.join(tmp, f"hf_{arch}")
         model.save_pretrained(hf)
         path = export(hf, os.path.join(tmp, f"hf_{arch}.gguf"), "f32", tokenizer_of(demo))
@@ -355,7 +368,7 @@ def hf_moe(tmp, demo):
     and the q8_0 file keeps the router f32. The routers are scaled up so that the experts chosen
     differ from token to token (at initialisation every router logit is near 0)."""
     import torch
-    from transformers import AutoModelForCausalLM, OlmoeConfig, Qwen3MoeConfig
+    from transformers import OlmoeConfig, Qwen3MoeConfig
     common = dict(vocab_size=1024, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                   max_position_embeddings=128, initializer_range=0.2, rms_norm_eps=1e-6, rope_theta=10000.0,
                   num_experts=8, num_experts_per_tok=2, tie_word_embeddings=False)
@@ -364,15 +377,10 @@ def hf_moe(tmp, demo):
                "olmoe": OlmoeConfig(**common, num_key_value_heads=4, intermediate_size=48, norm_topk_prob=False)}
     ids = [1023, 5, 77, 300, 12, 999, 45, 46, 47, 100, 200, 300, 400, 500, 7, 8, 9, 10]
     for arch, cfg in configs.items():
-        torch.manual_seed(0)
-        model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
-        with torch.no_grad():
-            for n, p in model.named_parameters():
-                if "norm" in n:
-                    p.copy_(1 + 0.3 * torch.randn_like(p))
-                elif n.endswith("mlp.gate.weight"):
-                    p.mul_(5.0)
-            want = model(torch.tensor([ids])).logits[0].double().numpy()
+        def sharpen_routers(n, p):
+            if n.endswith("mlp.gate.weight"):
+                p.mul_(5.0)
+        model, want = random_hf_model(cfg, ids, sharpen_routers)
         hf = os.path.join(tmp, f"hf_{arch}")
         model.save_pretrained(hf)
         path = export(hf, os.path.join(tmp, f"hf_{arch}.gguf"), "f32", tokenizer_of(demo))
