@@ -68,12 +68,17 @@ struct TrainBenchArgs {
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
   bool recompute = false, json = false, shared_memory = true, contend = false, profile = false, sp = false;
+  bool dense_peer = false;  // --dense-peer: the MoE preset's dense model of equal active parameters
   int contend_cpu = -1;     // --contend-cpu; -1: the last CPU of this process's affinity mask
   std::string wait_policy;  // --wait-policy; "": LMT_WAIT_POLICY, else auto (applied in main)
 };
 
 Status run_train_bench(const TrainBenchArgs& a) {
   LMT_ASSIGN_OR_RETURN(model::ModelConfig config, model::preset(a.preset));
+  if (a.dense_peer) {
+    LMT_ASSIGN_OR_RETURN(config, model::dense_peer(config));
+  }
+  const std::string label = a.dense_peer ? config.name : a.preset;  // what the output calls the model
   if (a.batch <= 0 || a.seq <= 0 || a.seq > config.max_seq_len || a.accum <= 0)
     return InvalidArgument("--micro-batch and --grad-accum must be positive and --seq-len in [1, " + std::to_string(config.max_seq_len) + "]");
   model::RunOptions o;
@@ -263,7 +268,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                {"rounds", t_contended.size()}, {"busy_pid", busy_pid}, {"busy_cpu", busy_cpu}};
   }
   if (a.json) {
-    nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
+    nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"dense_peer", a.dense_peer}, {"model", label}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
                         {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"sp", a.sp}, {"pp", a.pp}, {"zero", a.zero},
@@ -283,7 +288,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
     std::printf("train %s B=%lld T=%lld accum=%lld %s %s ranks=%d zero=%d: %.1f ms/step (forward %.1f, backward %.1f, "
                 "grad reduce %.1f, optimizer %.1f, param gather %.1f), %.0f tokens/s, MFU %.1f%% (6N: %.1f%%)\n",
-                a.preset.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.seq),
+                label.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.seq),
                 static_cast<long long>(a.accum), a.dtype.c_str(), a.optimizer.c_str(), world, a.zero, secs * 1e3,
                 median(t_fwd) * 1e3, median(t_bwd) * 1e3, exposed * 1e3, median(t_opt) * 1e3, median(t_gather) * 1e3,
                 tps, mfu * 100, mfu_6n * 100);
@@ -336,6 +341,9 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--dtype", tb.dtype, "bf16 or fp32")->capture_default_str();
   t->add_option("--optimizer", tb.optimizer, "adamw or muon")->capture_default_str();
   t->add_flag("--recompute", tb.recompute, "activation checkpointing per block");
+  t->add_flag("--dense-peer", tb.dense_peer,
+              "with an MoE preset: run its dense peer instead (every FFN dense with hidden (top_k + shared) × expert_ffn: "
+              "the MoE model's active parameters without the routers), to compare MFU with");
   add_backend_flag(t, tb.backend);
   t->add_option("--warmup", tb.warmup, "untimed steps")->capture_default_str();
   t->add_option("--iters", tb.iters, "timed steps (the median is reported)")->capture_default_str();

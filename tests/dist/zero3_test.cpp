@@ -175,8 +175,8 @@ TEST_F(Zero3Test, OneProcessZero3EqualsZero0BitForBit) {
 // llama-style tied or untied (the untied LM head is aliased too, the final norm is not), and
 // gpt2-style (LayerNorm, biases). With 3
 // micro-batches the ends' gradients are reduced after each micro-batch and added in the shard
-// (ZeRO 0 adds them in place): only the order of f32 sums differs, so the parameters agree to
-// ~1e-6, where a micro-batch's lost or doubled gradient would move them by ~lr = 3e-3.
+// (ZeRO 0 adds them in place): only the order of f32 sums differs, so almost every parameter
+// agrees to f32 rounding, where a micro-batch's lost or doubled gradient would move nearly all.
 TEST_F(Zero3Test, OneProcessBf16Zero3MatchesZero0) {
   if (g_comm->rank() != 0) return;
   dist::SoloCommunicator solo;
@@ -212,7 +212,15 @@ TEST_F(Zero3Test, OneProcessBf16Zero3MatchesZero0) {
         for (size_t i = 0; i < pa.size(); ++i) differ += pa[i] != pb[i];
         EXPECT_EQ(differ, 0u);
       } else {
-        test::expect_params_close(pa, pb, 1e-4, 1e-5);
+        // AdamW's first steps move a parameter by about lr·sign(g), so where a gradient is near 0 the
+        // different summation order can flip the sign: a few parameters may differ by up to ~2·lr.
+        // A lost or doubled micro-batch moves almost all of them (96% seen when the reduction of a
+        // micro-batch's ends is dropped).
+        ASSERT_EQ(pa.size(), pb.size());
+        size_t over = 0;
+        for (size_t i = 0; i < pa.size(); ++i) over += std::abs(double(pa[i]) - pb[i]) > 1e-5 + 1e-4 * std::abs(double(pa[i]));
+        EXPECT_LE(over, pa.size() / 100) << over << " of " << pa.size() << " parameters differ beyond f32 rounding";
+        if (g_comm->rank() == 0) std::printf("%s: %zu of %zu parameters beyond f32 rounding\n", name.c_str(), over, pa.size());
       }
     }
 }

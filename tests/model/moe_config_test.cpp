@@ -54,6 +54,26 @@ TEST(MoePresets, TinyMoeCountedByHand) {
   EXPECT_EQ(c.active_param_count(), 3'418'368);
 }
 
+// The dense peer of `lmtrain bench train --dense-peer`: the MoE model's active parameters minus the
+// routers, for top-k alone and with a shared expert; refused for dense models and moe.every > 1.
+TEST(MoeConfig, DensePeerHasTheActiveParametersWithoutTheRouters) {
+  ModelConfig c = preset("tiny-moe").value();
+  for (int64_t shared : {0, 1}) {
+    c.moe.shared_experts = shared;
+    auto d = dense_peer(c);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_FALSE(d->moe.enabled());
+    EXPECT_EQ(d->ffn_hidden, (2 + shared) * 256);
+    EXPECT_TRUE(d->validate().ok()) << d->validate().ToString();
+    const int64_t routers = c.n_layers * c.moe.num_experts * c.d_model;
+    EXPECT_EQ(d->param_count(), c.active_param_count() - routers) << "shared experts " << shared;
+  }
+  EXPECT_EQ(dense_peer(preset("tiny").value()).status().code(), StatusCode::kInvalidArgument);
+  c.n_layers = 4;
+  c.moe.every = 2;
+  EXPECT_EQ(dense_peer(c).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(MoeConfig, DenseModelsHaveEqualTotalAndActive) {
   for (const auto& name : preset_names()) {
     ModelConfig c = must(name.c_str());

@@ -224,6 +224,20 @@ int64_t ModelConfig::moe_layer_count() const {
   return n_layers / moe.every;  // l = every-1, 2·every-1, ... < n_layers
 }
 
+StatusOr<ModelConfig> dense_peer(const ModelConfig& c) {
+  if (!c.moe.enabled())
+    return InvalidArgument("model '" + c.name + "' is dense: it has no dense peer", "use an MoE preset, e.g. tiny-moe");
+  if (c.moe.every != 1)
+    return InvalidArgument("model '" + c.name + "' has dense layers between its MoE layers (moe.every = " +
+                               std::to_string(c.moe.every) + "): one dense FFN size cannot match both",
+                           "compare models whose every layer is MoE (moe.every = 1)");
+  ModelConfig d = c;
+  d.name = c.name + "-dense-peer";
+  d.ffn_hidden = (c.moe.top_k + c.moe.shared_experts) * c.moe.expert_ffn;
+  d.moe = MoeConfig{};
+  return d;
+}
+
 Status model_memory_check(const ModelConfig& c, double bytes_per_param, double extra_bytes, const std::string& what,
                           const MemoryTarget& target) {
   const double params = c.param_count_estimate();

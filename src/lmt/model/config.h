@@ -152,6 +152,12 @@ struct ModelConfig {
   int64_t moe_layer_count() const;
 };
 
+// The dense model an MoE model is measured against (`lmtrain bench train --dense-peer`): every FFN
+// dense with hidden (top_k + shared_experts) · expert_ffn and no routers, so its parameters are the
+// MoE model's active ones minus the routers' E·C per layer (an FFN's parameters are linear in its
+// hidden size). InvalidArgument for a dense model, or moe.every > 1 (the dense layers would change).
+StatusOr<ModelConfig> dense_peer(const ModelConfig& c);
+
 // OK when a model of `c` (parameters in `bytes_per_param` bytes each, plus `extra_bytes`) fits in
 // the target's memory (this machine's by default, or a device's: Backend::memory_target()); otherwise an error naming `what`, the sizes and the model's shape. Run
 // before allocating the parameters, so that a huge config is refused at once.
