@@ -5,6 +5,7 @@
 #include <iterator>
 #include <string>
 
+#include "common/shared_data.h"
 #include "lmt/clean/decontaminate.h"
 #include "lmt/clean/normalize.h"
 #include "lmt/clean/options.h"
@@ -65,6 +66,7 @@ std::string first_line(const std::string& path) {
 }
 
 TEST(Decontaminate, FindsRealEvalItems) {
+  LMT_SKIP_WITHOUT_SHARED("eval/arc/arc_easy.llmfoundry.jsonl");
   // ARC-Easy (llm-foundry format) line 1: "Which statement best explains why photosynthesis is the
   // foundation of most food webs?" (15 words) with its choices.
   auto idx = ContaminationIndex::build({kEval + "/arc/arc_easy.llmfoundry.jsonl", kEval + "/hellaswag/hellaswag_val.llamacpp.jsonl"}, 13);
@@ -90,6 +92,7 @@ TEST(Decontaminate, FindsRealEvalItems) {
 }
 
 TEST(Decontaminate, TaskFromContentAndErrors) {
+  LMT_SKIP_WITHOUT_SHARED("eval/openbookqa/test.jsonl");
   // The folder names the task.
   auto idx = ContaminationIndex::build({kEval + "/openbookqa/test.jsonl"}, 8);
   ASSERT_TRUE(idx.ok()) << idx.status().ToString();

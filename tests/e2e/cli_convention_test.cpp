@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "common/lmtrain_cli.h"
 #include "common/synthetic_dataset.h"
+#include "common/shared_data.h"
 
 namespace {
 
@@ -232,6 +233,7 @@ TEST(CliConvention, SharedMemoryIsAFlag) {
 }
 
 TEST(CliConvention, DataInfoTakesDataset) {
+  LMT_SKIP_WITHOUT_SHARED("tokenizers/gpt2");
   // A real prepared dataset is made by `data prepare` from a small corpus.
   const fs::path dir = fs::temp_directory_path() / ("lmt_cli_convention_" + std::to_string(::getpid()));
   fs::remove_all(dir);

@@ -2,6 +2,7 @@
 // gzip, zstd, bzip2 and xz command-line tools (Debian): the decompressed bytes must equal the
 // original's, for every read size and line-buffer size; damaged files give errors naming the file
 // and an offset.
+#include "common/shared_data.h"
 #include "lmt/io/input_stream.h"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,7 @@ std::string read_in_chunks(InputStream& in, size_t chunk) {
 }
 
 TEST_F(InputStreamTest, DetectsByMagicBytesNotName) {
+  LMT_SKIP_WITHOUT_SHARED("corpora/tinyshakespeare.txt");
   const std::string text = slurp(kShakespeare);
   ASSERT_GT(text.size(), 1000000u);
   make("corpus.txt", text);
@@ -124,6 +126,7 @@ TEST_F(InputStreamTest, EmptyFilesReadAsEmpty) {
 }
 
 TEST_F(InputStreamTest, MultiMemberGzipAndMultiFrameZstdReadAsTheConcatenation) {
+  LMT_SKIP_WITHOUT_SHARED("corpora/tinyshakespeare.txt");
   const std::string text = slurp(kShakespeare);
   const std::string a = text.substr(0, 300000), b = text.substr(300000, 500000);
   make("a.txt", a);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/shared_data.h"
 #include "lmt/base/rng.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/model/transformer.h"
@@ -91,6 +92,7 @@ double train_and_measure(MoeBalance balance, const std::string& text) {
 }
 
 TEST(MoeBalance, AuxLossAndBiasUpdateBalanceTheLoad) {
+  LMT_SKIP_WITHOUT_SHARED("corpora/tinyshakespeare.txt");
   std::ifstream in(kCorpus, std::ios::binary);
   ASSERT_TRUE(in) << "cannot read " << kCorpus;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -9,7 +9,7 @@
 #      dots are counted here too; the loss plot overlays both runs;
 #   4. no console error or uncaught exception in chromium's log;
 #   5. chromium --screenshot writes a PNG of the page.
-# Exit 77 (skipped, with a message) when chromium is absent.
+# Exit 77 (skipped, with a message) when chromium or the shared corpus is absent.
 #
 #   tests/report/browser_test.sh LMTRAIN SHARED_DATA WORKDIR
 set -euo pipefail
@@ -24,6 +24,10 @@ mkdir -p "$work"
 cd "$work"
 
 corpus="$shared/corpora/tinyshakespeare.txt"
+if [[ ! -f "$corpus" ]]; then
+  echo "SKIP: shared test data not found: $corpus (../shared/data is absent)"
+  exit 77
+fi
 "$lmtrain" tokenizer train --input "$corpus" --vocab-size 512 --out tok.json >/dev/null
 "$lmtrain" data prepare --tokenizer tok.json --input "$corpus" --out data --val-fraction 0.05 >/dev/null
 cat > recipe.toml <<TOML

@@ -8,6 +8,7 @@
 
 #include "common/files.h"
 #include "common/lmtrain_cli.h"
+#include "common/shared_data.h"
 
 namespace {
 
@@ -15,6 +16,10 @@ const std::string kStories = std::string(LMT_SHARED_DATA) + "/models/stories260K
 
 class GgufCliTest : public lmt::test::ScratchDirTest {
  protected:
+  void SetUp() override {
+    lmt::test::ScratchDirTest::SetUp();
+    LMT_SKIP_WITHOUT_SHARED("models/stories260K/hf");
+  }
   lmt::test::CliResult exp(const std::string& out, const std::string& extra) {
     return lmt::test::run_lmtrain("export --checkpoint " + kStories + "/hf --format gguf --out " + out + " " + extra,
                                   true);

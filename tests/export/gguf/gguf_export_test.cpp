@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "common/shared_data.h"
 #include "lmt/export/gguf_vocab.h"
 #include "lmt/model/params.h"
 
@@ -132,6 +133,10 @@ model::ModelConfig small_llama() {
 
 class GgufExportTest : public test::ScratchDirTest {
  protected:
+  void SetUp() override {
+    test::ScratchDirTest::SetUp();
+    LMT_SKIP_WITHOUT_SHARED("models/stories260K/tok512.bin");  // every export writes its vocabulary
+  }
   // Exports `c` with every row r of q (and of k) holding the value r (k: 100 + r).
   Status run(const model::ModelConfig& c, ExportDType dtype = ExportDType::kF32, const std::string& tok = kTok512) {
     layout_ = std::make_unique<model::ParamLayout>(c);
@@ -373,6 +378,7 @@ TEST_F(GgufExportTest, TokenizerErrorsWriteNothing) {
 }
 
 TEST(GgufVocab, Llama2cTokenizer) {
+  LMT_SKIP_WITHOUT_SHARED("models/stories260K/tok512.bin");
   StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(kTok512, 512);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->model, "llama");
@@ -395,6 +401,7 @@ TEST(GgufVocab, Llama2cTokenizer) {
 }
 
 TEST(GgufVocab, Qwen3TokenizerJson) {
+  LMT_SKIP_WITHOUT_SHARED("tokenizers/qwen3/tokenizer.json");
   StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(kQwen3, 151936);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->model, "gpt2");
@@ -414,6 +421,7 @@ TEST(GgufVocab, Qwen3TokenizerJson) {
 }
 
 TEST(GgufVocab, Gpt2Files) {
+  LMT_SKIP_WITHOUT_SHARED("tokenizers/gpt2");
   StatusOr<gguf::GgufVocab> v = gguf::load_gguf_vocab(std::string(LMT_SHARED_DATA) + "/tokenizers/gpt2", 50304);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   EXPECT_EQ(v->model, "gpt2");
