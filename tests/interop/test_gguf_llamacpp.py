@@ -109,6 +109,15 @@ def check_greedy(name, llm, checkpoint, prompt, eos, tokenizer=None):
     return ours
 
 
+def check_greedy_after_text(name, reader, path, run, demo):
+    """check_greedy for a model trained on the demo data: end-of-text, then a line of the corpus."""
+    eot = field(reader, "tokenizer.ggml.tokens").index("<|endoftext|>")
+    llm = load(path)
+    prompt = [eot] + llm.tokenize(b"First Citizen:\nBefore we proceed any further, hear me speak.", add_bos=False)
+    check_greedy(name, llm, run, prompt, eos=eot, tokenizer=tokenizer_of(demo))
+    del llm
+
+
 def permute_like_llamacpp(w, n_head):
     """convert_hf_to_gguf.py's LlamaModel.permute: HF rotate-half rows -> llama.cpp's pairs."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -301,12 +310,7 @@ def gpt2(tmp, demo):
                         "blk.0.attn_qkv.bias": [192], "blk.1.ffn_up.weight": [64, 256], "blk.1.ffn_down.bias": [64],
                         "output_norm.bias": [64]}.items():
         check(shapes.get(name) == shape, f"gpt2: {name} {shapes.get(name)} (want {shape})")
-    tokens = field(r, "tokenizer.ggml.tokens")
-    eot = tokens.index("<|endoftext|>")
-    llm = load(path)
-    prompt = [eot] + llm.tokenize(b"First Citizen:\nBefore we proceed any further, hear me speak.", add_bos=False)
-    check_greedy("gpt2 f32 (text prompt)", llm, run, prompt, eos=eot, tokenizer=tokenizer_of(demo))
-    del llm
+    check_greedy_after_text("gpt2 f32 (text prompt)", r, path, run, demo)
 
 
 def random_hf_model(cfg, ids, tweak):
@@ -423,12 +427,7 @@ def moe_llama(tmp, demo):
     check(field(r, "general.architecture") == "llama" and field(r, "llama.expert_count") == 4
           and field(r, "llama.expert_used_count") == 2 and field(r, "llama.feed_forward_length") == 64,
           "lmtrain MoE: llama architecture, 4 experts, 2 used, feed_forward_length 64")
-    tokens = field(r, "tokenizer.ggml.tokens")
-    eot = tokens.index("<|endoftext|>")
-    llm = load(path)
-    prompt = [eot] + llm.tokenize(b"First Citizen:\nBefore we proceed any further, hear me speak.", add_bos=False)
-    check_greedy("lmtrain MoE f32 (text prompt)", llm, run, prompt, eos=eot, tokenizer=tokenizer_of(demo))
-    del llm
+    check_greedy_after_text("lmtrain MoE f32 (text prompt)", r, path, run, demo)
 
 
 def rope_scaled(tmp, demo):

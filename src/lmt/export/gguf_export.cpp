@@ -39,6 +39,7 @@ struct Source {
   int64_t rows = 0, cols = 0;
   std::vector<int64_t> row_map;  // output row r = base row row_map[r] (empty: identity)
   int64_t planes = 1;            // > 1: a stack of `planes` matrices of rows/planes rows (experts)
+  bool keep_f32 = false;         // a matrix written F32 whatever --dtype (MoE routers)
 };
 
 // The rows of q (or k): each head's first `rot` rows go from rotate-half order (i, i + rot/2) to
@@ -106,7 +107,7 @@ GgmlType Exporter::matrix_type(int64_t cols) const {
 
 Status Exporter::add(const std::string& name, Source src, bool matrix) {
   // 1-D tensors (norms, biases) stay f32, as llama.cpp's converter keeps them.
-  const GgmlType type = matrix ? matrix_type(src.cols) : GgmlType::kF32;
+  const GgmlType type = matrix && !src.keep_f32 ? matrix_type(src.cols) : GgmlType::kF32;
   std::vector<int64_t> ne =
       matrix ? std::vector<int64_t>{src.cols, src.rows} : std::vector<int64_t>{src.rows * src.cols};
   if (matrix && src.planes > 1) ne = {src.cols, src.rows / src.planes, src.planes};
@@ -233,11 +234,9 @@ Status Exporter::add_experts(const std::string& b, const std::string& p) {
   if (router == nullptr) return Internal("the layout has no router '" + p + "mlp.gate.weight'");
   // Kept f32 whatever --dtype: a rounded router can pick other experts (llama.cpp's converter keeps it
   // f32 as well).
-  LMT_RETURN_IF_ERROR(w_.add_tensor(b + "ffn_gate_inp.weight", {cols, rows}, GgmlType::kF32, [router, rows, cols] {
-    std::string out;
-    gguf::encode(router, rows * cols, GgmlType::kF32, &out);
-    return out;
-  }));
+  Source r{router, rows, cols, {}};
+  r.keep_f32 = true;
+  LMT_RETURN_IF_ERROR(add(b + "ffn_gate_inp.weight", std::move(r), true));
   const auto stack = [&](const std::string& gguf_name, const std::string& proj, int64_t r_per, int64_t c_per) -> Status {
     const std::string first = p + "mlp.experts.0." + proj + ".weight";
     const float* base = param(first);

@@ -46,11 +46,6 @@ class CpuBackend : public Backend {
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
                             const TensorView& dbias, const TensorView& dout, const TensorView& inp,
                             const TensorView& weight) override;
-  // matmul_impl (trans_b = false) with A a block of a wider row-major matrix: a_block's shape is the
-  // block's ([M,K], or [K,M] with trans_a) and its stored rows are lda elements apart, so it must not
-  // be read as a dense view (cpu/matmul.cpp). For the weight gradients' blocks of dout columns.
-  void matmul_block_impl(const TensorView& c, const TensorView& a_block, int64_t lda, const TensorView& b,
-                         bool trans_a, bool accumulate);
   // MoE routing ops (cpu/moe.cpp): the shared host implementations, run on blocks of rows in parallel.
   void moe_router_forward_impl(const TensorView& weights, const TensorView& experts, const TensorView& probs,
                                const TensorView& lse, const TensorView& logits, const TensorView& bias,

@@ -245,15 +245,6 @@ void CpuBackend::matmul_impl(const TensorView& c, const TensorView& a, const Ten
              nullptr);
 }
 
-void CpuBackend::matmul_block_impl(const TensorView& c, const TensorView& a_block, int64_t lda, const TensorView& b,
-                                   bool trans_a, bool accumulate) {
-  require_gemm_dtype("matmul", a_block);
-  const int64_t M = c.dim(0), N = c.dim(1), K = trans_a ? a_block.dim(0) : a_block.dim(1);
-  GemmKey k{M, K, N, a_block.dtype(), trans_a, false, accumulate, false};
-  k.lda = lda;
-  dnnl_->run(k, a_block.data(), b.data(), c.data(), nullptr);
-}
-
 void CpuBackend::matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b,
                                      bool trans_a, bool trans_b, bool accumulate) {
   require_gemm_dtype("matmul_batched", a);
@@ -286,12 +277,14 @@ void CpuBackend::linear_backward_impl(const TensorView& dinp, const TensorView& 
     dnnl_->run({N, OC, C, dout.dtype(), false, false, false, false}, dout.data(), weight.data(),
                dinp.data(), nullptr);
   if (dweight.present()) {  // dweight[OC,C] += doutᵀ[OC,N] · inp[N,C], in blocks of kWeightGradRows rows
+    // Block o0 reads dout's columns [o0, o1) as Aᵀ at leading dimension OC.
     const char* d = static_cast<const char*>(dout.data());
     const int64_t block = OC >= 2 * kWeightGradRows ? kWeightGradRows : OC;
     for (int64_t o0 = 0; o0 < OC; o0 += block) {
       const int64_t o1 = std::min(OC, o0 + block);
-      const TensorView dout_block(const_cast<char*>(d) + o0 * dtype_size(dout.dtype()), Shape{N, o1 - o0}, dout.dtype());
-      matmul_block_impl(dweight.slice_rows(o0, o1), dout_block, OC, inp, true, true);
+      GemmKey k{o1 - o0, N, C, dout.dtype(), true, false, true, false};
+      k.lda = OC;
+      dnnl_->run(k, d + o0 * dtype_size(dout.dtype()), inp.data(), dweight.slice_rows(o0, o1).data(), nullptr);
     }
   }
   if (dbias.present()) {
