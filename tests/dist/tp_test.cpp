@@ -14,7 +14,10 @@
 //   - checkpoints stay layout-independent: saved by the TP ranks, resumed by one process, and the
 //     reverse, with the uninterrupted single process's losses onward;
 //   - each rank holds its part only (half the heads and FFN units), and what tensor parallelism does
-//     not run with is refused before anything is written.
+//     not run with is refused before anything is written;
+//   - MoE layers (half of every expert per rank, the router replicated): alone, with SP and a dense
+//     layer, with expert parallelism (4 ranks: ep 2 × tp 2), their parts, and a checkpoint with the
+//     router bias resumed by one process.
 // Alone (world 1) the tests skip: tensor parallelism needs two ranks.
 #include <gtest/gtest.h>
 
@@ -38,7 +41,7 @@ constexpr int64_t kB = 2;  // micro-batch per data-parallel rank
 constexpr int kTp = 2;
 
 class TpTest : public ::testing::Test {
- protected:
+ public:
   static void SetUpTestSuite() { root_ = test::make_shared_run_root(*g_comm, "lmt_tp", kVocab); }
   static void TearDownTestSuite() { test::remove_shared_run_root(*g_comm, root_); }
 
@@ -62,11 +65,15 @@ class TpTest : public ::testing::Test {
 
   static fs::path ref_dir(const std::string& name) { return root_ / (name + "_rank" + std::to_string(g_comm->rank())); }
 
-  // One process, tp = 1, with the global batch (micro-batch kB · dp), private to this rank.
+  // One process, tp = 1, with the global batch (micro-batch kB · dp), private to this rank
+  // (parallel.ep in `extra` does not apply to it; parallel.sp needs tp > 1: see small_parallel_recipe).
   static std::unique_ptr<train::Trainer> reference(const std::string& name, int64_t steps,
                                                    const std::vector<std::string>& extra = {}) {
     dist::SoloCommunicator solo;
-    auto t = test::make_trainer(recipe_config(steps, kB * dp(), 1, extra), ref_dir(name), &solo);
+    std::vector<std::string> one;
+    for (const std::string& kv : extra)
+      if (kv.rfind("parallel.ep=", 0) != 0) one.push_back(kv);
+    auto t = test::make_trainer(recipe_config(steps, kB * dp(), 1, one), ref_dir(name), &solo);
     EXPECT_TRUE(t);
     if (t) {
       Status s = t->run();
@@ -107,6 +114,9 @@ class TpTest : public ::testing::Test {
     test::expect_params_close(theirs, mine, dp() > 1 ? 1e-4 : param_rel, param_abs);
   }
 
+  static const fs::path& root() { return root_; }
+
+ protected:
   static fs::path root_;
 };
 fs::path TpTest::root_;
@@ -198,13 +208,13 @@ TEST_F(TpTest, EachRankHoldsItsPart) {
 
 // Saved by the TP ranks at step 3 (full tensors), resumed by one process: the losses onward are the
 // uninterrupted single process's.
-TEST_F(TpTest, CheckpointSavedByTpRanksResumesInOneProcess) {
+void saved_by_tp_ranks_resumes_in_one_process(const std::string& name, const std::vector<std::string>& extra) {
   const int64_t steps = 6;
-  auto ref = reference("ref_resume", steps);
+  auto ref = TpTest::reference("ref_resume_" + name, steps, extra);
   ASSERT_TRUE(ref);
-  const fs::path run = root_ / "tp_saved_by_ranks";
+  const fs::path run = TpTest::root() / ("tp_saved_by_ranks_" + name);
   {
-    auto t = test::make_trainer(recipe_config(steps, kB, kTp), run, g_comm);
+    auto t = test::make_trainer(TpTest::recipe_config(steps, kB, kTp, extra), run, g_comm);
     ASSERT_TRUE(t);
     Status s = t->run(/*stop_after=*/3);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -212,16 +222,18 @@ TEST_F(TpTest, CheckpointSavedByTpRanksResumesInOneProcess) {
   ASSERT_TRUE(g_comm->barrier().ok());
   if (g_comm->rank() == 0) {
     dist::SoloCommunicator solo;
-    auto t = test::make_trainer(recipe_config(steps, kB * dp(), 1), run, &solo, /*resume=*/true);
+    auto t = test::make_trainer(TpTest::recipe_config(steps, kB * TpTest::dp(), 1, extra), run, &solo, /*resume=*/true);
     ASSERT_TRUE(t);
     EXPECT_EQ(t->step(), 3);
     Status s = t->run();
     ASSERT_TRUE(s.ok()) << s.ToString();
-    test::expect_close_by_step(test::losses_of(ref_dir("ref_resume")), test::losses_of(run), 1e-5, "loss");
-    test::expect_params_close(params_of(*ref), params_of(*t), 1e-5, test::kAdamRoundingAbs);
+    test::expect_close_by_step(test::losses_of(TpTest::ref_dir("ref_resume_" + name)), test::losses_of(run), 1e-5, "loss");
+    test::expect_params_close(TpTest::params_of(*ref), TpTest::params_of(*t), 1e-5, test::kAdamRoundingAbs);
   }
   ASSERT_TRUE(g_comm->barrier().ok());
 }
+
+TEST_F(TpTest, CheckpointSavedByTpRanksResumesInOneProcess) { saved_by_tp_ranks_resumes_in_one_process("dense", {}); }
 
 // The reverse: one process saves, the TP ranks take their parts of parameters and Adam state.
 TEST_F(TpTest, OneProcessCheckpointResumesOnTpRanks) {
@@ -247,6 +259,71 @@ TEST_F(TpTest, OneProcessCheckpointResumesOnTpRanks) {
   test::expect_params_close(params_of(*ref), mine, 1e-5, test::kAdamRoundingAbs);
 }
 
+// Mixture-of-experts layers (model/moe_block.h): each of 4 routed experts (top 2) and the shared
+// expert split over the group like the dense FFN, the router replicated, the routing computed
+// redundantly. With dp = 1 (2 ranks): the aux loss, the z-loss and a capacity that drops slots.
+// With dp > 1 (4 ranks) the reference is one process with the global batch, where capacity and the
+// aux loss (per forward, over that forward's tokens) differ from data parallelism's: dropless, the
+// bias update (its loads summed over the dp ranks) and the z-loss (a mean over tokens) instead.
+std::vector<std::string> moe_model(const std::vector<std::string>& more = {}) {
+  std::vector<std::string> o = {"model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=24",
+                                "model.moe.shared_experts=1", "model.moe.router_z_loss=0.001"};
+  if (TpTest::dp() == 1) {
+    o.insert(o.end(), {"model.moe.aux_loss_coef=0.01", "model.moe.capacity_factor=1.0"});
+  } else {
+    o.push_back("model.moe.balance=bias_update");
+  }
+  o.insert(o.end(), more.begin(), more.end());
+  return o;
+}
+
+TEST_F(TpTest, MoeMatchesOneProcess) { matches_one_process("moe", moe_model()); }
+
+// Sequence parallelism, a dense layer between the MoE layers (moe.every = 2), and the bias update.
+TEST_F(TpTest, MoeSequenceParallelWithADenseLayerMatchesOneProcess) {
+  matches_one_process("moe_sp", moe_model({"parallel.sp=true", "model.moe.every=2", "model.moe.balance=bias_update"}));
+}
+
+// Expert parallelism over the data-parallel ranks of each tensor-parallel rank (4 ranks: ep = 2 ×
+// tp = 2): every rank computes its hidden units of its experts, for the tokens of its ep group.
+TEST_F(TpTest, MoeWithExpertParallelismMatchesOneProcess) {
+  if (dp() < 2) GTEST_SKIP() << "expert parallelism needs 2 data-parallel ranks (mpirun -np 4)";
+  matches_one_process("moe_ep", moe_model({"parallel.ep=2"}));
+  auto t = test::make_trainer(recipe_config(1, kB, kTp, moe_model({"parallel.ep=2"})), root_ / "tp_moe_ep_groups", g_comm);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->model().expert_parallel().size, 2);
+  ASSERT_NE(t->model().tensor_parallel(), nullptr);
+  EXPECT_EQ(t->model().tensor_parallel()->size, kTp);
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+// Each rank holds every expert's part: half of each expert's hidden units, the router whole.
+TEST_F(TpTest, MoeRanksHoldHalfOfEveryExpert) {
+  auto t = test::make_trainer(recipe_config(1, kB, kTp, moe_model()), root_ / "tp_moe_part", g_comm);
+  ASSERT_TRUE(t);
+  const model::ModelConfig& c = t->model().config();
+  EXPECT_EQ(c.moe.expert_ffn, 12);
+  EXPECT_EQ(c.moe.num_experts, 4);
+  const model::BlockViews& b = t->model().param_views().blocks[0];
+  EXPECT_EQ(b.router_w.dim(0), 4);
+  EXPECT_EQ(b.experts_up_w.dim(1), 2 * 12);  // gate|up rows of each expert (SwiGLU)
+  EXPECT_EQ(b.experts_down_w.dim(2), 12);
+  // The parts put together are the single process's initialisation.
+  const model::ParamLayout& full = t->model_split().whole_layout();
+  std::vector<float> init(static_cast<size_t>(full.total_numel()));
+  auto recipe = train::recipe_from_config(recipe_config(1, kB, kTp, moe_model()), "test.toml");
+  ASSERT_TRUE(recipe.ok());
+  model::init_params(full, init.data(), recipe->seed);
+  EXPECT_EQ(params_of(*t), init);
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+// The router bias (model state beside the optimizer's) and the experts' parts survive a TP2 save and
+// a one-process resume.
+TEST_F(TpTest, MoeCheckpointSavedByTpRanksResumesInOneProcess) {
+  saved_by_tp_ranks_resumes_in_one_process("moe", moe_model({"model.moe.balance=bias_update"}));
+}
+
 // What tensor parallelism does not run with: an error naming the key, and no run directory.
 TEST_F(TpTest, UnsupportedCombinationsAreRefusedBeforeAnythingIsWritten) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -257,6 +334,10 @@ TEST_F(TpTest, UnsupportedCombinationsAreRefusedBeforeAnythingIsWritten) {
   for (const auto& [extra, key] : cases)
     test::expect_refused_before_writing(recipe_config(2, kB, kTp, extra), root_ / ("tp_refused_" + std::to_string(i++)),
                                         g_comm, key);
+  // Experts whose hidden size the group does not divide: the recipe itself is refused.
+  auto bad = train::recipe_from_config(recipe_config(2, kB, kTp, moe_model({"model.moe.expert_ffn=25"})), "test.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("model.moe.expert_ffn = 25"), std::string::npos) << bad.status().ToString();
 }
 
 }  // namespace

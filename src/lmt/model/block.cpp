@@ -95,9 +95,10 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
     const int64_t capacity = train_pass_ ? kernels::moe_capacity(m.capacity_factor, plan_.B * plan_.T, m.top_k,
                                                                  m.num_experts)
                                          : 0;
-    const MoeStats st = MoeBlock(backend_, config(), train_pass_ ? &ep_ : nullptr)
+    const MoeStats st = MoeBlock(backend_, config(), train_pass_ ? &ep_ : nullptr, tensor_parallel())
                             .forward(plan_.residual[l + 1], a.res_mid, MoeWeights::of(w_.blocks[l], wc_.blocks[l]),
-                                     a.moe, pass.compute, router_bias(l), capacity, s.f32_nc, s.moe.f32_wide, &s.moe);
+                                     a.moe, pass.compute, router_bias(l), capacity, s.f32_nc, s.moe.f32_wide, &s.moe,
+                                     s.seq_nc);
     if (train_pass_ && !recomputing_) moe_stats_[l].add(st);
     return;
   }
@@ -114,7 +115,7 @@ void Transformer::backward_block(int64_t l, BlockActs& a) {
   {
     LMT_TRACE_SCOPE("mlp_backward");
     if (config().moe.is_moe_layer(l))
-      MoeBlock(backend_, config(), &ep_)
+      MoeBlock(backend_, config(), &ep_, tensor_parallel())
           .backward(a.res_mid, MoeWeights::of(w, wc), MoeWeights::of(gw, gw), a.moe, s, s.moe, loss_scale_);
     else
       FfnBlock(backend_, config(), tensor_parallel()).backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s);

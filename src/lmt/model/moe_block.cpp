@@ -236,12 +236,15 @@ int64_t MoeBlock::grad_c_elems(const ModelConfig& c, int64_t N, int ep) {
 
 MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, const MoeWeights& w,
                            const MoeActs& acts, DType compute, const TensorView& bias, int64_t capacity,
-                           const TensorView& f32_nc, const TensorView& f32_wide, const MoeScratch* m) {
+                           const TensorView& f32_nc, const TensorView& f32_wide, const MoeScratch* m,
+                           const TensorView& seq_nc) {
   const Dims d = dims(c_);
-  const int64_t N = res_in.dim(0);
+  const int64_t n_in = res_in.dim(0);  // under sequence parallelism this rank's rows; N: all of them
+  const int64_t N = sequence_parallel(tp_) ? n_in * tp_->size : n_in;
   const bool bf16 = compute == DType::kBF16;
-  const TensorView h = first(acts.h, N), norm_out = bf16 ? f32_nc : h;
-  norm_forward(be_, c_, norm_out, first(acts.norm_mean, N), first(acts.norm_rstd, N), res_in, w.norm_w, w.norm_b);
+  const TensorView h = first(acts.h, N), norm_out = bf16 ? first(f32_nc, N) : h;
+  norm_all_rows(be_, c_, tp_, norm_out, first(acts.norm_mean, n_in), first(acts.norm_rstd, n_in), res_in, w.norm_w,
+                w.norm_b, seq_nc, "the MoE norm's output");
   if (bf16) be_.convert(h, norm_out);
 
   // Router and routing.
@@ -301,8 +304,9 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   } else {
     be_.grouped_linear_forward(y, act_c, w.experts_down, offsets);
   }
-  be_.moe_combine_forward(f32_nc, y, weights, slots);
-  be_.add(res_out, res_in, f32_nc);
+  const TensorView out = first(f32_nc, N);
+  be_.moe_combine_forward(out, y, weights, slots);
+  if (!tp_) be_.add(res_out, res_in, out);
 
   // Shared experts: a dense FFN over every row.
   if (d.Hs > 0) {
@@ -314,9 +318,19 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
     else
       be_.activation_forward(c_.activation, sa, su);
     if (bf16) be_.convert(sa_c, sa);
-    be_.linear_forward(f32_nc, sa_c, w.shared_down, TensorView());
-    be_.add(res_out, res_out, f32_nc);
+    if (!tp_) {
+      be_.linear_forward(out, sa_c, w.shared_down, TensorView());
+      be_.add(res_out, res_out, out);
+    } else {  // this rank's part of the shared experts' output, into its part of the MoE output
+      LMT_CHECK(m != nullptr) << "MoeBlock: tensor parallelism needs the MoE scratch";
+      const TensorView sd = first(m->dh2, N);
+      be_.linear_forward(sd, sa_c, w.shared_down, TensorView());
+      be_.add(out, out, sd);
+    }
   }
+  // Tensor parallelism: every rank computed its hidden units of every expert; the sum over the
+  // group is the output (sequence parallelism: this rank's rows of it).
+  if (tp_) add_row_parallel_output(be_, tp_, res_out, res_in, out, seq_nc, "the MoE output");
 
   MoeStats s;
   s.load = r.load;
@@ -336,11 +350,13 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
 void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const MoeWeights& g, const MoeActs& acts,
                         Scratch& s, const MoeScratch& m, float loss_scale) {
   const Dims d = dims(c_);
-  const int64_t N = res_in.dim(0);
+  const bool sp = sequence_parallel(tp_);
+  const int64_t n_in = res_in.dim(0), N = sp ? n_in * tp_->size : n_in;
   std::vector<int64_t> offsets(static_cast<size_t>(d.E + 1));
   for (int64_t e = 0; e <= d.E; ++e) offsets[e] = acts.offsets.as<int32_t>()[e];
   const int64_t R = offsets[d.E];
-  const TensorView h = first(acts.h, N), dres = s.dres, dh = s.dh;
+  if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the MoE sub-block");
+  const TensorView h = first(acts.h, N), dres = sp ? s.dres_full : s.dres, dh = first(s.dh, N);
   const TensorView dh2 = first(m.dh2, N);
 
   // Combine, then (under expert parallelism: on the owning ranks, after sending d y there) down,
@@ -348,6 +364,8 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   const TensorView dy = first(m.dy, R);
   const TensorView dweights = first(m.dweights, N);
   be_.moe_combine_backward(dy, dweights, dres, first(acts.y, R), first(acts.weights, N), first(acts.slots, N));
+  // Tensor parallelism: y is this rank's part of each expert output, so is d weights = d out · y.
+  tensor_parallel_sum(tp_, dweights, "the routing weights' gradient");
   const DType fd = dy.dtype();
   const int64_t fs = static_cast<int64_t>(dtype_size(fd));
   TensorView dy_x = dy;  // d y of the rows computed here, expert-major
@@ -382,6 +400,23 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   be_.fill(dh, 0.0);
   be_.moe_scatter_add_rows(dh, dx_local, first(acts.row_token, R));
 
+  // Shared experts.
+  if (d.Hs > 0) {
+    const TensorView dsa = first(m.dshared_a, N), dsu = first(m.dshared_u, N);
+    be_.linear_backward(dsa, g.shared_down, TensorView(), gemm_input(be_, s.grad_c, dres), first(acts.shared_a, N),
+                        w.shared_down);
+    if (d.glu)
+      be_.glu_backward(c_.activation, dsu, dsa, first(acts.shared_u, N));
+    else
+      be_.activation_backward(c_.activation, dsu, dsa, first(acts.shared_u, N));
+    be_.linear_backward(dh2, g.shared_up, TensorView(), gemm_input(be_, s.grad_c, dsu), h, w.shared_up);
+    be_.add(dh, dh, dh2);
+  }
+  // d h of the experts (and shared experts) is this rank's part under tensor parallelism: summed
+  // over the group (sequence parallelism: reduce-scattered to this rank's rows). The router's,
+  // computed redundantly from the full d weights, is added after.
+  const TensorView dh_sum = column_parallel_input_grad(tp_, dh, s.seq_nc, "d h of the experts");
+
   // Router: the routing weights' gradient plus the aux and z-loss terms.
   TensorView dprobs;
   if (c_.moe.balance == MoeBalance::kAuxLoss && c_.moe.aux_loss_coef != 0.0f) {
@@ -401,22 +436,10 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   be_.moe_router_backward(dlogits, dweights, first(acts.probs, N), first(acts.lse, N), first(acts.experts, N),
                           c_.moe.renormalize, dprobs, z_scale);
   be_.linear_backward(dh2, g.router_w, TensorView(), gemm_input(be_, s.grad_c, dlogits), h, w.router_w);
-  be_.add(dh, dh, dh2);
+  be_.add(dh_sum, dh_sum, sp ? dh2.slice_rows(tp_->rank * n_in, (tp_->rank + 1) * n_in) : dh2);
 
-  // Shared experts.
-  if (d.Hs > 0) {
-    const TensorView dsa = first(m.dshared_a, N), dsu = first(m.dshared_u, N);
-    be_.linear_backward(dsa, g.shared_down, TensorView(), gemm_input(be_, s.grad_c, dres), first(acts.shared_a, N),
-                        w.shared_down);
-    if (d.glu)
-      be_.glu_backward(c_.activation, dsu, dsa, first(acts.shared_u, N));
-    else
-      be_.activation_backward(c_.activation, dsu, dsa, first(acts.shared_u, N));
-    be_.linear_backward(dh2, g.shared_up, TensorView(), gemm_input(be_, s.grad_c, dsu), h, w.shared_up);
-    be_.add(dh, dh, dh2);
-  }
-  norm_backward(be_, c_, dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, first(acts.norm_mean, N),
-                first(acts.norm_rstd, N), /*accumulate=*/true);
+  norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh_sum, res_in, w.norm_w, first(acts.norm_mean, n_in),
+                first(acts.norm_rstd, n_in), /*accumulate=*/true);
 }
 
 }  // namespace lmt::model

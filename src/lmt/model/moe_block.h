@@ -36,6 +36,16 @@
 // (which the ep group is part of) gives the same total as without EP. Every rank still holds every
 // expert's parameters (sharding them is not done). Inference passes (logits, decoding) compute
 // every expert locally.
+//
+// Tensor parallelism (TensorParallel of P > 1 ranks; model/tensor_parallel.h): `config` is the
+// rank's shard, every routed and shared expert holding He/P hidden units. The norm, router,
+// routing and aux/z losses run redundantly (identical on every rank: the same rows, the replicated
+// router). Forward sums the partial MoE output (combine + shared) over the group before the residual
+// add, as FfnBlock does after down; backward sums d weights (the combine's gradient, d out · y of
+// partial y) before the router's backward, and the experts' d h before adding the router's. Under
+// sequence parallelism the norm output is all-gathered, the output and the experts' d h
+// reduce-scattered. Composes with expert parallelism: the ep group exchanges each rank's partial
+// rows among the ranks of the same tensor-parallel rank.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +56,7 @@
 #include "lmt/kernels/backend.h"
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
+#include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/arena.h"
 
 namespace lmt::model {
@@ -142,8 +153,11 @@ class MoeBlock {
  public:
   // ep: the expert-parallel group for this pass (training), or nullptr / size 1 for none; the acts
   // and scratch must then have been planned for ep->size. It must outlive the block.
-  MoeBlock(kernels::Backend& be, const ModelConfig& config, const ExpertParallel* ep = nullptr)
-      : be_(be), c_(config), ep_(ep && ep->enabled() ? ep : nullptr) {}
+  // tp: this rank's tensor-parallel group (config is then its shard: moe.expert_ffn / size), or
+  // nullptr / size 1 for none.
+  MoeBlock(kernels::Backend& be, const ModelConfig& config, const ExpertParallel* ep = nullptr,
+           const TensorParallel* tp = nullptr)
+      : be_(be), c_(config), ep_(ep && ep->enabled() ? ep : nullptr), tp_(tp && tp->enabled() ? tp : nullptr) {}
 
   static MoeActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int ep = 1);
   static MoeScratch plan_scratch(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int ep = 1);
@@ -153,11 +167,13 @@ class MoeBlock {
   // res_out[N,C] = res_in + MoE output; N = res_in's rows (acts planned for at least N rows).
   // bias: [E] f32 selection bias or absent; capacity: 0 dropless. f32_nc [N,C] f32 scratch,
   // f32_wide: MoeScratch::f32_wide (bf16 mode; may be absent otherwise); m: the MoeScratch (needed
-  // only under expert parallelism). Returns the statistics. Under EP every rank of the group must
-  // call it (collective); a failed exchange is fatal (LMT_CHECK naming the rank).
+  // only under expert or tensor parallelism). Returns the statistics. Under EP or TP every rank of
+  // the group must call it (collective); a failed exchange is fatal (LMT_CHECK naming the rank).
+  // Sequence parallelism: res_in/res_out hold this rank's N / size rows, the acts all N;
+  // seq_nc [N / size, C] f32 scratch (Scratch::seq_nc).
   MoeStats forward(const TensorView& res_out, const TensorView& res_in, const MoeWeights& w, const MoeActs& a,
                    DType compute, const TensorView& bias, int64_t capacity, const TensorView& f32_nc,
-                   const TensorView& f32_wide, const MoeScratch* m = nullptr);
+                   const TensorView& f32_wide, const MoeScratch* m = nullptr, const TensorView& seq_nc = TensorView());
 
   // As FfnBlock::backward; loss_scale multiplies the aux and z-loss gradients (the LM loss's
   // gradient arrives in s.dres already scaled). Reads forward's stats (load) from `a`.
@@ -174,6 +190,7 @@ class MoeBlock {
   kernels::Backend& be_;
   const ModelConfig& c_;
   const ExpertParallel* ep_;
+  const TensorParallel* tp_;
 };
 
 }  // namespace lmt::model

@@ -52,6 +52,21 @@ void copy_cols(const TensorView& f, const TensorView& s, int64_t col0, bool to_f
   }
 }
 
+// Expert e's matrix of an [E, R, K] experts tensor, as [R, K].
+TensorView expert(const TensorView& v, int64_t e) { return v.slice_rows(e, e + 1).reshape(Shape{v.dim(1), v.dim(2)}); }
+
+// A column-parallel up projection's rows (or bias) [U, ...]: GLU gate rows then up rows, each
+// [rank·h, (rank+1)·h) of the full H; MLP rows [rank·h, (rank+1)·h).
+void copy_up_rows(const TensorView& f, const TensorView& s, int64_t rank, int64_t h, int64_t H, bool glu, bool to_full) {
+  if (!s.present()) return;
+  if (!glu) {
+    copy_rows(f, s, rank * h, to_full);
+    return;
+  }
+  copy_rows(f, s.slice_rows(0, h), rank * h, to_full);
+  copy_rows(f, s.slice_rows(h, 2 * h), H + rank * h, to_full);
+}
+
 void copy_whole(const TensorView& f, const TensorView& s, bool to_full) {
   if (!s.present()) return;
   LMT_CHECK(f.numel() == s.numel()) << "replicated tensor of " << f.numel() << " vs " << s.numel() << " elements";
@@ -64,9 +79,6 @@ void copy_whole(const TensorView& f, const TensorView& s, bool to_full) {
 Status tensor_parallel_supported(const ModelConfig& full, int tp) {
   if (tp <= 1) return Status::Ok();
   const std::string at = "parallel.tp = " + str(tp) + " for model '" + full.name + "': ";
-  if (full.moe.enabled())
-    return Unimplemented(at + "tensor parallelism of MoE layers is not implemented",
-                         "use parallel.ep for MoE models (docs/MOE.md), with parallel.tp = 1");
   if (full.qk_norm_full)
     return Unimplemented(at + "qk_norm_full normalises whole q/k rows across heads, which tensor parallelism splits",
                          "use parallel.tp = 1 for this model");
@@ -90,7 +102,14 @@ StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp) {
   if (full.n_kv_heads % tp != 0)
     return InvalidArgument(at + "does not divide n_kv_heads = " + str(full.n_kv_heads) +
                                " (the KV heads are split, not replicated)", hint);
-  if (full.ffn_hidden % tp != 0) return InvalidArgument(at + "does not divide ffn_hidden = " + str(full.ffn_hidden), hint);
+  // An MoE model whose every layer is MoE has no dense FFN: ffn_hidden is then unused.
+  const bool dense_ffn = full.moe_layer_count() < full.n_layers;
+  if (dense_ffn && full.ffn_hidden % tp != 0)
+    return InvalidArgument(at + "does not divide ffn_hidden = " + str(full.ffn_hidden), hint);
+  if (full.moe.enabled() && full.moe.expert_ffn % tp != 0)
+    return InvalidArgument(at + "does not divide moe.expert_ffn = " + str(full.moe.expert_ffn) +
+                               " (each expert's hidden units are split like the dense FFN's)",
+                           "choose parallel.tp dividing model.moe.expert_ffn");
   LMT_RETURN_IF_ERROR(tensor_parallel_supported(full, tp));
   if (full.padded_vocab() % tp != 0 || vocab_slice(full, tp, tp - 1).real <= 0)
     return InvalidArgument(at + "does not split the padded vocabulary " + str(full.padded_vocab()) +
@@ -103,7 +122,8 @@ StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp) {
   s.family = NamingFamily::kLlama;  // gpt2's names need n_heads·head_dim = d_model
   s.n_heads = full.n_heads / tp;
   s.n_kv_heads = full.n_kv_heads / tp;
-  s.ffn_hidden = full.ffn_hidden / tp;
+  if (dense_ffn) s.ffn_hidden = full.ffn_hidden / tp;
+  if (full.moe.enabled()) s.moe.expert_ffn = full.moe.expert_ffn / tp;
   LMT_RETURN_IF_ERROR(s.validate());
   return s;
 }
@@ -143,21 +163,27 @@ void TensorParallelMap::copy(int rank, float* full, float* shard, bool to_full, 
     copy_rows(fb.k_b, sb.k_b, rank * kv, to_full);
     copy_rows(fb.v_b, sb.v_b, rank * kv, to_full);
     copy_cols(fb.o_w, sb.o_w, rank * q, to_full);
-    for (const auto& [fu, su] : {std::pair{fb.up_w, sb.up_w}, std::pair{fb.up_b, sb.up_b}}) {
-      if (!su.present()) continue;
-      if (glu) {  // gate rows, then up rows
-        copy_rows(fu, su.slice_rows(0, h), rank * h, to_full);
-        copy_rows(fu, su.slice_rows(h, 2 * h), H + rank * h, to_full);
-      } else {
-        copy_rows(fu, su, rank * h, to_full);
+    // Dense FFN, or an MoE layer's shared experts (hidden shared_experts · expert_ffn, split the
+    // same way) and each routed expert ([E, Ue, C] gate|up rows, [E, C, He] down columns).
+    const bool moe = sc.moe.is_moe_layer(static_cast<int64_t>(l));
+    const int64_t hl = moe ? sc.moe.shared_experts * sc.moe.expert_ffn : h;
+    const int64_t Hl = moe ? full_.config().moe.shared_experts * full_.config().moe.expert_ffn : H;
+    copy_up_rows(fb.up_w, sb.up_w, rank, hl, Hl, glu, to_full);
+    copy_up_rows(fb.up_b, sb.up_b, rank, hl, Hl, glu, to_full);
+    copy_cols(fb.down_w, sb.down_w, rank * hl, to_full);
+    if (moe) {
+      const int64_t he = sc.moe.expert_ffn, He = full_.config().moe.expert_ffn;
+      for (int64_t e = 0; e < sb.experts_up_w.dim(0); ++e) {
+        copy_up_rows(expert(fb.experts_up_w, e), expert(sb.experts_up_w, e), rank, he, He, glu, to_full);
+        copy_cols(expert(fb.experts_down_w, e), expert(sb.experts_down_w, e), rank * he, to_full);
       }
     }
-    copy_cols(fb.down_w, sb.down_w, rank * h, to_full);
     if (!replicated) continue;
     for (const auto& [fv, sv] : {std::pair{fb.attn_norm_w, sb.attn_norm_w}, std::pair{fb.attn_norm_b, sb.attn_norm_b},
                                  std::pair{fb.q_norm_w, sb.q_norm_w}, std::pair{fb.k_norm_w, sb.k_norm_w},
                                  std::pair{fb.o_b, sb.o_b}, std::pair{fb.ffn_norm_w, sb.ffn_norm_w},
-                                 std::pair{fb.ffn_norm_b, sb.ffn_norm_b}, std::pair{fb.down_b, sb.down_b}})
+                                 std::pair{fb.ffn_norm_b, sb.ffn_norm_b}, std::pair{fb.down_b, sb.down_b},
+                                 std::pair{fb.router_w, sb.router_w}})
       copy_whole(fv, sv, to_full);
   }
   const int64_t vrows = sc.padded_vocab();  // this rank's vocabulary rows

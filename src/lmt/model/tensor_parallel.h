@@ -24,8 +24,12 @@
 // The residual stream and the norms are computed redundantly and stay bit-identical on every rank of
 // the group, so the replicated tensors' gradients need no reduction over it.
 //
-// Not split here (refused by shard_config, naming the feature): MoE layers, qk_norm_full (its norm
-// spans every head of a row).
+// MoE layers (moe_block.h): each routed expert and the shared experts are split like the dense FFN
+// (hidden units [r·He/P, (r+1)·He/P) of every expert: moe.expert_ffn / P); the router is
+// replicated, so the routing is computed redundantly and is identical on every rank. The MoE block
+// sums the expert outputs over the group like down's, and the routing weights' gradient too.
+// Not split here (refused by shard_config, naming the feature): qk_norm_full (its norm spans every
+// head of a row).
 #pragma once
 
 #include <cstdint>
@@ -62,8 +66,8 @@ struct TensorParallel {
   bool enabled() const { return size > 1; }
 };
 
-// Ok when the blocks of `full` can be split tp ways at all: Unimplemented for MoE layers and
-// qk_norm_full when tp > 1 (divisibility is shard_config's and the recipe's check).
+// Ok when the blocks of `full` can be split tp ways at all: Unimplemented for qk_norm_full when
+// tp > 1 (divisibility is shard_config's and the recipe's check).
 Status tensor_parallel_supported(const ModelConfig& full, int tp);
 
 // Rank `rank`'s vocabulary rows: global ids [begin, begin + rows) of which the first `real` are
@@ -78,7 +82,8 @@ VocabSlice vocab_slice(const ModelConfig& full, int tp, int rank);
 // padding of its own; named "<name>/tp<tp>"; a gpt2-family config takes the llama family's
 // parameter names, since gpt2's n_heads·head_dim = d_model does not hold for a part). tp = 1 returns
 // `full`. InvalidArgument when tp does not divide them (or the last rank's rows would all be
-// padding); Unimplemented for MoE and qk_norm_full.
+// padding); Unimplemented for qk_norm_full. MoE models also get moe.expert_ffn / tp (ffn_hidden is
+// divided only when some layer is dense).
 StatusOr<ModelConfig> shard_config(const ModelConfig& full, int tp);
 
 // [begin, end) element ranges of `part` (a layout of a shard_config(), whole depth or a pipeline

@@ -56,8 +56,8 @@ void Transformer::set_tensor_parallel(TensorParallel tp) {
     vocab_.real = std::clamp<int64_t>(tp.vocab_size - vocab_.begin, 0, vocab_.rows);
     LMT_CHECK(vocab_.real > 0 && config().vocab_pad_to == 1)
         << "tensor parallelism: model '" << config().name << "' is not a part of a " << tp.vocab_size << "-token vocabulary";
-    LMT_CHECK(!config().moe.enabled() && !config().qk_norm_full)
-        << "tensor parallelism of model '" << config().name << "': MoE layers and qk_norm_full are not split";
+    LMT_CHECK(!config().qk_norm_full)
+        << "tensor parallelism of model '" << config().name << "': qk_norm_full is not split";
     LMT_CHECK(backend_.device().is_host()) << "tensor parallelism sums host buffers (no device communicator yet)";
   }
   tp_ = std::move(tp);

@@ -23,10 +23,14 @@ Status check_parallel_layout(const ParallelLayout& p, const model::ModelConfig& 
     return InvalidArgument(at + tp + " does not divide the KV heads (model.n_kv_heads = " + str(m.n_kv_heads) +
                                "): each tensor-parallel rank holds whole KV heads (replication is not supported)",
                            hint_tp);
-  if (m.ffn_hidden % p.tp != 0)
+  if (m.moe_layer_count() < m.n_layers && m.ffn_hidden % p.tp != 0)  // some layer has the dense FFN
     return InvalidArgument(at + tp + " does not divide model.ffn_hidden = " + str(m.ffn_hidden) +
                                ": the MLP is split column/row-parallel",
                            hint_tp);
+  if (m.moe.enabled() && m.moe.expert_ffn % p.tp != 0)
+    return InvalidArgument(at + tp + " does not divide model.moe.expert_ffn = " + str(m.moe.expert_ffn) +
+                               ": every expert's FFN is split column/row-parallel like the dense one",
+                           "choose parallel.tp dividing model.moe.expert_ffn");
   if (m.padded_vocab() % p.tp != 0)
     return InvalidArgument(at + tp + " does not divide the padded vocabulary " + str(m.padded_vocab()) +
                                " (model.vocab_size " + str(m.vocab_size) + " padded to a multiple of " +

@@ -407,6 +407,7 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     for (auto& [n, v] : engine_->optimizer().state()) full.emplace_back(n, Tensor({whole.total_numel()}, DType::kF32));
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
+    add_model_state(*model_, views);  // the router bias: [n_layers, E], the same under tensor parallelism
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, whole, full_params.as<float>(), views));
     split_->scatter(full_params.as<float>(), model_->params().as<float>());
     // Each state buffer's part, in this rank's layout; then the dp shard of it (or all of it).
@@ -606,8 +607,9 @@ Status Trainer::evaluate_tasks() {
 
 namespace {
 // Data parallel: every rank routes its own tokens; the loads (and dropped counts, aux and z-loss
-// values) are summed over the ranks (aux and z averaged), so the step record describes the global
-// batch and every rank applies the same router bias update.
+// values) are summed over the data-parallel ranks (aux and z averaged), so the step record describes
+// the global batch and every rank applies the same router bias update. (Tensor-parallel peers
+// route the same tokens: their statistics are already identical.)
 Status sum_moe_stats_over_ranks(dist::Communicator& comm, int world, model::Transformer& m) {
   if (world <= 1) return Status::Ok();
   std::vector<double> buf;
@@ -672,7 +674,8 @@ Status Trainer::train_step() {
 
   nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
   if (r.model.moe.enabled()) {
-    LMT_RETURN_IF_ERROR(sum_moe_stats_over_ranks(*comm_, topology_->world_size(), *model_));
+    // Over the data-parallel ranks: tensor-parallel peers route the same tokens (identical stats).
+    LMT_RETURN_IF_ERROR(sum_moe_stats_over_ranks(topology_->dp(), topology_->dp_size(), *model_));
     rec["moe"] = moe_record(*model_);
   }
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
