@@ -12,12 +12,18 @@
 //   - checkpoints stay layout-independent: saved by PP2, resumed by one process and by DP2; saved
 //     by one process, resumed by PP2;
 //   - each rank holds its stage only, and what pipeline parallelism does not run with is refused
-//     before anything is written.
+//     before anything is written;
+//   - MoE layers in the stages (the aux loss, z-loss and capacity drops; moe.every = 2 across a
+//     stage cut): the same losses, parameters and per-layer loads in the step records as one
+//     process, and the bias update's whole-model bias in a checkpoint saved by the stages.
 // Alone (world 1) the tests skip.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "common/mpi_trainer_runs.h"
 #include "lmt/dist/communicator.h"
@@ -65,7 +71,10 @@ class PpTest : public ::testing::Test {
   static std::unique_ptr<train::Trainer> reference(const std::string& name, int64_t steps, int64_t accum, int dp_size,
                                                    const std::vector<std::string>& extra = {}) {
     dist::SoloCommunicator solo;
-    auto t = test::make_trainer(recipe_config(steps, kB * dp_size, accum, {1, 1}, extra), ref_dir(name), &solo);
+    std::vector<std::string> one;  // parallel.ep does not apply to one process
+    for (const std::string& kv : extra)
+      if (kv.rfind("parallel.ep=", 0) != 0) one.push_back(kv);
+    auto t = test::make_trainer(recipe_config(steps, kB * dp_size, accum, {1, 1}, one), ref_dir(name), &solo);
     EXPECT_TRUE(t);
     if (t) {
       Status s = t->run();
@@ -240,6 +249,107 @@ TEST_F(PpTest, OneProcessCheckpointResumesOnStages) {
 }
 
 // What pipeline parallelism does not run with: an error naming the key, and no run directory.
+// Mixture-of-experts layers (model/moe_block.h) in the stages: top-2 of 4 experts with a shared
+// expert, the aux loss, the z-loss and capacity drops (dp = 1 in both layouts, so one process with
+// the same micro-batches routes the same). A stage's blocks keep the whole model's MoE pattern
+// (moe.first_layer): with moe.every = 2 and stages of 1 + 2 blocks, stage 1's block 0 is the
+// whole model's MoE layer 1.
+const std::vector<std::string> kMoe = {"model.moe.num_experts=4",     "model.moe.top_k=2",
+                                       "model.moe.expert_ffn=24",     "model.moe.shared_experts=1",
+                                       "model.moe.router_z_loss=0.001", "model.moe.capacity_factor=1.0"};
+
+std::vector<std::string> moe_with(std::vector<std::string> more) {
+  std::vector<std::string> o = kMoe;
+  o.insert(o.end(), more.begin(), more.end());
+  return o;
+}
+
+// The MoE part of every step record (whole-model layers, loads per expert) of a run.
+std::vector<nlohmann::json> moe_records(const fs::path& run) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("type", "") == "step" && j.contains("moe")) out.push_back(j["moe"]);
+  }
+  return out;
+}
+
+TEST_F(PpTest, MoeMatchesOneProcess) {
+  matches_one_process("moe", pipeline_layout(), kMoe);
+  // The step records list every MoE layer of the whole model, with the loads of one process.
+  const std::vector<nlohmann::json> mine = moe_records(root_ / "pp_moe"), theirs = moe_records(ref_dir("ref_moe"));
+  ASSERT_EQ(mine.size(), 6u);
+  ASSERT_EQ(theirs.size(), 6u);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    ASSERT_EQ(mine[i]["layers"].size(), 3u) << "step " << i + 1;
+    for (size_t l = 0; l < 3; ++l) {
+      EXPECT_EQ(mine[i]["layers"][l]["layer"], theirs[i]["layers"][l]["layer"]);
+      EXPECT_EQ(mine[i]["layers"][l]["load"], theirs[i]["layers"][l]["load"]) << "step " << i + 1 << ", layer " << l;
+      EXPECT_EQ(mine[i]["layers"][l]["dropped"], theirs[i]["layers"][l]["dropped"]);
+    }
+    EXPECT_NEAR(mine[i]["aux_loss"].get<double>(), theirs[i]["aux_loss"].get<double>(), 1e-6);
+  }
+}
+
+TEST_F(PpTest, MoeEverySecondLayerAcrossAStageCutMatchesOneProcess) {
+  matches_one_process("moe_every2", pipeline_layout(), moe_with({"model.moe.every=2", "parallel.pp_layers=[1, 2]"}));
+  const std::vector<nlohmann::json> mine = moe_records(root_ / "pp_moe_every2");
+  ASSERT_FALSE(mine.empty());
+  ASSERT_EQ(mine[0]["layers"].size(), 1u);
+  EXPECT_EQ(mine[0]["layers"][0]["layer"], 1);
+}
+
+// The bias update (DeepSeek-V3): each stage updates its layers' bias from their loads; a checkpoint
+// saved by the stages holds the whole [n_layers, E] bias and one process resumes from it with the
+// uninterrupted run's losses (a stage's rows lost or misplaced would change the routing).
+TEST_F(PpTest, MoeBiasUpdateCheckpointSavedByStagesResumesInOneProcess) {
+  const std::vector<std::string> extra = moe_with({"model.moe.balance=bias_update", "model.moe.bias_update_rate=0.05"});
+  const int64_t steps = 6;
+  const Layout l = pipeline_layout();
+  auto ref = reference("ref_moe_resume", steps, kAccum, dp(l), extra);
+  ASSERT_TRUE(ref);
+  const fs::path run = root_ / "pp_moe_saved_by_stages";
+  {
+    auto t = test::make_trainer(recipe_config(steps, kB, kAccum, l, extra), run, g_comm);
+    ASSERT_TRUE(t);
+    Status s = t->run(/*stop_after=*/3);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  if (g_comm->rank() == 0) {
+    dist::SoloCommunicator solo;
+    auto t = test::make_trainer(recipe_config(steps, kB * dp(l), kAccum, {1, 1}, extra), run, &solo, /*resume=*/true);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->step(), 3);
+    // The bias of every layer is the uninterrupted run's after 3 updates of ±rate: non-zero.
+    float sum_abs = 0;
+    for (int64_t layer = 0; layer < 3; ++layer)
+      for (int64_t e = 0; e < 4; ++e) sum_abs += std::fabs(t->model().router_bias(layer).as<float>()[e]);
+    EXPECT_GT(sum_abs, 0.0f);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    test::expect_close_by_step(test::losses_of(ref_dir("ref_moe_resume")), test::losses_of(run), 1e-5, "loss");
+    for (int64_t layer = 0; layer < 3; ++layer)
+      for (int64_t e = 0; e < 4; ++e)
+        EXPECT_EQ(t->model().router_bias(layer).as<float>()[e], ref->model().router_bias(layer).as<float>()[e])
+            << "layer " << layer << ", expert " << e;
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+// Expert parallelism inside each stage (4 ranks: DP2 × PP2 with ep = 2): every micro-batch's
+// forward and backward, on the stage's model or a replica, exchange rows with the same stage of the
+// other dp rank. Dropless with the bias update (dp = 2: see tp_test.cpp's moe_model).
+TEST_F(PpTest, MoeExpertParallelTimesPipelineMatchesOneProcess) {
+  if (g_comm->world() != 4) GTEST_SKIP() << "needs 4 ranks";
+  matches_one_process("moe_ep_pp2", {1, 2},
+                      {"model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=24",
+                       "model.moe.shared_experts=1", "model.moe.router_z_loss=0.001", "model.moe.balance=bias_update",
+                       "parallel.ep=2"});
+}
+
 TEST_F(PpTest, UnsupportedCombinationsAreRefusedBeforeAnythingIsWritten) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"train.zero=3"}, "train.zero = 3"},

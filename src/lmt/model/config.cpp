@@ -70,8 +70,15 @@ Status validate_moe(const ModelConfig& c) {
   LMT_RETURN_IF_ERROR(size("expert_ffn", m.expert_ffn, 1, L::kMaxFfnHidden));
   LMT_RETURN_IF_ERROR(size("shared_experts", m.shared_experts, 0, L::kMaxExperts));
   LMT_RETURN_IF_ERROR(size("every", m.every, 1, L::kMaxLayers));
-  if (m.every > c.n_layers)
-    return bad("moe.every = " + std::to_string(m.every) + " is above n_layers = " + std::to_string(c.n_layers) +
+  LMT_RETURN_IF_ERROR(size("whole_layers", m.whole_layers, 0, L::kMaxLayers));
+  LMT_RETURN_IF_ERROR(size("first_layer", m.first_layer, 0, L::kMaxLayers));
+  if (m.whole_layers > 0 ? m.first_layer + c.n_layers > m.whole_layers : m.first_layer != 0)
+    return bad("moe.first_layer = " + std::to_string(m.first_layer) + " with " + std::to_string(c.n_layers) +
+                   " layers is not a part of a " + std::to_string(m.whole_layers) + "-layer model",
+               "these are set for pipeline stages only");
+  const int64_t layers = m.whole_layers > 0 ? m.whole_layers : c.n_layers;  // a stage may hold no MoE layer
+  if (m.every > layers)
+    return bad("moe.every = " + std::to_string(m.every) + " is above n_layers = " + std::to_string(layers) +
                    ": no layer would be an MoE layer",
                "MoE layers are those with l % every == every - 1; set model.moe.every <= n_layers, or "
                "model.moe.num_experts = 0 for a dense model");
@@ -221,7 +228,9 @@ int64_t ModelConfig::ffn_param_count(int64_t h) const { return ffn_params<int64_
 
 int64_t ModelConfig::moe_layer_count() const {
   if (!moe.enabled() || moe.every < 1 || n_layers < 1) return 0;
-  return n_layers / moe.every;  // l = every-1, 2·every-1, ... < n_layers
+  // Whole-model blocks g = every-1, 2·every-1, ... in [first_layer, first_layer + n_layers).
+  const int64_t end = moe.first_layer + n_layers;
+  return end / moe.every - moe.first_layer / moe.every;
 }
 
 StatusOr<ModelConfig> dense_peer(const ModelConfig& c) {

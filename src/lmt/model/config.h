@@ -85,9 +85,15 @@ struct MoeConfig {
   float bias_update_rate = 1e-3f;    // kBiasUpdate
   float router_z_loss = 0.0f;        // coefficient of mean(logsumexp(logits)²); 0: off
   float capacity_factor = 0.0f;      // 0: dropless; else capacity = ceil(factor · N · K / E) tokens per expert
+  // A pipeline stage's config (model/pipeline_split.h) is blocks [first_layer, first_layer +
+  // n_layers) of a whole model of whole_layers blocks, and keeps that model's MoE pattern; a whole
+  // model has first_layer = whole_layers = 0. Not recipe keys, never in model.json.
+  int64_t first_layer = 0;
+  int64_t whole_layers = 0;
 
   bool enabled() const { return num_experts > 0; }
-  bool is_moe_layer(int64_t layer) const { return enabled() && layer % every == every - 1; }
+  // Block `layer` of this model (the whole model's block first_layer + layer) is an MoE layer.
+  bool is_moe_layer(int64_t layer) const { return enabled() && (first_layer + layer) % every == every - 1; }
   bool operator==(const MoeConfig&) const = default;
 };
 

@@ -15,6 +15,8 @@ ModelConfig stage_config(const ModelConfig& full, int stages, int s, const std::
   ModelConfig c = full;
   c.name = full.name + "/pp" + std::to_string(s) + "of" + std::to_string(stages);
   c.n_layers = cuts[static_cast<size_t>(s) + 1] - cuts[static_cast<size_t>(s)];
+  c.moe.first_layer = cuts[static_cast<size_t>(s)];  // MoE layers stay where they were
+  c.moe.whole_layers = full.n_layers;
   return c;
 }
 
@@ -26,9 +28,6 @@ Status pipeline_supported(const ModelConfig& full, int stages) {
     return InvalidArgument(at + "needs 1 <= stages <= n_layers = " + std::to_string(full.n_layers),
                            "choose parallel.pp at most the number of layers");
   if (stages == 1) return Status::Ok();
-  if (full.moe.enabled())
-    return Unimplemented(at + "pipeline stages of MoE models are not implemented",
-                         "use parallel.ep for MoE models (docs/MOE.md), with parallel.pp = 1");
   if (full.nope_every > 0)
     return Unimplemented(at + "nope_every chooses layers by their index, which a stage renumbers from 0",
                          "use parallel.pp = 1 for this model");

@@ -9,8 +9,10 @@
 // stage applies the same update, so the ends stay identical everywhere. A stage's model is the
 // whole config with n_layers = its block count; its ParamLayout is the stage's flat buffer.
 //
-// Not split here (refused by pipeline_supported, naming the feature): configs whose layers differ
-// by index (MoE layers, nope_every), since a stage numbers its blocks from 0.
+// MoE models: a stage's config carries moe.first_layer = its first block's whole-model index, so
+// its MoE layers are the whole model's (moe.every > 1 included) wherever the cuts fall.
+// Not split here (refused by pipeline_supported, naming the feature): nope_every, which chooses
+// layers by their index and has no such offset.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@
 namespace lmt::model {
 
 // Ok when `full`'s blocks can be split into `stages` stages: InvalidArgument for stages < 1 or >
-// n_layers; Unimplemented for MoE layers and nope_every when stages > 1.
+// n_layers; Unimplemented for nope_every when stages > 1.
 Status pipeline_supported(const ModelConfig& full, int stages);
 
 // stages + 1 cut points: stage s holds blocks [cuts[s], cuts[s + 1]), each at least one. Balanced

@@ -73,6 +73,7 @@ void Transformer::share_storage(const Transformer& owner) {
   params_ = alias(owner.params_);
   grads_ = alias(owner.grads_);
   mirror_ = alias(owner.mirror_);
+  router_bias_ = alias(owner.router_bias_);  // one selection bias, updated by the owner
   w_ = param_views();
   gw_ = grad_views();
   wc_ = mirror_.view().present() ? layout_.views(mirror_.view().data(), DType::kBF16, mirror_.device()) : w_;
@@ -80,6 +81,24 @@ void Transformer::share_storage(const Transformer& owner) {
 
 void Transformer::reset_moe_stats() {
   for (MoeStepStats& s : moe_stats_) s = MoeStepStats();
+}
+
+void Transformer::take_moe_stats(Transformer& other) {
+  LMT_CHECK(other.moe_stats_.size() == moe_stats_.size()) << "take_moe_stats: models of different depths";
+  for (size_t l = 0; l < moe_stats_.size(); ++l) {
+    MoeStepStats& to = moe_stats_[l];
+    const MoeStepStats& from = other.moe_stats_[l];
+    if (from.forwards == 0) continue;
+    if (to.load.size() != from.load.size()) to.load.assign(from.load.size(), 0);
+    if (to.computed.size() != from.computed.size()) to.computed.assign(from.computed.size(), 0);
+    for (size_t e = 0; e < from.load.size(); ++e) to.load[e] += from.load[e];
+    for (size_t e = 0; e < from.computed.size(); ++e) to.computed[e] += from.computed[e];
+    to.dropped += from.dropped;
+    to.aux_loss += from.aux_loss;
+    to.z_loss += from.z_loss;
+    to.forwards += from.forwards;
+  }
+  other.reset_moe_stats();
 }
 
 TensorView Transformer::router_bias(int64_t layer) const {

@@ -101,6 +101,9 @@ class Transformer {
   // update_router_bias(), so that every rank applies the same bias update.
   std::vector<MoeStepStats>& moe_stats() { return moe_stats_; }
   void reset_moe_stats();
+  // Adds `other`'s statistics (a model of the same config, e.g. a pipeline replica) to this one's
+  // and resets other's.
+  void take_moe_stats(Transformer& other);
   // The selection bias of MoE layer l ([E] f32; balance kBiasUpdate only, else absent). Model state
   // outside the parameters: not trained by the optimizer; checkpoints should carry it.
   TensorView router_bias(int64_t layer) const;
@@ -138,9 +141,10 @@ class Transformer {
   TensorView stage_input() const { return plan_.residual[0]; }
   TensorView stage_output() const { return plan_.residual[config().n_layers]; }
   TensorView stage_grad() const { return plan_.scratch.dres; }
-  // Uses `owner`'s params, grads and bf16 mirror instead of its own (same config and master; owner
-  // prepared first, and outliving this model): another set of activations over the same weights, e.g.
-  // one per micro-batch in flight in a pipeline. Its backward() accumulates into owner's gradients.
+  // Uses `owner`'s params, grads and bf16 mirror (and MoE router bias) instead of its own (same
+  // config and master; owner prepared first, and outliving this model): another set of activations
+  // over the same weights, e.g. one per micro-batch in flight in a pipeline. Its backward()
+  // accumulates into owner's gradients; its MoE statistics stay its own (take_moe_stats()).
   void share_storage(const Transformer& owner);
 
   // Per-token losses of the last forward ([B·T], 0 where ignored).

@@ -47,6 +47,7 @@ PipelinePlan::Slot& PipelinePlan::slot_for(int64_t micro_batch, int64_t M) {
     s.replica->prepare(B_, T_, options_);
     s.replica->set_pipeline_role(role());
     if (const model::TensorParallel* tp = model_->tensor_parallel()) s.replica->set_tensor_parallel(*tp);
+    if (model_->expert_parallel().enabled()) s.replica->set_expert_parallel(model_->expert_parallel());
     s.model = s.replica.get();
     slots_.push_back(std::move(s));
   }
@@ -122,6 +123,9 @@ StatusOr<double> PipelinePlan::run(MicroBatchSource& source, int64_t M, float lo
     }
     LMT_RETURN_IF_ERROR(exchange(&op, k + 1 < ops.size() ? &ops[k + 1] : nullptr));
   }
+  // MoE routing statistics: the replicas ran the forwards; the stage's model reports them.
+  for (Slot& sl : slots_)
+    if (sl.replica) model_->take_moe_stats(*sl.replica);
   // The loss lives on the last stage; every stage reports it.
   LMT_RETURN_IF_ERROR(comm_.broadcast(&loss_sum, sizeof(loss_sum), stages() - 1));
   return loss_sum;

@@ -25,20 +25,12 @@
 #include "lmt/model/flops.h"
 #include "lmt/optim/schedule.h"
 #include "lmt/train/init_from.h"
+#include "lmt/train/moe_state.h"
 
 namespace lmt::train {
 namespace fs = std::filesystem;
 
 namespace {
-
-// Model state that is not a parameter but must survive a resume: the MoE router selection bias
-// (balance kBiasUpdate), saved beside the optimizer state as "moe.router_bias" [n_layers, E] f32.
-void add_model_state(const model::Transformer& m, std::vector<std::pair<std::string, TensorView>>& state) {
-  const TensorView b0 = m.router_bias(0);
-  if (!b0.present()) return;
-  const int64_t L = m.config().n_layers, E = m.config().moe.num_experts;
-  state.emplace_back("moe.router_bias", TensorView(b0.data(), Shape{L, E}, DType::kF32));
-}
 
 // Host stand-ins for tensors that live on a device (views on the host are used as they are): a
 // checkpoint or init-from weights are read into views(), then store() copies them where they belong.
@@ -407,8 +399,10 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     for (auto& [n, v] : engine_->optimizer().state()) full.emplace_back(n, Tensor({whole.total_numel()}, DType::kF32));
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
-    add_model_state(*model_, views);  // the router bias: [n_layers, E], the same under tensor parallelism
+    const Tensor bias = whole_router_bias_buffer(*model_, recipe_.model);  // the whole model's; this stage's rows kept
+    add_router_bias(bias.view(), views);
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, whole, full_params.as<float>(), views));
+    set_router_bias(*model_, bias.view());
     split_->scatter(full_params.as<float>(), model_->params().as<float>());
     // Each state buffer's part, in this rank's layout; then the dp shard of it (or all of it).
     auto part = dp_->full_state_buffers(engine_->optimizer());
@@ -433,12 +427,12 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     auto full = dp_->full_state_buffers(engine_->optimizer());
     std::vector<std::pair<std::string, TensorView>> views;
     for (auto& [n, t] : full) views.emplace_back(n, t.view());
-    add_model_state(*model_, views);
+    add_router_bias(own_router_bias(*model_), views);
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, views));
     dp_->load_state_slice(engine_->optimizer(), full);
   } else {
     std::vector<std::pair<std::string, TensorView>> views = engine_->optimizer().state();
-    add_model_state(*model_, views);
+    add_router_bias(own_router_bias(*model_), views);
     HostStaging staged(model_->backend(), views);
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, model_->layout(), params, staged.views()));
     staged.store();
@@ -528,7 +522,8 @@ Status Trainer::save_checkpoint() {
     d.optimizer_state.clear();
     for (auto& [n, t] : whole_state) d.optimizer_state.emplace_back(n, t.view());
   }
-  add_model_state(*model_, d.optimizer_state);
+  LMT_ASSIGN_OR_RETURN(const Tensor bias, whole_router_bias(*model_, recipe_.model, pipeline_group()));  // collective
+  add_router_bias(bias.view(), d.optimizer_state);
   d.trainer_state = trainer_state().to_json();
   d.config_toml = resolved_toml_;
   d.tokenizer_path = tokenizer_path_;
@@ -605,52 +600,6 @@ Status Trainer::evaluate_tasks() {
   return metrics_->write(rec);
 }
 
-namespace {
-// Data parallel: every rank routes its own tokens; the loads (and dropped counts, aux and z-loss
-// values) are summed over the data-parallel ranks (aux and z averaged), so the step record describes
-// the global batch and every rank applies the same router bias update. (Tensor-parallel peers
-// route the same tokens: their statistics are already identical.)
-Status sum_moe_stats_over_ranks(dist::Communicator& comm, int world, model::Transformer& m) {
-  if (world <= 1) return Status::Ok();
-  std::vector<double> buf;
-  for (const model::MoeStepStats& s : m.moe_stats()) {
-    for (int64_t x : s.load) buf.push_back(static_cast<double>(x));
-    buf.push_back(static_cast<double>(s.dropped));
-    buf.push_back(s.aux_loss / world);
-    buf.push_back(s.z_loss / world);
-  }
-  LMT_RETURN_IF_ERROR(comm.all_reduce_sum(buf.data(), static_cast<int64_t>(buf.size())));
-  size_t i = 0;
-  for (model::MoeStepStats& s : m.moe_stats()) {
-    for (int64_t& x : s.load) x = static_cast<int64_t>(std::llround(buf[i++]));
-    s.dropped = static_cast<int64_t>(std::llround(buf[i++]));
-    s.aux_loss = buf[i++];
-    s.z_loss = buf[i++];
-  }
-  return Status::Ok();
-}
-
-// The MoE part of a step record (docs/MOE.md): per MoE layer the expert loads (routed top-k slots
-// summed over the step's micro-batches), max/mean imbalance, dropped slots and the aux / z-loss
-// values (mean over micro-batches), and their sums over layers.
-nlohmann::json moe_record(const model::Transformer& m) {
-  nlohmann::json layers = nlohmann::json::array();
-  double aux = 0, zl = 0, worst = 0;
-  int64_t dropped = 0;
-  for (int64_t l = 0; l < m.config().n_layers; ++l) {
-    if (!m.config().moe.is_moe_layer(l)) continue;
-    const model::MoeStepStats& s = m.moe_stats()[l];
-    layers.push_back({{"layer", l}, {"load", s.load}, {"imbalance", s.imbalance()}, {"dropped", s.dropped},
-                      {"aux_loss", s.aux_mean()}, {"z_loss", s.z_mean()}});
-    aux += s.aux_mean();
-    zl += s.z_mean();
-    dropped += s.dropped;
-    worst = std::max(worst, s.imbalance());
-  }
-  return {{"layers", layers}, {"aux_loss", aux}, {"z_loss", zl}, {"dropped", dropped}, {"max_imbalance", worst}};
-}
-}  // namespace
-
 Status Trainer::train_step() {
   LMT_TRACE_SCOPE("train_step");
   Timer step_timer;
@@ -674,9 +623,11 @@ Status Trainer::train_step() {
 
   nlohmann::json rec = {{"type", "step"}, {"step", step_}, {"tokens", tokens_}, {"loss", loss}, {"grad_norm", norm}, {"accum", accum}};
   if (r.model.moe.enabled()) {
-    // Over the data-parallel ranks: tensor-parallel peers route the same tokens (identical stats).
+    // Over the data-parallel ranks: tensor-parallel peers route the same tokens (identical stats);
+    // pipeline stages each hold their layers'.
     LMT_RETURN_IF_ERROR(sum_moe_stats_over_ranks(topology_->dp(), topology_->dp_size(), *model_));
-    rec["moe"] = moe_record(*model_);
+    LMT_ASSIGN_OR_RETURN(const std::vector<model::MoeStepStats> whole, whole_moe_stats(*model_, r.model, pipeline_group()));
+    rec["moe"] = moe_record(r.model, whole);
   }
   if (r.layer_grad_norm_every > 0 && step_ % r.layer_grad_norm_every == 0) {
     std::vector<double> per_layer(r.model.n_layers, 0.0);

@@ -96,6 +96,8 @@ class Trainer {
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
 
  private:
+  // The pipeline group when this run has stages (pp > 1), else nullptr.
+  dist::Communicator* pipeline_group() { return topology_->pp_size() > 1 ? &topology_->pp() : nullptr; }
   Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml);
   Status setup(bool resume);
   Status train_step();
