@@ -3,11 +3,13 @@
 //   - 2 ranks × micro-batch b, fp32, llama-style (GQA, SwiGLU, RoPE) train like one ZeRO-0 process
 //     × 2b: per-step losses within 1e-5 relative for 6 steps, final parameters (gathered from the
 //     shards) within 1e-6 + 1e-4·|p| (dist_test.cpp explains the tolerances); also with Muon and
-//     with 3 micro-batches of gradient accumulation;
+//     with 3 micro-batches of gradient accumulation, and with MoE layers (experts and router
+//     gathered with their block);
 //   - one process with train.zero = 3 equals train.zero = 0 bit for bit (same sums, same order:
 //     the hooks bind the gathered copies, nothing else changes);
 //   - bf16 ZeRO-3 runs finite and within bf16 tolerance of one bf16 process; in one process it
-//     equals bf16 ZeRO 0 bit for bit (tied and untied), and within f32 rounding with accumulation;
+//     equals bf16 ZeRO 0 bit for bit (tied and untied, dense and MoE), and within f32 rounding with
+//     accumulation;
 //   - checkpoints stay world-size independent: saved by 2 ZeRO-3 ranks, resumed by one process (and
 //     the reverse), with the same losses onward as the uninterrupted single process;
 //   - memory: at 2 ranks each rank's model-state bytes, counted from its allocated buffers, are
@@ -108,7 +110,7 @@ class Zero3Test : public ::testing::Test {
   }
   static fs::path ref_dir(const std::string& name) { return root_ / (name + "_rank" + std::to_string(g_comm->rank())); }
   // ZeRO 3 on every rank against one process with the global batch, fp32, 6 steps.
-  void two_ranks_match_one_process(const std::string& optim, int64_t accum = 1);
+  void two_ranks_match_one_process(const std::string& optim, int64_t accum = 1, const std::vector<std::string>& extra = {});
   void model_state_memory_shrinks_as_planned(const std::string& dtype);
 
   static fs::path root_;
@@ -123,12 +125,24 @@ TEST_F(Zero3Test, TwoRanksWithMuonMatchOneProcess) { two_ranks_match_one_process
 // scratch and added to the shard; the ends accumulate locally and are reduced once.
 TEST_F(Zero3Test, TwoRanksWithGradAccumulationMatchOneProcess) { two_ranks_match_one_process("adamw", 3); }
 
-void Zero3Test::two_ranks_match_one_process(const std::string& optim, int64_t accum) {
+// Mixture-of-experts layers (model/moe_block.h): the routed experts' [E, Ue, C] and [E, C, He]
+// blocks and the router are gathered with their block like any tensor. Dropless, without the aux
+// loss (both are per forward, so data parallelism differs from one process with the global batch
+// there; tp_test.cpp's moe_model), with a shared expert, the z-loss and the bias update.
+const std::vector<std::string> kMoe = {"model.moe.num_experts=4",   "model.moe.top_k=2",
+                                       "model.moe.expert_ffn=24",   "model.moe.shared_experts=1",
+                                       "model.moe.router_z_loss=0.001", "model.moe.balance=bias_update"};
+TEST_F(Zero3Test, TwoRanksWithMoeLayersMatchOneProcess) { two_ranks_match_one_process("adamw", 1, kMoe); }
+
+void Zero3Test::two_ranks_match_one_process(const std::string& optim, int64_t accum, const std::vector<std::string>& extra) {
   const int64_t steps = 6;
-  const std::string name = optim + "_accum" + std::to_string(accum);
+  const std::string name = optim + "_accum" + std::to_string(accum) + (extra.empty() ? "" : "_extra");
   config::Config one = recipe_config(steps, kB * g_comm->world(), 0, "fp32", optim);
   config::Config ranks = recipe_config(steps, kB, 3, "fp32", optim);
-  for (config::Config* c : {&one, &ranks}) ASSERT_TRUE(c->apply_override("train.grad_accum=" + std::to_string(accum)).ok());
+  for (config::Config* c : {&one, &ranks}) {
+    ASSERT_TRUE(c->apply_override("train.grad_accum=" + std::to_string(accum)).ok());
+    for (const std::string& kv : extra) ASSERT_TRUE(c->apply_override(kv).ok()) << kv;
+  }
   std::unique_ptr<train::Trainer> ref;
   {
     dist::SoloCommunicator solo;
@@ -182,10 +196,11 @@ TEST_F(Zero3Test, OneProcessBf16Zero3MatchesZero0) {
   dist::SoloCommunicator solo;
   const int64_t steps = 4;
   // gpt2: LayerNorm and linear biases, the vectors ZeRO-3 keeps in f32 beside the bf16 blocks.
-  for (const char* family : {"llama", "gpt2"})
+  for (const char* family : {"llama", "gpt2", "moe"})
   for (const char* tied : {"true", "false"})
     for (int64_t accum : {1, 3}) {
       if (std::string(family) == "gpt2" && std::string(tied) == "false") continue;  // GPT-2 ties its head
+      if (std::string(family) == "moe" && std::string(tied) == "true") continue;    // llama-style MoE, untied
       SCOPED_TRACE(std::string(family) + ", tied " + tied + ", accum " + std::to_string(accum));
       const std::string name = std::string("bf16_") + family + "_tied_" + tied + "_accum" + std::to_string(accum);
       config::Config z0 = recipe_config(steps, kB, 0, "bf16"), z3 = recipe_config(steps, kB, 3, "bf16");
@@ -194,6 +209,8 @@ TEST_F(Zero3Test, OneProcessBf16Zero3MatchesZero0) {
           for (const char* kv : {"model.preset=gpt2-124m", "model.n_layers=3", "model.d_model=32", "model.n_heads=4",
                                  "model.n_kv_heads=4", "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64"})
             ASSERT_TRUE(c->apply_override(kv).ok()) << kv;
+        if (std::string(family) == "moe")  // the experts' 3-d blocks in the bf16 slots, the router bias
+          for (const std::string& kv : kMoe) ASSERT_TRUE(c->apply_override(kv).ok()) << kv;
         ASSERT_TRUE(c->apply_override(std::string("model.tied_embeddings=") + tied).ok());
         ASSERT_TRUE(c->apply_override("train.grad_accum=" + std::to_string(accum)).ok());
       }
