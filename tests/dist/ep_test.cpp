@@ -1,14 +1,16 @@
-// Expert parallelism (parallel.ep, model/moe_block.h) under `mpirun -np 2` (ctest registers it so;
-// alone, as world 1, every test skips: EP needs 2 ranks):
+// Expert parallelism (parallel.ep, model/moe_block.h, train/expert_shard_plan.h) under `mpirun -np 2`
+// and `-np 4` (ctest registers both; alone, as world 1, every test skips: EP needs 2 ranks):
 //   - the model: on each rank a Transformer with ep = 2 and one without, same weights, same batch
 //     (this rank's): the loss is the same, each rank computed only its own experts (the per-expert
 //     row counter), the other experts' weight gradients are exactly zero before the data-parallel
 //     sum, and the summed gradients equal the summed gradients without EP;
-//   - training (fp32, top-2 of 4, 6 steps): parallel.ep = 2 on 2 data-parallel ranks gives the same
-//     per-step losses (1e-5 relative) and final parameters (1e-6 + 1e-5·|p|) as ep = 1 on the same
-//     2 ranks — with the aux loss, the z-loss and capacity drops, which are per rank either way —
-//     and, without the aux loss and dropless, as one process with the global batch; also with
-//     ZeRO-1 and 2 micro-batches of gradient accumulation.
+//   - training with the experts sharded (fp32, top-2 of 4, 6 steps): parallel.ep = 2 on 2 (ep = dp)
+//     and 4 data-parallel ranks (two holding each expert) gives the same per-step losses (1e-5
+//     relative), gradient norms, validation losses and final whole-model parameters (1e-6 +
+//     1e-5·|p|) as ep = 1 on the same ranks — with the aux loss, the z-loss and capacity drops,
+//     which are per rank either way — and, without the aux loss and dropless, as one process with
+//     the global batch; also with ZeRO-1 and 2 micro-batches of gradient accumulation;
+//   - each rank holds its experts only; checkpoints move between ep = 2 and one process both ways;
 //   - a bad parallel.ep is refused naming the key.
 #include <gtest/gtest.h>
 
@@ -36,6 +38,9 @@ constexpr int64_t kB = 2;  // micro-batch per rank; single-process references us
 
 #define REQUIRE_TWO_RANKS() \
   if (g_comm->world() != 2) GTEST_SKIP() << "needs mpirun -np 2 (ctest runs it so)"
+// Training tests run at 2 ranks (ep = dp = 2) and 4 (dp 4, ep 2: two ranks hold each expert).
+#define REQUIRE_TWO_OR_FOUR_RANKS() \
+  if (g_comm->world() != 2 && g_comm->world() != 4) GTEST_SKIP() << "needs mpirun -np 2 or 4 (ctest runs both)"
 
 model::ExpertParallel ep_of(dist::Communicator& c) {
   model::ExpertParallel ep;
@@ -201,17 +206,18 @@ class EpTrainTest : public ::testing::Test {
     }
   }
 
+  // The whole models' parameters (collective: an ep run's experts are gathered from its ranks).
   static void expect_params(train::Trainer& a, train::Trainer& b) {
-    const TensorView pa = a.model().params(), pb = b.model().params();
-    ASSERT_EQ(pa.numel(), pb.numel());
+    const std::vector<float> pa = test::full_params_of(a), pb = test::full_params_of(b);
+    ASSERT_EQ(pa.size(), pb.size());
     double worst = 0;
-    int64_t at = 0;
-    for (int64_t i = 0; i < pa.numel(); ++i) {
-      const double x = pa.as<float>()[i], y = pb.as<float>()[i];
+    size_t at = 0;
+    for (size_t i = 0; i < pa.size(); ++i) {
+      const double x = pa[i], y = pb[i];
       const double d = std::abs(x - y) - 1e-5 * std::abs(x);
       if (d > worst) worst = d, at = i;
     }
-    EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << pa.as<float>()[at] << " vs " << pb.as<float>()[at];
+    EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << pa[at] << " vs " << pb[at];
   }
 
   // ep = 2 against ep = 1 on the same 2 ranks, and optionally against one process (global batch).
@@ -228,11 +234,18 @@ class EpTrainTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
     ASSERT_TRUE(g_comm->barrier().ok());
     expect_losses(run_dp, run_ep, steps);
+    // The global gradient norm counts each replicated tensor once over the ep group and each
+    // expert once; validation runs every expert through the exchange too.
+    test::expect_close_by_step(test::records_of(run_dp, "step", "grad_norm"), test::records_of(run_ep, "step", "grad_norm"),
+                               1e-4, "grad_norm");
+    const auto val_dp = test::records_of(run_dp, "val", "val_loss"), val_ep = test::records_of(run_ep, "val", "val_loss");
+    EXPECT_FALSE(val_ep.empty());
+    test::expect_close_by_step(val_dp, val_ep, 1e-5, "val_loss");
     expect_params(*dp, *ep);
     if (!vs_one_process) return;
     const fs::path run_one = root_ / (name + "_one_rank" + std::to_string(g_comm->rank()));
     dist::SoloCommunicator solo;
-    auto one = make(recipe_config(steps, kB * 2, 1, extra), run_one, &solo);
+    auto one = make(recipe_config(steps, kB * g_comm->world(), 1, extra), run_one, &solo);
     ASSERT_TRUE(one);
     ASSERT_TRUE(one->run().ok());
     expect_losses(run_one, run_ep, steps);
@@ -246,20 +259,98 @@ fs::path EpTrainTest::root_;
 // The aux loss, the z-loss and capacity are computed per rank's micro-batch, with or without EP
 // (so not comparable with one process of twice the batch).
 TEST_F(EpTrainTest, Ep2EqualsDp2WithAuxLossZLossAndCapacity) {
-  REQUIRE_TWO_RANKS();
+  REQUIRE_TWO_OR_FOUR_RANKS();
   compare("aux", {"model.moe.aux_loss_coef=0.01", "model.moe.router_z_loss=0.001", "model.moe.capacity_factor=1.0"},
           false);
 }
 
 TEST_F(EpTrainTest, Ep2EqualsDp2AndOneProcessWhenDropless) {
-  REQUIRE_TWO_RANKS();
+  REQUIRE_TWO_OR_FOUR_RANKS();
   compare("none", {"model.moe.balance=none"}, true);
 }
 
 TEST_F(EpTrainTest, Ep2WithZero1AndGradAccumulationEqualsOneProcess) {
-  REQUIRE_TWO_RANKS();
+  REQUIRE_TWO_OR_FOUR_RANKS();
   compare("z1acc", {"model.moe.balance=bias_update", "train.zero=1", "train.grad_accum=2", "model.moe.shared_experts=1"},
           true);
+}
+
+// Each rank holds only its ep rank's experts (half of them), every other tensor whole: the
+// routed experts' parameters, gradients and optimizer state are split over the ep group.
+TEST_F(EpTrainTest, EachRankHoldsItsExpertsOnly) {
+  REQUIRE_TWO_OR_FOUR_RANKS();
+  auto one = make(recipe_config(1, kB, 1, {}), root_ / "held_ep1", g_comm);
+  auto t = make(recipe_config(1, kB, 2, {}), root_ / "held_ep2", g_comm);
+  ASSERT_TRUE(one && t);
+  const model::ModelConfig& c = t->model().config();
+  EXPECT_EQ(c.moe.held_experts(), 2);
+  EXPECT_EQ(c.moe.first_expert, 2 * (g_comm->rank() % 2));
+  EXPECT_EQ(t->model().param_views().blocks[0].experts_up_w.dim(0), 2);
+  EXPECT_EQ(t->model().param_views().blocks[0].router_w.dim(0), 4);  // the router stays whole
+  int64_t experts = 0, other = 0, experts_here = 0, other_here = 0;
+  for (const model::ParamInfo& p : one->model().layout().params())
+    (p.name.find(".mlp.experts.") != std::string::npos ? experts : other) += p.numel;
+  for (const model::ParamInfo& p : t->model().layout().params())
+    (p.name.find(".mlp.experts.") != std::string::npos ? experts_here : other_here) += p.numel;
+  EXPECT_EQ(experts_here * 2, experts);
+  EXPECT_EQ(other_here, other);
+  // Model-state bytes shrink by the experts this rank does not hold (params, grads, Adam's m and v;
+  // ZeRO 0 here, so the data-parallel group does not shard anything else).
+  const int64_t a = one->data_parallel().model_state_bytes(one->model(), one->engine().optimizer());
+  const int64_t b = t->data_parallel().model_state_bytes(t->model(), t->engine().optimizer());
+  EXPECT_NEAR(static_cast<double>(a - b), static_cast<double>(experts / 2 * 16), 4096.0) << a << " vs " << b;
+  ASSERT_TRUE(g_comm->barrier().ok());
+}
+
+// Checkpoints are whole models: saved by the ep ranks at step 3 (experts gathered), resumed by one
+// process with the global batch, which then trains like the uninterrupted single process; and the
+// reverse, one process's checkpoint resumed with the experts sharded.
+TEST_F(EpTrainTest, CheckpointsMoveBetweenShardedExpertsAndOneProcess) {
+  REQUIRE_TWO_OR_FOUR_RANKS();
+  const std::vector<std::string> extra = {"model.moe.balance=bias_update", "model.moe.shared_experts=1"};
+  const int64_t steps = 6, W = g_comm->world();
+  const fs::path ref = root_ / ("ckpt_ref_rank" + std::to_string(g_comm->rank()));
+  std::unique_ptr<train::Trainer> uninterrupted;
+  {
+    dist::SoloCommunicator solo;
+    uninterrupted = make(recipe_config(steps, kB * W, 1, extra), ref, &solo);
+    ASSERT_TRUE(uninterrupted && uninterrupted->run().ok());
+  }
+  // ep ranks save, one process resumes.
+  const fs::path run = root_ / "ckpt_by_ep";
+  {
+    auto t = make(recipe_config(steps, kB, 2, extra), run, g_comm);
+    ASSERT_TRUE(t);
+    Status s = t->run(/*stop_after=*/3);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  if (g_comm->rank() == 0) {
+    dist::SoloCommunicator solo;
+    auto t = make(recipe_config(steps, kB * W, 1, extra), run, &solo, /*resume=*/true);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->step(), 3);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    expect_losses(ref, run, steps);
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  // One process saves, the ep ranks resume with their experts (and Adam state) only.
+  const fs::path back = root_ / "ckpt_to_ep";
+  if (g_comm->rank() == 0) {
+    dist::SoloCommunicator solo;
+    auto t = make(recipe_config(steps, kB * W, 1, extra), back, &solo);
+    ASSERT_TRUE(t && t->run(/*stop_after=*/3).ok());
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  auto t = make(recipe_config(steps, kB, 2, extra), back, g_comm, /*resume=*/true);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->step(), 3);
+  Status s = t->run();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(g_comm->barrier().ok());
+  expect_losses(ref, back, steps);
+  expect_params(*uninterrupted, *t);
 }
 
 TEST_F(EpTrainTest, BadEpIsRefusedNamingTheKey) {

@@ -95,7 +95,10 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
     const int64_t capacity = train_pass_ ? kernels::moe_capacity(m.capacity_factor, plan_.B * plan_.T, m.top_k,
                                                                  m.num_experts)
                                          : 0;
-    const MoeStats st = MoeBlock(backend_, config(), train_pass_ ? &ep_ : nullptr, tensor_parallel())
+    // Expert parallelism exchanges in training passes, and in every pass when this model holds
+    // only its rank's experts (moe.local_experts).
+    const bool exchange = train_pass_ || m.experts_sharded();
+    const MoeStats st = MoeBlock(backend_, config(), exchange ? &ep_ : nullptr, tensor_parallel())
                             .forward(plan_.residual[l + 1], a.res_mid, MoeWeights::of(w_.blocks[l], wc_.blocks[l]),
                                      a.moe, pass.compute, router_bias(l), capacity, s.f32_nc, s.moe.f32_wide, &s.moe,
                                      s.seq_nc);

@@ -70,6 +70,8 @@ Status validate_moe(const ModelConfig& c) {
   LMT_RETURN_IF_ERROR(size("expert_ffn", m.expert_ffn, 1, L::kMaxFfnHidden));
   LMT_RETURN_IF_ERROR(size("shared_experts", m.shared_experts, 0, L::kMaxExperts));
   LMT_RETURN_IF_ERROR(size("every", m.every, 1, L::kMaxLayers));
+  LMT_RETURN_IF_ERROR(size("local_experts", m.local_experts, 0, m.num_experts));
+  LMT_RETURN_IF_ERROR(size("first_expert", m.first_expert, 0, m.num_experts - m.held_experts()));
   LMT_RETURN_IF_ERROR(size("whole_layers", m.whole_layers, 0, L::kMaxLayers));
   LMT_RETURN_IF_ERROR(size("first_layer", m.first_layer, 0, L::kMaxLayers));
   if (m.whole_layers > 0 ? m.first_layer + c.n_layers > m.whole_layers : m.first_layer != 0)

@@ -90,8 +90,15 @@ struct MoeConfig {
   // model has first_layer = whole_layers = 0. Not recipe keys, never in model.json.
   int64_t first_layer = 0;
   int64_t whole_layers = 0;
+  // Expert parallelism with sharded experts (train/expert_shard_plan.h): this model holds routed
+  // experts [first_expert, first_expert + local_experts) of num_experts in every MoE layer
+  // (local_experts 0: all of them); the router stays [num_experts, C]. Internal, like first_layer.
+  int64_t local_experts = 0;
+  int64_t first_expert = 0;
 
   bool enabled() const { return num_experts > 0; }
+  int64_t held_experts() const { return local_experts > 0 ? local_experts : num_experts; }
+  bool experts_sharded() const { return local_experts > 0 && local_experts < num_experts; }
   // Block `layer` of this model (the whole model's block first_layer + layer) is an MoE layer.
   bool is_moe_layer(int64_t layer) const { return enabled() && (first_layer + layer) % every == every - 1; }
   bool operator==(const MoeConfig&) const = default;

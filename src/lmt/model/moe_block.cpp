@@ -135,6 +135,19 @@ TensorView bytes_as(const TensorView& buf, int64_t rows, int64_t cols, DType dt)
   return TensorView(buf.data(), Shape{rows, cols}, dt, buf.device());
 }
 
+// The grouped GEMMs' row offsets for the expert weights at hand: offsets[E+1] over all E experts,
+// or, when the model holds only its ep rank's El = E/P experts (moe.local_experts), those experts'
+// El+1 offsets (under expert parallelism the other experts have no rows here, so they start at 0).
+std::vector<int64_t> held_offsets(const ModelConfig& c, const std::vector<int64_t>& offsets, const ExpertParallel* ep) {
+  const int64_t E = c.moe.num_experts, El = c.moe.held_experts(), first = c.moe.first_expert;
+  if (El == E) return offsets;
+  LMT_CHECK(ep != nullptr && ep->size * El == E && first == ep->rank * El)
+      << "MoeBlock: model '" << c.name << "' holds experts [" << first << ", " << first + El << ") of " << E
+      << ": every pass needs its expert-parallel group (rank " << (ep ? ep->rank : 0) << " of " << (ep ? ep->size : 1) << ")";
+  LMT_CHECK(offsets[first] == 0 && offsets[first + El] == offsets[E]) << "MoeBlock: rows outside this rank's experts";
+  return std::vector<int64_t>(offsets.begin() + first, offsets.begin() + first + El + 1);
+}
+
 }  // namespace
 
 int64_t moe_expert_rows(const ModelConfig& c, int64_t N, int ep) {
@@ -287,9 +300,10 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
     offsets = L.offsets;
   }
   const int64_t Rx = offsets[d.E];
+  const std::vector<int64_t> held = held_offsets(c_, offsets, ep_);  // rows of the experts in w
   const TensorView xp = first(acts.xp, Rx), u = first(acts.u, Rx), act_c = first(acts.a, Rx);
   if (!ep_) be_.moe_gather_rows(xp, h, first(acts.row_token, R));
-  be_.grouped_linear_forward(u, xp, w.experts_up, offsets);
+  be_.grouped_linear_forward(u, xp, w.experts_up, held);
   const TensorView act = bf16 ? as2d(f32_wide, Rx, d.He) : act_c;
   if (d.glu)
     be_.glu_forward(c_.activation, act, u);
@@ -298,11 +312,11 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   if (bf16) be_.convert(act_c, act);
   if (ep_) {
     const TensorView ye = bytes_as(m->ep_a, Rx, d.C, fd);
-    be_.grouped_linear_forward(ye, act_c, w.experts_down, offsets);
+    be_.grouped_linear_forward(ye, act_c, w.experts_down, held);
     regroup(L, m->ep_b.data(), ye.data(), d.C * fs, /*to_expert_major=*/false);
     exchange(*ep_, m->ep_b.data(), times(L.recv_rows, d.C * fs), y.data(), times(L.send_rows, d.C * fs), "outputs");
   } else {
-    be_.grouped_linear_forward(y, act_c, w.experts_down, offsets);
+    be_.grouped_linear_forward(y, act_c, w.experts_down, held);
   }
   const TensorView out = first(f32_nc, N);
   be_.moe_combine_forward(out, y, weights, slots);
@@ -381,15 +395,16 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
     offsets = L.offsets;
   }
   const int64_t Rx = offsets[d.E];
+  const std::vector<int64_t> held = held_offsets(c_, offsets, ep_);
   const TensorView da = first(m.da, Rx), du = first(m.du, Rx), dxp = first(m.dxp, Rx);
   be_.grouped_linear_backward(da, g.experts_down, gemm_input(be_, s.grad_c, dy_x), first(acts.a, Rx),
-                              w.experts_down, offsets);
+                              w.experts_down, held);
   if (d.glu)
     be_.glu_backward(c_.activation, du, da, first(acts.u, Rx));
   else
     be_.activation_backward(c_.activation, du, da, first(acts.u, Rx));
   be_.grouped_linear_backward(dxp, g.experts_up, gemm_input(be_, s.grad_c, du), first(acts.xp, Rx), w.experts_up,
-                              offsets);
+                              held);
   TensorView dx_local = dxp;  // d x of this rank's routed rows, in routed order
   if (ep_) {
     regroup(L, m.ep_a.data(), dxp.data(), d.C * fs, /*to_expert_major=*/false);

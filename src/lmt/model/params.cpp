@@ -44,20 +44,22 @@ ParamLayout::ParamLayout(const ModelConfig& c) : config_(c) {
   };
 
   // An MoE layer's FFN (params.h): router, every expert's gate|up (all experts adjacent: one
-  // [E, U_e, C] block), every expert's down ([E, C, He]), then the shared experts' FFN.
+  // [E, U_e, C] block), every expert's down ([E, C, He]), then the shared experts' FFN. With
+  // sharded experts (moe.local_experts) only experts [e0, e1), named by their whole-model index.
   auto add_moe = [&](const std::string& p, int64_t l, float in_std, float o_std) {
     const MoeConfig& m = c.moe;
     const int64_t E = m.num_experts, He = m.expert_ffn, Hs = m.shared_experts * m.expert_ffn;
+    const int64_t e0 = m.first_expert, e1 = m.first_expert + m.held_experts();
     const bool glu = c.ffn == FfnKind::kGlu, join = true;
     add(p + "mlp.gate.weight", {E, C}, ParamRole::kMatrix, l, in_std);
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = e0; e < e1; ++e) {
       const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
       if (glu) add(x + "gate_proj.weight", {He, C}, ParamRole::kMatrix, l, in_std, false, {}, join);
-      add(x + "up_proj.weight", {He, C}, ParamRole::kMatrix, l, in_std, false, {}, /*joined=*/e + 1 < E);
+      add(x + "up_proj.weight", {He, C}, ParamRole::kMatrix, l, in_std, false, {}, /*joined=*/e + 1 < e1);
     }
-    for (int64_t e = 0; e < E; ++e)
+    for (int64_t e = e0; e < e1; ++e)
       add(p + "mlp.experts." + std::to_string(e) + ".down_proj.weight", {C, He}, ParamRole::kMatrix, l, o_std,
-          false, {}, /*joined=*/e + 1 < E);
+          false, {}, /*joined=*/e + 1 < e1);
     if (Hs > 0) {
       const std::string x = p + "mlp.shared_expert.";
       if (glu) add(x + "gate_proj.weight", {Hs, C}, ParamRole::kMatrix, l, in_std, false, {}, join);
@@ -155,8 +157,8 @@ ModelViews ParamLayout::views(void* base, DType dtype, Device device) const {
   for (const ParamInfo& p : params_) {
     TensorView v = view(p, base, dtype, device);  // (fused groups are contiguous: see add()'s `joined`)
     const std::string& n = p.name;
-    auto ends = [&](const char* suffix) {
-      const size_t s = std::strlen(suffix);
+    auto ends = [&](const std::string& suffix) {
+      const size_t s = suffix.size();
       return n.size() >= s && n.compare(n.size() - s, s, suffix) == 0;
     };
     if (p.layer < 0) {
@@ -170,14 +172,14 @@ ModelViews ParamLayout::views(void* base, DType dtype, Device device) const {
     BlockViews& b = m.blocks[p.layer];
     if (c.moe.is_moe_layer(p.layer) && n.find(".mlp.") != std::string::npos) {
       const MoeConfig& me = c.moe;
-      const int64_t E = me.num_experts, He = me.expert_ffn, Ue = c.ffn == FfnKind::kGlu ? 2 * He : He;
+      const int64_t E = me.held_experts(), He = me.expert_ffn, Ue = c.ffn == FfnKind::kGlu ? 2 * He : He;
       const int64_t Hs = me.shared_experts * He, Us = c.ffn == FfnKind::kGlu ? 2 * Hs : Hs;
+      const std::string first = ".experts." + std::to_string(me.first_expert) + ".";  // the first held expert
       if (ends("mlp.gate.weight")) {
         b.router_w = v;
-      } else if (n.find(".experts.0.") != std::string::npos && (ends(".experts.0.gate_proj.weight") ||
-                                                               (ends(".experts.0.up_proj.weight") && Ue == He))) {
+      } else if (ends(first + "gate_proj.weight") || (ends(first + "up_proj.weight") && Ue == He)) {
         b.experts_up_w = TensorView(v.data(), Shape{E, Ue, C}, dtype, device);
-      } else if (ends(".experts.0.down_proj.weight")) {
+      } else if (ends(first + "down_proj.weight")) {
         b.experts_down_w = TensorView(v.data(), Shape{E, C, He}, dtype, device);
       } else if (n.find(".shared_expert.") != std::string::npos) {
         if (ends("gate_proj.weight") || (ends("up_proj.weight") && Us == Hs)) b.up_w = join(p, Us, C);

@@ -73,6 +73,7 @@ struct BlockViews {
   TensorView router_w;          // [E, C]
   TensorView experts_up_w;      // [E, Ue, C]: expert e's gate rows then up rows (GLU), or up rows
   TensorView experts_down_w;    // [E, C, He]
+  // (With sharded experts, moe.local_experts: E = the held experts, from moe.first_expert.)
 };
 
 // Calls f on every view of b (sub-views such as q_w, q_b included), for code that remaps them

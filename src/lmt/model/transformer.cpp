@@ -44,6 +44,10 @@ void Transformer::set_expert_parallel(ExpertParallel ep) {
         << "expert parallelism over " << ep.size << " ranks needs moe.num_experts divisible by it";
     LMT_CHECK(plan_.options.ep == ep.size) << "prepare() with RunOptions::ep = " << ep.size << " first";
     LMT_CHECK(ep.rank >= 0 && ep.rank < ep.size && ep.all_to_all_v) << "bad expert-parallel group";
+    const MoeConfig& m = config().moe;
+    LMT_CHECK(!m.experts_sharded() || (m.held_experts() * ep.size == m.num_experts && m.first_expert == ep.rank * m.held_experts()))
+        << "model '" << config().name << "' holds experts [" << m.first_expert << ", " << m.first_expert + m.held_experts()
+        << "), not expert-parallel rank " << ep.rank << " of " << ep.size << "'s";
   }
   ep_ = std::move(ep);
 }

@@ -268,9 +268,10 @@ std::vector<int64_t> DataParallel::shard_counts() const {
 }
 
 StatusOr<double> DataParallel::mean(double v) {
-  if (comm_.world() == 1) return v;
-  LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(&v, 1));
-  return v / comm_.world();
+  dist::Communicator& c = data_ != nullptr ? *data_ : comm_;
+  if (c.world() == 1) return v;
+  LMT_RETURN_IF_ERROR(c.all_reduce_sum(&v, 1));
+  return v / c.world();
 }
 
 std::vector<std::pair<std::string, Tensor>> DataParallel::full_state_buffers(optim::Optimizer& o) const {

@@ -79,6 +79,12 @@ class DataParallel {
   // Not with ZeRO 3 (the Trainer refuses it). Borrows `group`.
   void add_model_parallel_group(dist::Communicator& group, std::vector<std::pair<int64_t, int64_t>> replicated);
 
+  // The ranks that see different data, when more than this group (sharded experts,
+  // expert_shard_plan.h: this group is then the edp group and `all` every data-parallel rank).
+  // mean() averages over them and data_world() counts them (the StepEngine's loss scale). Borrows.
+  void set_data_group(dist::Communicator& all) { data_ = &all; }
+  int data_world() const { return data_ != nullptr ? data_->world() : world(); }
+
   // Collective. Ok and no change when the ranks span several nodes (logged) or world is 1.
   Status use_shared_memory(model::Transformer& m);
   bool shared_memory() const { return grads_buf_ != nullptr; }
@@ -114,7 +120,7 @@ class DataParallel {
   bool grads_sharded() const { return grads_sharded_; }
   StatusOr<double> grad_norm(model::Transformer& m);
   Status after_update(model::Transformer& m);
-  // Mean of `v` over ranks.
+  // Mean of `v` over the data-parallel ranks (set_data_group()'s, else this group's).
   StatusOr<double> mean(double v);
 
   // Full-size copies of the optimizer's (possibly sharded) state, named as state() names them.
@@ -130,6 +136,7 @@ class DataParallel {
   Status launch(float* grads, int64_t begin, int64_t end);
 
   dist::Communicator& comm_;
+  dist::Communicator* data_ = nullptr;  // set_data_group()
   int zero_;
   int64_t total_, bucket_elems_;
   std::vector<int64_t> cuts_;                        // world + 1 legal cut points

@@ -6,11 +6,13 @@
 
 namespace lmt::train {
 
-PlannedStateMemory planned_state_memory(const model::ModelConfig& config, int zero, int64_t dp, DType compute) {
+PlannedStateMemory planned_state_memory(const model::ModelConfig& config, int zero, int64_t dp, DType compute,
+                                        int64_t ep) {
   plan::MemoryInputs mi;
   mi.config = config;
   mi.zero_stage = (dp > 1 || zero == 3) ? zero : 0;
   mi.dp = dp;
+  mi.ep = ep;
   mi.precision = compute == DType::kBF16 ? metrics::Precision::kBf16 : metrics::Precision::kFp32;
   const plan::MemoryBreakdown b = plan::estimate_memory(mi);
   PlannedStateMemory p;

@@ -1,15 +1,22 @@
-// Tensor and pipeline parallelism composed (model_split.h).
+// Tensor and pipeline parallelism composed, or sharded experts (model_split.h).
 #include "lmt/train/model_split.h"
 
 #include <cstring>
 
+#include "lmt/base/check.h"
 #include "lmt/model/tensor_parallel.h"
 
 namespace lmt::train {
 
 ModelSplit::ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len,
-                       const std::vector<int64_t>& pp_layers)
+                       const std::vector<int64_t>& pp_layers, dist::Communicator* expert_shards)
     : topo_(topology), whole_(whole) {
+  if (expert_shards != nullptr) {
+    LMT_CHECK(topology.tp_size() == 1 && topology.pp_size() == 1) << "sharded experts with tp or pp > 1";
+    ep_ = std::make_unique<ExpertShardPlan>(*expert_shards, whole);
+    local_ = ep_->local_config();
+    return;
+  }
   if (topology.tp_size() > 1) tp_ = std::make_unique<TensorParallelPlan>(topology.tp(), whole);
   const model::ModelConfig& part = tp_ ? tp_->shard_config() : whole;
   if (topology.pp_size() > 1) pp_ = std::make_unique<PipelinePlan>(topology.pp(), part, seq_len, pp_layers);
@@ -17,7 +24,9 @@ ModelSplit::ModelSplit(dist::Topology& topology, const model::ModelConfig& whole
 }
 
 void ModelSplit::scatter(const float* whole, float* local) const {
-  if (tp_ && pp_) {
+  if (ep_) {
+    ep_->scatter(whole, local);
+  } else if (tp_ && pp_) {
     std::vector<float> part(static_cast<size_t>(pp_->whole_layout().total_numel()));
     tp_->scatter(whole, part.data());
     pp_->scatter(part.data(), local);
@@ -31,6 +40,7 @@ void ModelSplit::scatter(const float* whole, float* local) const {
 }
 
 Status ModelSplit::gather(const float* local, float* whole) {
+  if (ep_) return ep_->gather(local, whole);
   if (tp_ && pp_) {
     std::vector<float> part(static_cast<size_t>(pp_->whole_layout().total_numel()));
     LMT_RETURN_IF_ERROR(pp_->gather(local, part.data()));
@@ -56,6 +66,7 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> ModelSplit::gather_state(
 }
 
 Status ModelSplit::reduce_partial_grads(model::Transformer& m) {
+  if (ep_) return ep_->reduce_partial_grads(m);
   if (pp_) LMT_RETURN_IF_ERROR(pp_->reduce_end_grads(m));
   if (!tp_) return Status::Ok();
   // The tensors, found once per gradient buffer (its views do not move between steps).
@@ -98,6 +109,7 @@ Status ModelSplit::reduce_partial_grads(model::Transformer& m) {
 }
 
 void ModelSplit::add_groups(DataParallel& dp, const model::ParamLayout& local) const {
+  if (ep_) dp.add_model_parallel_group(ep_->comm(), ep_->replicated_ranges());
   if (tp_) dp.add_model_parallel_group(topo_.tp(), model::tensor_parallel_replicated_ranges(local));
   if (pp_) dp.add_model_parallel_group(topo_.pp(), pp_->end_ranges());
 }

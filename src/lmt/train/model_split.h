@@ -1,7 +1,9 @@
 // ModelSplit: how a rank's model relates to the whole model under tensor and pipeline parallelism
 // (parallel.tp, parallel.pp), composed: the whole model is split tp ways (tensor_parallel_plan.h),
 // and that part's layers into pp stages (pipeline_plan.h); this rank holds one stage of one part.
-// With tp = pp = 1 it holds the whole model and every method is a copy.
+// Or, with tp = pp = 1 and parallel.ep > 1, the experts sharded over the ep group
+// (expert_shard_plan.h): this rank holds its experts and every other tensor.
+// With tp = pp = ep = 1 it holds the whole model and every method is a copy.
 //
 // It gives the Trainer one place for what every layout needs alike:
 //   local_config()  the model this rank builds;
@@ -23,6 +25,7 @@
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
 #include "lmt/train/data_parallel.h"
+#include "lmt/train/expert_shard_plan.h"
 #include "lmt/train/pipeline_plan.h"
 #include "lmt/train/tensor_parallel_plan.h"
 
@@ -33,10 +36,13 @@ class ModelSplit {
   // `whole` must be valid for the topology's tp and pp (tensor_parallel_supported,
   // pipeline_supported; checked by the plans). seq_len: the stages are balanced by FLOPs at it.
   // pp_layers: blocks per stage when given (parallel.pp_layers).
+  // expert_shards: the ep group when the experts are sharded over it (expert_shard_plan.h; only
+  // with tp = pp = 1, checked): the local model then holds its ep rank's experts.
   ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len,
-             const std::vector<int64_t>& pp_layers = {});
+             const std::vector<int64_t>& pp_layers = {}, dist::Communicator* expert_shards = nullptr);
 
-  bool split() const { return tp_ != nullptr || pp_ != nullptr; }
+  bool split() const { return tp_ != nullptr || pp_ != nullptr || ep_ != nullptr; }
+  const ExpertShardPlan* experts() const { return ep_.get(); }
   TensorParallelPlan* tensor() { return tp_.get(); }
   const TensorParallelPlan* tensor() const { return tp_.get(); }
   PipelinePlan* pipeline() { return pp_.get(); }
@@ -63,6 +69,7 @@ class ModelSplit {
   model::ParamLayout whole_;
   std::unique_ptr<TensorParallelPlan> tp_;
   std::unique_ptr<PipelinePlan> pp_;
+  std::unique_ptr<ExpertShardPlan> ep_;
   model::ModelConfig local_;
   std::vector<TensorView> partial_parts_;  // reduce_partial_grads' tensors, of the buffer at parts_of_
   const void* parts_of_ = nullptr;

@@ -43,7 +43,7 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
   const int64_t accum = options.accum;
   // Each rank's micro-batch losses are scaled so the sum over micro-batches and data-parallel ranks
   // is the mean: the reduction sums gradients.
-  const float loss_scale = 1.0f / static_cast<float>(accum * plan_.world());
+  const float loss_scale = 1.0f / static_cast<float>(accum * plan_.data_world());
   double loss = 0;
   plan_.zero_grads(model_);
   if (pipeline_ != nullptr) {  // 1F1B over the stages; no bucketed overlap (the last backward is a replica's)

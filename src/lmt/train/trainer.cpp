@@ -115,6 +115,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   if (recipe.parallel.ep > 1) {  // groups of ep consecutive data-parallel ranks
     const int ep = static_cast<int>(recipe.parallel.ep), r = t->topology_->dp_rank();
     LMT_ASSIGN_OR_RETURN(t->ep_comm_, t->topology_->dp().split(r / ep, r % ep));
+    // Sharded experts: the data-parallel ranks holding the same experts reduce them (and, holding
+    // the rest replicated, everything) among themselves; the ep group sums the rest first.
+    if (t->shard_experts()) {
+      LMT_ASSIGN_OR_RETURN(t->edp_comm_, t->topology_->dp().split(r % ep, r / ep));
+    }
   }
   LMT_RETURN_IF_ERROR(t->setup(resume));
   return t;
@@ -170,8 +175,9 @@ Status Trainer::setup(bool resume) {
   // Under tensor or pipeline parallelism the reduction over the data-parallel ranks runs after
   // backward, in one piece: some gradients are summed over the model's groups first
   // (ModelSplit::reduce_partial_grads), and a pipeline's last backward runs on a replica.
-  dp_ = std::make_unique<DataParallel>(topology_->dp(), model_->layout(), recipe_.optim, recipe_.zero,
-                                       split_->split() ? 0 : recipe_.bucket_bytes);
+  dp_ = std::make_unique<DataParallel>(edp_comm_ ? *edp_comm_ : topology_->dp(), model_->layout(), recipe_.optim,
+                                       recipe_.zero, split_->split() ? 0 : recipe_.bucket_bytes);
+  if (edp_comm_) dp_->set_data_group(topology_->dp());  // the loss is a mean over every data-parallel rank
   split_->add_groups(*dp_, model_->layout());
   if (recipe_.shared_memory) LMT_RETURN_IF_ERROR(dp_->use_shared_memory(*model_));
   if (recipe_.layer_grad_norm_every > 0 && ((dp_->sharded() && recipe_.zero == 2) || recipe_.zero == 3))
@@ -187,11 +193,14 @@ Status Trainer::setup(bool resume) {
   if (PipelinePlan* pp = split_->pipeline())  // after the storage is final (shared memory)
     pp->prepare_schedule(*model_, recipe_.micro_batch, recipe_.seq_len, recipe_.run);
   if (split_->split()) engine_->set_model_split(split_.get());
-  if (root_ && (dp_->world() > 1 || recipe_.zero == 3)) {
+  if (root_ && (topology_->dp_size() > 1 || recipe_.zero == 3)) {
     const DataParallel::StateMemory sm = dp_->model_state_memory(*model_, engine_->optimizer());
-    LMT_LOG(INFO) << "ZeRO " << recipe_.zero << " over " << dp_->world() << " rank(s): "
+    LMT_LOG(INFO) << "ZeRO " << recipe_.zero << " over " << dp_->world() << " rank(s)"
+                  << (shard_experts() ? ", experts sharded over ep = " + std::to_string(recipe_.parallel.ep) : std::string())
+                  << ": "
                   << describe_state_memory(sm.total(), sm.params_grads, sm.mirror, sm.optimizer_state, sm.gather_buffers,
-                                           planned_state_memory(recipe_.model, recipe_.zero, dp_->world(), recipe_.run.compute));
+                                           planned_state_memory(recipe_.model, recipe_.zero, topology_->dp_size(), recipe_.run.compute,
+                                                                shard_experts() ? recipe_.parallel.ep : 1));
   }
   data::LoaderOptions lo = recipe_.train_data;
   lo.rank = topology_->dp_rank();
@@ -329,6 +338,14 @@ StatusOr<std::string> Trainer::recover_checkpoints() {
 
 Status Trainer::check_model_parallel() const {
   const int tp = topology_->tp_size(), pp = topology_->pp_size();
+  if (shard_experts()) {
+    const std::string what = "parallel.ep = " + std::to_string(recipe_.parallel.ep) + " (the experts sharded over it)";
+    const std::string hint = "set parallel.ep = 1 for this (docs/MOE.md, Expert parallelism)";
+    if (!recipe_.eval_tasks.empty()) return Unimplemented(what + " with eval.tasks: the decoder runs whole models", hint);
+    if (recipe_.layer_grad_norm_every > 0)
+      return Unimplemented(what + " with metrics.layer_grad_norm_every: per-layer norms of sharded experts are not combined",
+                           hint);
+  }
   if (tp == 1 && pp == 1) return Status::Ok();
   const std::string what = tp > 1 && pp > 1 ? "parallel.tp = " + std::to_string(tp) + " with parallel.pp = " + std::to_string(pp)
                            : tp > 1         ? "parallel.tp = " + std::to_string(tp)
@@ -350,7 +367,8 @@ Status Trainer::check_model_parallel() const {
 // tensor or pipeline parallelism, this rank's part of it, so every layout starts from the single
 // process's weights.
 Status Trainer::init_model(kernels::Backend& backend) {
-  split_ = std::make_unique<ModelSplit>(*topology_, recipe_.model, recipe_.seq_len, recipe_.parallel.pp_layers);
+  split_ = std::make_unique<ModelSplit>(*topology_, recipe_.model, recipe_.seq_len, recipe_.parallel.pp_layers,
+                                        shard_experts() ? ep_comm_.get() : nullptr);
   model_ = std::make_unique<model::Transformer>(split_->local_config(), backend);
   if (split_->split()) {
     const model::ParamLayout& whole = split_->whole_layout();

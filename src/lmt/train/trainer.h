@@ -96,6 +96,11 @@ class Trainer {
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
 
  private:
+  // parallel.ep > 1 with tp = pp = 1: each rank holds only its ep rank's experts
+  // (expert_shard_plan.h). Under tp or pp the ep ranks compute their experts but hold all of them.
+  bool shard_experts() const {
+    return recipe_.parallel.ep > 1 && topology_->tp_size() == 1 && topology_->pp_size() == 1;
+  }
   // The pipeline group when this run has stages (pp > 1), else nullptr.
   dist::Communicator* pipeline_group() { return topology_->pp_size() > 1 ? &topology_->pp() : nullptr; }
   Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml);
@@ -130,6 +135,7 @@ class Trainer {
   dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
   std::unique_ptr<dist::Communicator> ep_comm_;   // parallel.ep > 1: ep consecutive ranks of topology_->dp()
+  std::unique_ptr<dist::Communicator> edp_comm_;  // sharded experts: the dp ranks holding the same experts
   bool root_ = true;                              // rank 0: logs, metrics, checkpoints
   std::unique_ptr<ModelSplit> split_;             // tensor/pipeline parts over topology_'s groups
   std::unique_ptr<model::Transformer> model_;
