@@ -339,15 +339,21 @@ TEST_F(PpTest, MoeBiasUpdateCheckpointSavedByStagesResumesInOneProcess) {
   ASSERT_TRUE(g_comm->barrier().ok());
 }
 
-// Expert parallelism inside each stage (4 ranks: DP2 × PP2 with ep = 2): every micro-batch's
-// forward and backward, on the stage's model or a replica, exchange rows with the same stage of the
-// other dp rank. Dropless with the bias update (dp = 2: see tp_test.cpp's moe_model).
+// Expert parallelism inside each stage (4 ranks: DP2 × PP2 with ep = 2): each rank holds half of
+// its stage's experts; every micro-batch's forward and backward, on the stage's model or a replica,
+// exchange rows with the same stage of the other dp rank. Dropless with the bias update (dp = 2: see tp_test.cpp's moe_model).
 TEST_F(PpTest, MoeExpertParallelTimesPipelineMatchesOneProcess) {
   if (g_comm->world() != 4) GTEST_SKIP() << "needs 4 ranks";
-  matches_one_process("moe_ep_pp2", {1, 2},
-                      {"model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=24",
-                       "model.moe.shared_experts=1", "model.moe.router_z_loss=0.001", "model.moe.balance=bias_update",
-                       "parallel.ep=2"});
+  const std::vector<std::string> moe = {"model.moe.num_experts=4",     "model.moe.top_k=2",
+                                        "model.moe.expert_ffn=24",     "model.moe.shared_experts=1",
+                                        "model.moe.router_z_loss=0.001", "model.moe.balance=bias_update",
+                                        "parallel.ep=2"};
+  matches_one_process("moe_ep_pp2", {1, 2}, moe);
+  auto t = test::make_trainer(recipe_config(1, kB, kAccum, {1, 2}, moe), root_ / "pp_moe_ep_held", g_comm);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->model().config().moe.held_experts(), 2);  // this stage's blocks, half their experts
+  EXPECT_LT(t->model().layout().total_numel(), t->model_split().whole_layout().total_numel());
+  ASSERT_TRUE(g_comm->barrier().ok());
 }
 
 TEST_F(PpTest, UnsupportedCombinationsAreRefusedBeforeAnythingIsWritten) {

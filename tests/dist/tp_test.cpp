@@ -285,13 +285,16 @@ TEST_F(TpTest, MoeSequenceParallelWithADenseLayerMatchesOneProcess) {
 }
 
 // Expert parallelism over the data-parallel ranks of each tensor-parallel rank (4 ranks: ep = 2 ×
-// tp = 2): every rank computes its hidden units of its experts, for the tokens of its ep group.
+// tp = 2): every rank holds and computes its hidden units of its experts, for the tokens of its ep
+// group.
 TEST_F(TpTest, MoeWithExpertParallelismMatchesOneProcess) {
   if (dp() < 2) GTEST_SKIP() << "expert parallelism needs 2 data-parallel ranks (mpirun -np 4)";
   matches_one_process("moe_ep", moe_model({"parallel.ep=2"}));
   auto t = test::make_trainer(recipe_config(1, kB, kTp, moe_model({"parallel.ep=2"})), root_ / "tp_moe_ep_groups", g_comm);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->model().expert_parallel().size, 2);
+  EXPECT_EQ(t->model().config().moe.held_experts(), 2);  // half the experts, half of each one's units
+  EXPECT_EQ(t->model().config().moe.expert_ffn, 12);
   ASSERT_NE(t->model().tensor_parallel(), nullptr);
   EXPECT_EQ(t->model().tensor_parallel()->size, kTp);
   ASSERT_TRUE(g_comm->barrier().ok());

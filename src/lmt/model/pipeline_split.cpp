@@ -125,9 +125,9 @@ void PipelineMap::assemble(const float* stages_data, float* full) const {
   }
 }
 
-std::vector<std::pair<int64_t, int64_t>> PipelineMap::end_ranges(int s) const {
+std::vector<std::pair<int64_t, int64_t>> PipelineMap::ends_of(const ParamLayout& layout) {
   std::vector<std::pair<int64_t, int64_t>> r;
-  for (const ParamInfo& p : stage_layout(s).params())
+  for (const ParamInfo& p : layout.params())
     if (p.layer < 0) r.emplace_back(p.offset, p.offset + p.numel);
   std::sort(r.begin(), r.end());
   return r;

@@ -58,7 +58,9 @@ class PipelineMap {
   // stage_numels() leaves them); the ends from stage 0's.
   void assemble(const float* stages, float* full) const;
   // [begin, end) ranges of stage s's buffer that hold the ends (sorted).
-  std::vector<std::pair<int64_t, int64_t>> end_ranges(int s) const;
+  std::vector<std::pair<int64_t, int64_t>> end_ranges(int s) const { return ends_of(stage_layout(s)); }
+  // The same for any layout (e.g. a stage's with its experts sharded).
+  static std::vector<std::pair<int64_t, int64_t>> ends_of(const ParamLayout& layout);
 
  private:
   // Per layer (index: layer + 1, so the ends are [0]): the params of `layout` in layout order.

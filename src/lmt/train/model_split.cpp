@@ -11,44 +11,48 @@ namespace lmt::train {
 ModelSplit::ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len,
                        const std::vector<int64_t>& pp_layers, dist::Communicator* expert_shards)
     : topo_(topology), whole_(whole) {
-  if (expert_shards != nullptr) {
-    LMT_CHECK(topology.tp_size() == 1 && topology.pp_size() == 1) << "sharded experts with tp or pp > 1";
-    ep_ = std::make_unique<ExpertShardPlan>(*expert_shards, whole);
-    local_ = ep_->local_config();
-    return;
-  }
   if (topology.tp_size() > 1) tp_ = std::make_unique<TensorParallelPlan>(topology.tp(), whole);
   const model::ModelConfig& part = tp_ ? tp_->shard_config() : whole;
   if (topology.pp_size() > 1) pp_ = std::make_unique<PipelinePlan>(topology.pp(), part, seq_len, pp_layers);
-  local_ = pp_ ? pp_->stage_config() : part;
+  const model::ModelConfig& stage = pp_ ? pp_->stage_config() : part;
+  if (expert_shards != nullptr) ep_ = std::make_unique<ExpertShardPlan>(*expert_shards, stage);
+  local_ = ep_ ? ep_->local_config() : stage;
+  local_numel_ = model::ParamLayout(local_).total_numel();
 }
 
+// whole -(tp)-> part -(pp)-> stage -(ep)-> local; each step is a copy when its split is absent.
 void ModelSplit::scatter(const float* whole, float* local) const {
-  if (ep_) {
-    ep_->scatter(whole, local);
-  } else if (tp_ && pp_) {
-    std::vector<float> part(static_cast<size_t>(pp_->whole_layout().total_numel()));
-    tp_->scatter(whole, part.data());
-    pp_->scatter(part.data(), local);
-  } else if (tp_) {
-    tp_->scatter(whole, local);
-  } else if (pp_) {
-    pp_->scatter(whole, local);
-  } else {
-    std::memcpy(local, whole, static_cast<size_t>(whole_.total_numel()) * sizeof(float));
+  const float* at = whole;
+  std::vector<float> part, stage;
+  if (tp_) {
+    part.resize(static_cast<size_t>(tp_->map().shard_layout().total_numel()));
+    tp_->scatter(at, part.data());
+    at = part.data();
   }
+  if (pp_) {
+    stage.resize(static_cast<size_t>(pp_->map().stage_layout(pp_->stage()).total_numel()));
+    pp_->scatter(at, stage.data());
+    at = stage.data();
+  }
+  if (ep_) ep_->scatter(at, local);
+  else std::memcpy(local, at, static_cast<size_t>(local_numel_) * sizeof(float));
 }
 
 Status ModelSplit::gather(const float* local, float* whole) {
-  if (ep_) return ep_->gather(local, whole);
-  if (tp_ && pp_) {
-    std::vector<float> part(static_cast<size_t>(pp_->whole_layout().total_numel()));
-    LMT_RETURN_IF_ERROR(pp_->gather(local, part.data()));
-    return tp_->gather(part.data(), whole);
+  const float* at = local;
+  std::vector<float> stage, part;
+  if (ep_) {
+    stage.resize(static_cast<size_t>(ep_->whole_layout().total_numel()));
+    LMT_RETURN_IF_ERROR(ep_->gather(at, stage.data()));
+    at = stage.data();
   }
-  if (tp_) return tp_->gather(local, whole);
-  if (pp_) return pp_->gather(local, whole);
-  std::memcpy(whole, local, static_cast<size_t>(whole_.total_numel()) * sizeof(float));
+  if (pp_) {
+    part.resize(static_cast<size_t>(pp_->whole_layout().total_numel()));
+    LMT_RETURN_IF_ERROR(pp_->gather(at, part.data()));
+    at = part.data();
+  }
+  if (tp_) return tp_->gather(at, whole);
+  std::memcpy(whole, at, static_cast<size_t>(whole_.total_numel()) * sizeof(float));
   return Status::Ok();
 }
 
@@ -66,7 +70,7 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> ModelSplit::gather_state(
 }
 
 Status ModelSplit::reduce_partial_grads(model::Transformer& m) {
-  if (ep_) return ep_->reduce_partial_grads(m);
+  if (ep_) LMT_RETURN_IF_ERROR(ep_->reduce_partial_grads(m));  // sums are linear: any order
   if (pp_) LMT_RETURN_IF_ERROR(pp_->reduce_end_grads(m));
   if (!tp_) return Status::Ok();
   // The tensors, found once per gradient buffer (its views do not move between steps).
@@ -111,7 +115,7 @@ Status ModelSplit::reduce_partial_grads(model::Transformer& m) {
 void ModelSplit::add_groups(DataParallel& dp, const model::ParamLayout& local) const {
   if (ep_) dp.add_model_parallel_group(ep_->comm(), ep_->replicated_ranges());
   if (tp_) dp.add_model_parallel_group(topo_.tp(), model::tensor_parallel_replicated_ranges(local));
-  if (pp_) dp.add_model_parallel_group(topo_.pp(), pp_->end_ranges());
+  if (pp_) dp.add_model_parallel_group(topo_.pp(), model::PipelineMap::ends_of(local));
 }
 
 }  // namespace lmt::train

@@ -1,8 +1,8 @@
 // ModelSplit: how a rank's model relates to the whole model under tensor and pipeline parallelism
 // (parallel.tp, parallel.pp), composed: the whole model is split tp ways (tensor_parallel_plan.h),
 // and that part's layers into pp stages (pipeline_plan.h); this rank holds one stage of one part.
-// Or, with tp = pp = 1 and parallel.ep > 1, the experts sharded over the ep group
-// (expert_shard_plan.h): this rank holds its experts and every other tensor.
+// With parallel.ep > 1 that stage's routed experts are sharded over the ep group too
+// (expert_shard_plan.h): this rank holds its experts of it and every other tensor of it.
 // With tp = pp = ep = 1 it holds the whole model and every method is a copy.
 //
 // It gives the Trainer one place for what every layout needs alike:
@@ -36,8 +36,8 @@ class ModelSplit {
   // `whole` must be valid for the topology's tp and pp (tensor_parallel_supported,
   // pipeline_supported; checked by the plans). seq_len: the stages are balanced by FLOPs at it.
   // pp_layers: blocks per stage when given (parallel.pp_layers).
-  // expert_shards: the ep group when the experts are sharded over it (expert_shard_plan.h; only
-  // with tp = pp = 1, checked): the local model then holds its ep rank's experts.
+  // expert_shards: the ep group when the experts are sharded over it (expert_shard_plan.h): the
+  // local model then holds its ep rank's experts of its (tensor-parallel part's) stage.
   ModelSplit(dist::Topology& topology, const model::ModelConfig& whole, int64_t seq_len,
              const std::vector<int64_t>& pp_layers = {}, dist::Communicator* expert_shards = nullptr);
 
@@ -71,6 +71,7 @@ class ModelSplit {
   std::unique_ptr<PipelinePlan> pp_;
   std::unique_ptr<ExpertShardPlan> ep_;
   model::ModelConfig local_;
+  int64_t local_numel_ = 0;
   std::vector<TensorView> partial_parts_;  // reduce_partial_grads' tensors, of the buffer at parts_of_
   const void* parts_of_ = nullptr;
   std::vector<float> qk_scratch_;          // ... packed for one sum

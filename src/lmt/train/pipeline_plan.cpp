@@ -149,7 +149,9 @@ StatusOr<double> PipelinePlan::evaluate(const data::Batch& b, bool doc_masking, 
 Status PipelinePlan::reduce_end_grads(model::Transformer& model) {
   LMT_TRACE_SCOPE("pp_end_grads");
   float* g = model.grads().as<float>();
-  for (const auto& [b, e] : end_ranges()) LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(g + b, e - b));
+  // The model's own layout: a stage's with sharded experts places its trailing ends elsewhere.
+  for (const auto& [b, e] : model::PipelineMap::ends_of(model.layout()))
+    LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(g + b, e - b));
   return Status::Ok();
 }
 

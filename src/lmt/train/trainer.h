@@ -96,11 +96,8 @@ class Trainer {
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
 
  private:
-  // parallel.ep > 1 with tp = pp = 1: each rank holds only its ep rank's experts
-  // (expert_shard_plan.h). Under tp or pp the ep ranks compute their experts but hold all of them.
-  bool shard_experts() const {
-    return recipe_.parallel.ep > 1 && topology_->tp_size() == 1 && topology_->pp_size() == 1;
-  }
+  // parallel.ep > 1: each rank holds only its ep rank's experts (expert_shard_plan.h).
+  bool shard_experts() const { return recipe_.parallel.ep > 1; }
   // The pipeline group when this run has stages (pp > 1), else nullptr.
   dist::Communicator* pipeline_group() { return topology_->pp_size() > 1 ? &topology_->pp() : nullptr; }
   Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml);
