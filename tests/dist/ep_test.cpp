@@ -275,6 +275,30 @@ TEST_F(EpTrainTest, Ep2WithZero1AndGradAccumulationEqualsOneProcess) {
           true);
 }
 
+// ZeRO-2 (the gradients reduce-scattered over the edp group) and Muon (the experts are whole
+// matrices on their holders, orthogonalised there; Newton–Schulz in f32 as dist_test explains).
+TEST_F(EpTrainTest, Ep2WithZero2AndMuonEqualsDp2) {
+  REQUIRE_TWO_OR_FOUR_RANKS();
+  compare("z2muon", {"train.zero=2", "optim.name=muon", "optim.muon_ns_dtype=fp32", "model.moe.balance=none"}, false);
+}
+
+// bf16 GEMMs: each expert's products are the same on its holder as without EP; the replicated
+// tensors' gradients are summed in another order. Within bf16 tolerance of ep = 1.
+TEST_F(EpTrainTest, Bf16Ep2CloseToDp2) {
+  REQUIRE_TWO_OR_FOUR_RANKS();
+  const int64_t steps = 5;
+  const std::vector<std::string> extra = {"train.dtype=bf16", "model.moe.balance=none"};
+  const fs::path run_dp = root_ / "bf16_dp", run_ep = root_ / "bf16_ep";
+  auto dp = make(recipe_config(steps, kB, 1, extra), run_dp, g_comm);
+  auto ep = make(recipe_config(steps, kB, 2, extra), run_ep, g_comm);
+  ASSERT_TRUE(dp && ep);
+  ASSERT_TRUE(dp->run().ok());
+  Status s = ep->run();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(g_comm->barrier().ok());
+  test::expect_close_by_step(test::losses_of(run_dp), test::losses_of(run_ep), 1e-3, "loss");
+}
+
 // Each rank holds only its ep rank's experts (half of them), every other tensor whole: the
 // routed experts' parameters, gradients and optimizer state are split over the ep group.
 TEST_F(EpTrainTest, EachRankHoldsItsExpertsOnly) {
