@@ -307,7 +307,8 @@ TEST_F(TpTest, MoeRanksHoldHalfOfEveryExpert) {
   const model::ModelConfig& c = t->model().config();
   EXPECT_EQ(c.moe.expert_ffn, 12);
   EXPECT_EQ(c.moe.num_experts, 4);
-  const model::BlockViews& b = t->model().param_views().blocks[0];
+  const model::ModelViews views = t->model().param_views();
+  const model::BlockViews& b = views.blocks[0];
   EXPECT_EQ(b.router_w.dim(0), 4);
   EXPECT_EQ(b.experts_up_w.dim(1), 2 * 12);  // gate|up rows of each expert (SwiGLU)
   EXPECT_EQ(b.experts_down_w.dim(2), 12);
