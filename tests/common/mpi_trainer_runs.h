@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,6 +58,31 @@ inline std::unique_ptr<train::Trainer> make_trainer(const config::Config& c, con
   auto t = train::Trainer::create(*recipe, c.to_toml(), run.string(), resume, comm);
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? std::move(*t) : nullptr;
+}
+
+// Checkpoints across layouts: every rank of `comm` trains `ranks` into `run` and stops after step
+// `stop` (a checkpoint); then rank 0 alone resumes `run` with `one` (a one-process recipe) to its
+// end and hands that trainer to `check`. Collective (barriers before and after rank 0's part).
+inline void saved_by_ranks_resumed_in_one_process(const config::Config& ranks, const config::Config& one,
+                                                  const std::filesystem::path& run, dist::Communicator* comm,
+                                                  int64_t stop, const std::function<void(train::Trainer&)>& check) {
+  {
+    auto t = make_trainer(ranks, run, comm);
+    ASSERT_TRUE(t);
+    Status s = t->run(/*stop_after=*/stop);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(comm->barrier().ok());
+  if (comm->rank() == 0) {
+    dist::SoloCommunicator solo;
+    auto t = make_trainer(one, run, &solo, /*resume=*/true);
+    ASSERT_TRUE(t);
+    EXPECT_EQ(t->step(), stop);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    check(*t);
+  }
+  ASSERT_TRUE(comm->barrier().ok());
 }
 
 // step -> loss of every record of RUN/metrics.jsonl that has one.

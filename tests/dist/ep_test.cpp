@@ -342,23 +342,8 @@ TEST_F(EpTrainTest, CheckpointsMoveBetweenShardedExpertsAndOneProcess) {
   }
   // ep ranks save, one process resumes.
   const fs::path run = root_ / "ckpt_by_ep";
-  {
-    auto t = make(recipe_config(steps, kB, 2, extra), run, g_comm);
-    ASSERT_TRUE(t);
-    Status s = t->run(/*stop_after=*/3);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
-  if (g_comm->rank() == 0) {
-    dist::SoloCommunicator solo;
-    auto t = make(recipe_config(steps, kB * W, 1, extra), run, &solo, /*resume=*/true);
-    ASSERT_TRUE(t);
-    EXPECT_EQ(t->step(), 3);
-    Status s = t->run();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    expect_losses(ref, run, steps);
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
+  test::saved_by_ranks_resumed_in_one_process(recipe_config(steps, kB, 2, extra), recipe_config(steps, kB * W, 1, extra),
+                                              run, g_comm, 3, [&](train::Trainer&) { expect_losses(ref, run, steps); });
   // One process saves, the ep ranks resume with their experts (and Adam state) only.
   const fs::path back = root_ / "ckpt_to_ep";
   if (g_comm->rank() == 0) {

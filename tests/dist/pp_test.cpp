@@ -178,24 +178,13 @@ TEST_F(PpTest, CheckpointSavedByStagesResumesInOneProcess) {
   auto ref = reference("ref_resume", steps, kAccum, dp(l));
   ASSERT_TRUE(ref);
   const fs::path run = root_ / "pp_saved_by_stages";
-  {
-    auto t = test::make_trainer(recipe_config(steps, kB, kAccum, l), run, g_comm);
-    ASSERT_TRUE(t);
-    Status s = t->run(/*stop_after=*/3);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
-  if (g_comm->rank() == 0) {
-    dist::SoloCommunicator solo;
-    auto t = test::make_trainer(recipe_config(steps, kB * dp(l), kAccum, {1, 1}), run, &solo, /*resume=*/true);
-    ASSERT_TRUE(t);
-    EXPECT_EQ(t->step(), 3);
-    Status s = t->run();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    test::expect_close_by_step(test::losses_of(ref_dir("ref_resume")), test::losses_of(run), 1e-5, "loss");
-    test::expect_params_close(params_of(*ref), params_of(*t), l.tp > 1 ? 1e-4 : 1e-5, l.tp > 1 ? test::kAdamRoundingAbs : 1e-6);
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
+  test::saved_by_ranks_resumed_in_one_process(
+      recipe_config(steps, kB, kAccum, l), recipe_config(steps, kB * dp(l), kAccum, {1, 1}), run, g_comm, 3,
+      [&](train::Trainer& t) {
+        test::expect_close_by_step(test::losses_of(ref_dir("ref_resume")), test::losses_of(run), 1e-5, "loss");
+        test::expect_params_close(params_of(*ref), params_of(t), l.tp > 1 ? 1e-4 : 1e-5,
+                                  l.tp > 1 ? test::kAdamRoundingAbs : 1e-6);
+      });
 }
 
 // PP2 → DP2 (2 ranks): the pipeline's checkpoint resumed by two data-parallel ranks with the same
@@ -311,32 +300,20 @@ TEST_F(PpTest, MoeBiasUpdateCheckpointSavedByStagesResumesInOneProcess) {
   auto ref = reference("ref_moe_resume", steps, kAccum, dp(l), extra);
   ASSERT_TRUE(ref);
   const fs::path run = root_ / "pp_moe_saved_by_stages";
-  {
-    auto t = test::make_trainer(recipe_config(steps, kB, kAccum, l, extra), run, g_comm);
-    ASSERT_TRUE(t);
-    Status s = t->run(/*stop_after=*/3);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
-  if (g_comm->rank() == 0) {
-    dist::SoloCommunicator solo;
-    auto t = test::make_trainer(recipe_config(steps, kB * dp(l), kAccum, {1, 1}, extra), run, &solo, /*resume=*/true);
-    ASSERT_TRUE(t);
-    EXPECT_EQ(t->step(), 3);
-    // The bias of every layer is the uninterrupted run's after 3 updates of ±rate: non-zero.
-    float sum_abs = 0;
-    for (int64_t layer = 0; layer < 3; ++layer)
-      for (int64_t e = 0; e < 4; ++e) sum_abs += std::fabs(t->model().router_bias(layer).as<float>()[e]);
-    EXPECT_GT(sum_abs, 0.0f);
-    Status s = t->run();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    test::expect_close_by_step(test::losses_of(ref_dir("ref_moe_resume")), test::losses_of(run), 1e-5, "loss");
-    for (int64_t layer = 0; layer < 3; ++layer)
-      for (int64_t e = 0; e < 4; ++e)
-        EXPECT_EQ(t->model().router_bias(layer).as<float>()[e], ref->model().router_bias(layer).as<float>()[e])
-            << "layer " << layer << ", expert " << e;
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
+  test::saved_by_ranks_resumed_in_one_process(
+      recipe_config(steps, kB, kAccum, l, extra), recipe_config(steps, kB * dp(l), kAccum, {1, 1}, extra), run, g_comm, 3,
+      [&](train::Trainer& t) {
+        test::expect_close_by_step(test::losses_of(ref_dir("ref_moe_resume")), test::losses_of(run), 1e-5, "loss");
+        // The bias every layer ends with is the uninterrupted run's (non-zero: 6 updates of ±rate).
+        float sum_abs = 0;
+        for (int64_t layer = 0; layer < 3; ++layer)
+          for (int64_t e = 0; e < 4; ++e) {
+            const float b = t.model().router_bias(layer).as<float>()[e];
+            sum_abs += std::fabs(b);
+            EXPECT_EQ(b, ref->model().router_bias(layer).as<float>()[e]) << "layer " << layer << ", expert " << e;
+          }
+        EXPECT_GT(sum_abs, 0.0f);
+      });
 }
 
 // Expert parallelism inside each stage (4 ranks: DP2 × PP2 with ep = 2): each rank holds half of

@@ -213,24 +213,13 @@ void saved_by_tp_ranks_resumes_in_one_process(const std::string& name, const std
   auto ref = TpTest::reference("ref_resume_" + name, steps, extra);
   ASSERT_TRUE(ref);
   const fs::path run = TpTest::root() / ("tp_saved_by_ranks_" + name);
-  {
-    auto t = test::make_trainer(TpTest::recipe_config(steps, kB, kTp, extra), run, g_comm);
-    ASSERT_TRUE(t);
-    Status s = t->run(/*stop_after=*/3);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
-  if (g_comm->rank() == 0) {
-    dist::SoloCommunicator solo;
-    auto t = test::make_trainer(TpTest::recipe_config(steps, kB * TpTest::dp(), 1, extra), run, &solo, /*resume=*/true);
-    ASSERT_TRUE(t);
-    EXPECT_EQ(t->step(), 3);
-    Status s = t->run();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    test::expect_close_by_step(test::losses_of(TpTest::ref_dir("ref_resume_" + name)), test::losses_of(run), 1e-5, "loss");
-    test::expect_params_close(TpTest::params_of(*ref), TpTest::params_of(*t), 1e-5, test::kAdamRoundingAbs);
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
+  test::saved_by_ranks_resumed_in_one_process(
+      TpTest::recipe_config(steps, kB, kTp, extra), TpTest::recipe_config(steps, kB * TpTest::dp(), 1, extra), run, g_comm,
+      3, [&](train::Trainer& t) {
+        test::expect_close_by_step(test::losses_of(TpTest::ref_dir("ref_resume_" + name)), test::losses_of(run), 1e-5,
+                                   "loss");
+        test::expect_params_close(TpTest::params_of(*ref), TpTest::params_of(t), 1e-5, test::kAdamRoundingAbs);
+      });
 }
 
 TEST_F(TpTest, CheckpointSavedByTpRanksResumesInOneProcess) { saved_by_tp_ranks_resumes_in_one_process("dense", {}); }
