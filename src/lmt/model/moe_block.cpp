@@ -177,6 +177,18 @@ void MoeStepStats::add(const MoeStats& s) {
   ++forwards;
 }
 
+void MoeStepStats::add(const MoeStepStats& s) {
+  if (s.forwards == 0) return;
+  if (load.size() != s.load.size()) load.assign(s.load.size(), 0);
+  for (size_t e = 0; e < load.size(); ++e) load[e] += s.load[e];
+  if (computed.size() != s.computed.size()) computed.assign(s.computed.size(), 0);
+  for (size_t e = 0; e < computed.size(); ++e) computed[e] += s.computed[e];
+  dropped += s.dropped;
+  aux_loss += s.aux_loss;
+  z_loss += s.z_loss;
+  forwards += s.forwards;
+}
+
 MoeWeights MoeWeights::of(const BlockViews& master, const BlockViews& gemm) {
   MoeWeights w;
   w.norm_w = master.ffn_norm_w;

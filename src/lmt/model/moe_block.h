@@ -33,9 +33,10 @@
 // experts over the rows of all P ranks (grouped by expert, then by source rank), and the outputs go
 // back the same way; backward sends d y to the owners and d x back. Expert weight gradients are
 // therefore written only on the owning rank (zero elsewhere); a sum over the data-parallel ranks
-// (which the ep group is part of) gives the same total as without EP. Every rank still holds every
-// expert's parameters (sharding them is not done). Inference passes (logits, decoding) compute
-// every expert locally.
+// (which the ep group is part of) gives the same total as without EP. A model may hold every
+// expert (then inference passes, logits and decoding, compute them all locally) or only its ep
+// rank's (config.moe.local_experts: the weights are [E/P, ...] and every pass, inference included,
+// must exchange; train/expert_shard_plan.h).
 //
 // Tensor parallelism (TensorParallel of P > 1 ranks; model/tensor_parallel.h): `config` is the
 // rank's shard, every routed and shared expert holding He/P hidden units. The norm, router,
@@ -141,6 +142,7 @@ struct MoeStepStats {
   double z_loss = 0;
   int64_t forwards = 0;
   void add(const MoeStats& s);
+  void add(const MoeStepStats& s);  // another set of forwards' totals (e.g. a pipeline replica's)
   double imbalance() const;   // max load / mean load over the step (1: uniform; 0: no forwards)
   double aux_mean() const { return forwards > 0 ? aux_loss / static_cast<double>(forwards) : 0.0; }
   double z_mean() const { return forwards > 0 ? z_loss / static_cast<double>(forwards) : 0.0; }

@@ -89,19 +89,7 @@ void Transformer::reset_moe_stats() {
 
 void Transformer::take_moe_stats(Transformer& other) {
   LMT_CHECK(other.moe_stats_.size() == moe_stats_.size()) << "take_moe_stats: models of different depths";
-  for (size_t l = 0; l < moe_stats_.size(); ++l) {
-    MoeStepStats& to = moe_stats_[l];
-    const MoeStepStats& from = other.moe_stats_[l];
-    if (from.forwards == 0) continue;
-    if (to.load.size() != from.load.size()) to.load.assign(from.load.size(), 0);
-    if (to.computed.size() != from.computed.size()) to.computed.assign(from.computed.size(), 0);
-    for (size_t e = 0; e < from.load.size(); ++e) to.load[e] += from.load[e];
-    for (size_t e = 0; e < from.computed.size(); ++e) to.computed[e] += from.computed[e];
-    to.dropped += from.dropped;
-    to.aux_loss += from.aux_loss;
-    to.z_loss += from.z_loss;
-    to.forwards += from.forwards;
-  }
+  for (size_t l = 0; l < moe_stats_.size(); ++l) moe_stats_[l].add(other.moe_stats_[l]);
   other.reset_moe_stats();
 }
 
