@@ -376,6 +376,9 @@ TEST_F(EpTrainTest, BadEpIsRefusedNamingTheKey) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().ToString().find("parallel.ep = 4"), std::string::npos) << t.status().ToString();
   EXPECT_FALSE(fs::exists(root_ / "bad_ep")) << "nothing written";
+  // Per-layer gradient norms would need the other ranks' experts: refused with sharded experts.
+  test::expect_refused_before_writing(recipe_config(1, kB, 2, {"metrics.layer_grad_norm_every=1"}),
+                                      root_ / "bad_ep_layer_norms", g_comm, "layer_grad_norm_every");
 }
 
 }  // namespace
