@@ -166,26 +166,28 @@ double load_imbalance(const std::vector<int64_t>& load) {
 double MoeStats::imbalance() const { return load_imbalance(load); }
 double MoeStepStats::imbalance() const { return load_imbalance(load); }
 
+namespace {
+// Adds one forward's (MoeStats) or one step's (MoeStepStats) sums into `to`.
+template <typename Stats>
+void add_sums(MoeStepStats& to, const Stats& s) {
+  if (to.load.size() != s.load.size()) to.load.assign(s.load.size(), 0);
+  for (size_t e = 0; e < to.load.size(); ++e) to.load[e] += s.load[e];
+  if (to.computed.size() != s.computed.size()) to.computed.assign(s.computed.size(), 0);
+  for (size_t e = 0; e < to.computed.size(); ++e) to.computed[e] += s.computed[e];
+  to.dropped += s.dropped;
+  to.aux_loss += s.aux_loss;
+  to.z_loss += s.z_loss;
+}
+}  // namespace
+
 void MoeStepStats::add(const MoeStats& s) {
-  if (load.size() != s.load.size()) load.assign(s.load.size(), 0);
-  for (size_t e = 0; e < load.size(); ++e) load[e] += s.load[e];
-  if (computed.size() != s.computed.size()) computed.assign(s.computed.size(), 0);
-  for (size_t e = 0; e < computed.size(); ++e) computed[e] += s.computed[e];
-  dropped += s.dropped;
-  aux_loss += s.aux_loss;
-  z_loss += s.z_loss;
+  add_sums(*this, s);
   ++forwards;
 }
 
 void MoeStepStats::add(const MoeStepStats& s) {
   if (s.forwards == 0) return;
-  if (load.size() != s.load.size()) load.assign(s.load.size(), 0);
-  for (size_t e = 0; e < load.size(); ++e) load[e] += s.load[e];
-  if (computed.size() != s.computed.size()) computed.assign(s.computed.size(), 0);
-  for (size_t e = 0; e < computed.size(); ++e) computed[e] += s.computed[e];
-  dropped += s.dropped;
-  aux_loss += s.aux_loss;
-  z_loss += s.z_loss;
+  add_sums(*this, s);
   forwards += s.forwards;
 }
 

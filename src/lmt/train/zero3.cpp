@@ -73,15 +73,11 @@ StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::
     else z->slot_p_[s] = Tensor({max_block}, DType::kF32);
   }
   if (z->bf16_) {  // every block's vectors (norms, biases), compact, in f32
-    int64_t compact = 0;
     for (const auto& p : layout.params())
-      if (p.layer >= 0 && p.shape.rank() == 1) {
-        z->vec_params_.push_back({p.offset, p.numel, compact});
-        compact += p.numel;
-      }
+      if (p.layer >= 0 && p.shape.rank() == 1) z->vec_params_.push_back({p.offset, p.numel, 0});
     std::sort(z->vec_params_.begin(), z->vec_params_.end(),
               [](const VecParam& a, const VecParam& b) { return a.offset < b.offset; });
-    compact = 0;
+    int64_t compact = 0;  // packed in flat-buffer order
     for (VecParam& v : z->vec_params_) v.compact = compact, compact += v.numel;
     z->vec_ = Tensor({std::max<int64_t>(compact, 1)}, DType::kF32);
     z->vec_counts_.assign(comm.world(), 0);
@@ -265,6 +261,14 @@ void Zero3::reduce_ends() {
     std::memcpy(g + at, norm_g_.as<float>() + i, static_cast<size_t>(n) * 4);
     i += static_cast<size_t>(n);
   }
+  reduce_scatter_ends(g);
+  ends_ = Ends::kStale;
+  comm_seconds_ += t.seconds();
+}
+
+// g: the ends' gradients, [ends_lo_ | ends_hi_] back to back; this rank's part goes into the
+// shard, or is added there after the step's first reduction.
+void Zero3::reduce_scatter_ends(const float* g) {
   const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
   for (const Range* r : {&ends_lo_, &ends_hi_}) {
     if (r->end <= r->begin) continue;
@@ -280,8 +284,6 @@ void Zero3::reduce_ends() {
     for (int64_t k = 0; k < own; ++k) dst[k] += add[k];
   }
   ends_reduced_ = true;
-  ends_ = Ends::kStale;
-  comm_seconds_ += t.seconds();
 }
 
 float* Zero3::scratch(int64_t n) {
@@ -372,14 +374,9 @@ Status Zero3::finish() {
   for (int s = 0; s < 2; ++s) wait(s);
   if (alias_ends_) {
     if (ends_ == Ends::kGrads) reduce_ends();
-  } else {
+  } else {  // f32: accumulated over the step's micro-batches, reduced once
     Timer t;
-    const int64_t n_lo = ends_lo_.end - ends_lo_.begin;
-    for (const Range* r : {&ends_lo_, &ends_hi_}) {
-      if (r->end <= r->begin) continue;
-      const float* g = ends_g_.as<float>() + (r == &ends_lo_ ? 0 : n_lo);
-      keep(comm_.reduce_scatter_sum(g, shard_at(gshard_.as<float>(), r->begin + r->own_at), r->counts));
-    }
+    reduce_scatter_ends(ends_g_.as<float>());
     comm_seconds_ += t.seconds();
   }
   Status s = error_;

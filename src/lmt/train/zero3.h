@@ -105,6 +105,7 @@ class Zero3 {
   void ensure_ends();
   void begin_ends_grads();
   void reduce_ends();
+  void reduce_scatter_ends(const float* g);
   float* scratch(int64_t n);  // rs_, grown to n floats on first need
   void ensure_vectors();
   void launch(int slot, int64_t layer);  // copy own part, start the gather
