@@ -1,7 +1,8 @@
 // `lmtrain bench optim`: the optimizer update alone of a preset's full parameter buffer (random
 // gradients, the bf16 mirror refreshed as in training): AdamW, then Muon (hidden matrices by
 // batched Newton–Schulz, AdamW for the rest), each warmed up and timed over --iters steps. Prints
-// both medians and Muon / AdamW, the figure issue #21 targets (<= 2 on gpt2-124m).
+// the medians and Muon / AdamW, the figure issue #21 targets (<= 2 on gpt2-124m); with
+// --ns-method both (the default), Muon's Gram and standard Newton–Schulz side by side.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -25,17 +26,19 @@ namespace lmt::cli {
 namespace {
 
 struct OptimBenchArgs {
-  std::string preset = "gpt2-124m", ns_dtype = "bf16", backend = "cpu";
+  std::string preset = "gpt2-124m", ns_dtype = "bf16", ns_method = "both", backend = "cpu";
   int warmup = 1, iters = 5, ns_steps = 5;
   bool json = false;
 };
 
 // Median seconds of one Optimizer::step of `name` over the whole buffer.
-StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name, const model::ParamLayout& layout,
-                                kernels::Backend& be, Tensor& params, Tensor& grads, Tensor& mirror) {
+StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name, const std::string& ns_method,
+                                const model::ParamLayout& layout, kernels::Backend& be, Tensor& params, Tensor& grads,
+                                Tensor& mirror) {
   optim::OptimizerConfig c;
   c.name = name;
   c.muon_ns_dtype = a.ns_dtype;
+  c.muon_ns_method = ns_method;
   c.muon_ns_steps = a.ns_steps;
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::Optimizer::create(c, layout, be));
   std::vector<double> t;
@@ -54,6 +57,9 @@ Status run_optim_bench(const OptimBenchArgs& a) {
   LMT_RETURN_IF_ERROR(check_flag("--ns-steps", a.ns_steps, 1, 100, "Newton-Schulz iterations, 5 by default"));
   if (a.ns_dtype != "bf16" && a.ns_dtype != "fp32")
     return InvalidArgument("--ns-dtype '" + a.ns_dtype + "' is not a Newton-Schulz precision", "use bf16 or fp32");
+  if (a.ns_method != "both" && !optim::parse_ns_method(a.ns_method))
+    return InvalidArgument("--ns-method '" + a.ns_method + "' is not a Newton-Schulz method",
+                           "use gram, standard or both");
   LMT_RETURN_IF_ERROR(check_omp_num_threads());
   const model::ParamLayout layout(config);
   const int64_t n = layout.total_numel();
@@ -67,22 +73,34 @@ Status run_optim_bench(const OptimBenchArgs& a) {
     params.as<float>()[i] = static_cast<float>(rng.normal() * 0.02);
     grads.as<float>()[i] = static_cast<float>(rng.normal() * 1e-3);
   }
-  LMT_ASSIGN_OR_RETURN(const double adamw, time_optimizer(a, "adamw", layout, *be, params, grads, mirror));
-  LMT_ASSIGN_OR_RETURN(const double muon, time_optimizer(a, "muon", layout, *be, params, grads, mirror));
-  const double ratio = muon / adamw;
+  LMT_ASSIGN_OR_RETURN(const double adamw, time_optimizer(a, "adamw", "gram", layout, *be, params, grads, mirror));
+  // The method Muon runs by default (gram) first; with "both", then the standard iteration.
+  std::vector<std::string> methods = {a.ns_method == "both" ? std::string("gram") : a.ns_method};
+  if (a.ns_method == "both") methods.push_back("standard");
+  std::vector<double> muon;
+  for (const std::string& m : methods) {
+    LMT_ASSIGN_OR_RETURN(const double s, time_optimizer(a, "muon", m, layout, *be, params, grads, mirror));
+    muon.push_back(s);
+  }
   if (a.json) {
-    const nlohmann::json j = {{"bench", "optim"},           {"preset", a.preset},     {"backend", a.backend},
-                              {"params", config.param_count()}, {"muon_ns_dtype", a.ns_dtype}, {"ns_steps", a.ns_steps},
-                              {"iters", a.iters},           {"adamw_seconds", adamw}, {"muon_seconds", muon},
-                              {"muon_over_adamw", ratio},   {"threads", metrics::cpu_info().threads},
-                              {"machine", metrics::machine_summary()}};
+    nlohmann::json j = {{"bench", "optim"},           {"preset", a.preset},     {"backend", a.backend},
+                        {"params", config.param_count()}, {"muon_ns_dtype", a.ns_dtype}, {"ns_steps", a.ns_steps},
+                        {"muon_ns_method", methods[0]}, {"iters", a.iters},     {"adamw_seconds", adamw},
+                        {"muon_seconds", muon[0]},    {"muon_over_adamw", muon[0] / adamw},
+                        {"threads", metrics::cpu_info().threads}, {"machine", metrics::machine_summary()}};
+    if (muon.size() > 1) {
+      j["muon_standard_seconds"] = muon[1];
+      j["gram_speedup"] = muon[1] / muon[0];
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
-    std::printf("optimizer step %s (%lld params), median of %d: AdamW %.1f ms, Muon (Newton-Schulz %s, %d steps) "
-                "%.1f ms; Muon / AdamW = %.2fx\n",
-                a.preset.c_str(), static_cast<long long>(config.param_count()), a.iters, adamw * 1e3,
-                a.ns_dtype.c_str(), a.ns_steps, muon * 1e3, ratio);
+    std::printf("optimizer step %s (%lld params), median of %d: AdamW %.1f ms\n", a.preset.c_str(),
+                static_cast<long long>(config.param_count()), a.iters, adamw * 1e3);
+    for (size_t i = 0; i < methods.size(); ++i)
+      std::printf("  Muon (Newton-Schulz %s, %s, %d steps) %.1f ms; Muon / AdamW = %.2fx\n", methods[i].c_str(),
+                  a.ns_dtype.c_str(), a.ns_steps, muon[i] * 1e3, muon[i] / adamw);
+    if (muon.size() > 1) std::printf("  gram / standard: %.2fx faster\n", muon[1] / muon[0]);
   }
   return Status::Ok();
 }
@@ -95,6 +113,8 @@ void add_optim_bench(CLI::App* bench, Runner& runner) {
   t->add_option("--preset", ob.preset, "model preset")->capture_default_str();
   t->add_option("--ns-dtype", ob.ns_dtype, "Muon's Newton-Schulz GEMM operands: bf16 or fp32")->capture_default_str();
   t->add_option("--ns-steps", ob.ns_steps, "Newton-Schulz iterations")->capture_default_str();
+  t->add_option("--ns-method", ob.ns_method, "Muon's Newton-Schulz: gram, standard, or both (timed one after the other)")
+      ->capture_default_str();
   add_backend_flag(t, ob.backend);
   t->add_option("--warmup", ob.warmup, "untimed steps of each optimizer")->capture_default_str();
   t->add_option("--iters", ob.iters, "timed steps of each (the median is reported)")->capture_default_str();

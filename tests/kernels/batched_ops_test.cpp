@@ -1,5 +1,6 @@
-// matmul_batched and axpby (the ops Muon's batched Newton–Schulz runs on), on every backend:
-// matmul_batched equals matmul per matrix bit for bit (its contract), and axpby equals the
+// matmul_batched, matmul_batched_symmetric and axpby (the ops Muon's batched Newton–Schulz runs
+// on), on every backend: matmul_batched equals matmul per matrix bit for bit (its contract), the
+// symmetric product is the product made exactly symmetric, and axpby equals the
 // formula computed in f64 to f32 rounding, with its bf16 copy exactly lmt::bf16's rounding and
 // each element's result independent of where the span starts.
 #include <gtest/gtest.h>
@@ -98,6 +99,78 @@ TEST(BatchedOps, CpuBatchedGemmKeepsTheBitsAtModelSizes) {
         b.matmul(TensorView(single.data() + i * nc, Shape{c.M, c.N}, DType::kF32), ai, bi, c.ta, c.tb, false);
       }
       ASSERT_EQ(std::memcmp(batched.data(), single.data(), batched.size() * sizeof(float)), 0);
+    }
+  }
+  // And the symmetric product's row blocks: XXᵀ (qkv, fc), XᵀX (a tall proj) and A·A.
+  for (const Case c : {Case{768, 2304, 768, false, true}, Case{768, 3072, 768, true, false},
+                       Case{768, 768, 768, false, false}}) {
+    SCOPED_TRACE("symmetric M " + std::to_string(c.M) + " K " + std::to_string(c.K));
+    const int64_t nb = 2, na = c.M * c.K, nc = c.M * c.M;
+    const std::vector<float> a32 = randn(nb * na, 8);
+    Tensor A(Shape{nb, c.ta ? c.K : c.M, c.ta ? c.M : c.K}, DType::kBF16);
+    b.convert(A, TensorView(const_cast<float*>(a32.data()), Shape{nb * na}, DType::kF32));
+    std::vector<float> batched(nb * nc), single(nb * nc);
+    b.matmul_batched_symmetric(TensorView(batched.data(), Shape{nb, c.M, c.M}, DType::kF32), A, A, c.ta, c.tb);
+    for (int64_t i = 0; i < nb; ++i) {
+      const Shape one{1, A.shape()[1], A.shape()[2]};
+      const TensorView ai(static_cast<char*>(A.view().data()) + i * na * 2, one, DType::kBF16);
+      b.matmul_batched_symmetric(TensorView(single.data() + i * nc, Shape{1, c.M, c.M}, DType::kF32), ai, ai, c.ta,
+                                 c.tb);
+    }
+    ASSERT_EQ(std::memcmp(batched.data(), single.data(), batched.size() * sizeof(float)), 0);
+  }
+}
+
+// matmul_batched_symmetric on the products Muon takes it for: XXᵀ, XᵀX and A·A with A symmetric.
+// Every element within f32 rounding of f64 on the (bf16-rounded) operands; each matrix's result
+// independent of its batch (bit for bit); and on the cpu backend, which computes the lower triangle
+// in row blocks from M = 128 on, exactly symmetric (sizes with a partial last block included).
+TEST(BatchedOps, MatmulBatchedSymmetricIsTheProductMadeSymmetric) {
+  enum Kind { kXXt, kXtX, kAA };
+  for (Backend* b : {&cpu_backend(), &ref_backend()}) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (const int64_t M : {5, 130, 200}) {
+        for (const Kind kind : {kXXt, kXtX, kAA}) {
+          const int64_t K = kind == kAA ? M : 300, nb = 3, na = M * K, nc = M * M;
+          SCOPED_TRACE(std::string(b->name()) + " " + std::string(dtype_name(dt)) + " M " + std::to_string(M) +
+                       " kind " + std::to_string(kind));
+          std::vector<float> a32 = randn(nb * na, 11);
+          if (kind == kAA)  // symmetric A
+            for (int64_t i = 0; i < nb; ++i)
+              for (int64_t r = 0; r < M; ++r)
+                for (int64_t c = 0; c < r; ++c) a32[i * na + c * M + r] = a32[i * na + r * M + c];
+          Tensor A(kind == kXtX ? Shape{nb, K, M} : Shape{nb, M, K}, dt);
+          b->convert(A, TensorView(a32.data(), Shape{nb * na}, DType::kF32));
+          const bool ta = kind == kXtX, tb = kind == kXXt;
+          std::vector<float> got(nb * nc, -1.0f), alone(nb * nc, -2.0f);
+          b->matmul_batched_symmetric(TensorView(got.data(), Shape{nb, M, M}, DType::kF32), A, A, ta, tb);
+          const size_t es = dtype_size(dt);
+          for (int64_t i = 0; i < nb; ++i) {
+            const TensorView ai(static_cast<char*>(A.view().data()) + i * na * es, Shape{A.shape()[1], A.shape()[2]}, dt);
+            b->matmul_batched_symmetric(TensorView(alone.data() + i * nc, Shape{1, M, M}, DType::kF32),
+                                        ai.reshape(Shape{1, A.shape()[1], A.shape()[2]}),
+                                        ai.reshape(Shape{1, A.shape()[1], A.shape()[2]}), ta, tb);
+          }
+          ASSERT_EQ(std::memcmp(got.data(), alone.data(), got.size() * sizeof(float)), 0) << "batch-dependent";
+          std::vector<float> ar(nb * na);
+          b->convert(TensorView(ar.data(), Shape{nb * na}, DType::kF32), A);
+          for (int64_t i = 0; i < nb; ++i)
+            for (int64_t r = 0; r < M; ++r)
+              for (int64_t c = 0; c < M; ++c) {
+                const float* x = ar.data() + i * na;
+                double want = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  const double left = kind == kXtX ? x[k * M + r] : x[r * K + k];
+                  const double right = kind == kXXt ? x[c * K + k] : x[k * M + c];
+                  want += left * right;
+                }
+                const float v = got[i * nc + r * M + c];
+                ASSERT_NEAR(v, want, 1e-4 * (1 + std::fabs(want))) << i << ": " << r << "," << c;
+                if (b == &cpu_backend() && M >= 2 * Backend::kSymmetricBlockMin)
+                  ASSERT_EQ(v, got[i * nc + c * M + r]) << "not symmetric at " << r << "," << c;
+              }
+        }
+      }
     }
   }
 }

@@ -1,6 +1,6 @@
 // Muon's Newton–Schulz orthogonalisation against a plain f64 transcription of the reference
 // iteration (muon.py: transpose tall matrices, A = XXᵀ), on both backends and on wide, tall and
-// square shapes; and the properties Muon relies on.
+// square shapes, in its standard and Gram forms; and the properties Muon relies on.
 #include "lmt/optim/muon.h"
 
 #include <gtest/gtest.h>
@@ -64,9 +64,10 @@ Matrix reference_ns(Matrix g, int64_t rows, int64_t cols, int steps) {
   return tall ? transpose(g, rows, cols) : g;
 }
 
-std::vector<float> lmt_ns(kernels::Backend& b, const Matrix& g, int64_t rows, int64_t cols, int steps) {
+std::vector<float> lmt_ns(kernels::Backend& b, const Matrix& g, int64_t rows, int64_t cols, int steps,
+                          NsMethod method = NsMethod::kStandard) {
   std::vector<float> x(g.begin(), g.end());
-  MuonUpdater muon(rows * cols, std::min(rows, cols));
+  MuonUpdater muon(rows * cols, std::min(rows, cols), method);
   muon.orthogonalise(b, TensorView(x.data(), Shape{rows, cols}, DType::kF32), steps);
   return x;
 }
@@ -76,15 +77,20 @@ struct Dims {
 };
 const Dims kShapes[] = {{8, 24}, {24, 8}, {16, 16}, {37, 5}, {5, 37}, {64, 48}};
 
+const NsMethod kMethods[] = {NsMethod::kStandard, NsMethod::kGramEverywhere};
+const char* method_name(NsMethod m) { return m == NsMethod::kStandard ? "standard" : "gram"; }
+
+// Both methods, the Gram form on every shape (with the restarts before steps 2, 4 and 6), in f32.
 TEST(Muon, NewtonSchulzMatchesTheReferenceIteration) {
   for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()}) {
     for (const Dims d : kShapes) {
-      for (int steps : {1, 5}) {
+      for (const NsMethod method : kMethods)
+      for (int steps : {1, 2, 3, 5, 7}) {
         SCOPED_TRACE(std::string(b->name()) + " [" + std::to_string(d.rows) + "," + std::to_string(d.cols) +
-                     "] steps " + std::to_string(steps));
+                     "] steps " + std::to_string(steps) + " " + method_name(method));
         const Matrix g = random_matrix(d.rows, d.cols, 1);
         const Matrix want = reference_ns(g, d.rows, d.cols, steps);
-        const std::vector<float> got = lmt_ns(*b, g, d.rows, d.cols, steps);
+        const std::vector<float> got = lmt_ns(*b, g, d.rows, d.cols, steps, method);
         double scale = 0;
         for (double w : want) scale = std::max(scale, std::fabs(w));
         for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5 * scale) << i;
@@ -131,10 +137,88 @@ TEST(Muon, OrthogonalisesAndIgnoresScale) {
 TEST(Muon, TallPathIsTheTransposedWidePath) {
   const int64_t R = 40, C = 12;
   const Matrix g = random_matrix(R, C, 3);
-  const std::vector<float> tall = lmt_ns(kernels::cpu_backend(), g, R, C, 5);
-  const std::vector<float> wide = lmt_ns(kernels::cpu_backend(), transpose(g, R, C), C, R, 5);
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t c = 0; c < C; ++c) ASSERT_NEAR(tall[r * C + c], wide[c * R + r], 1e-6) << r << "," << c;
+  for (const NsMethod method : kMethods) {
+    SCOPED_TRACE(method_name(method));
+    const std::vector<float> tall = lmt_ns(kernels::cpu_backend(), g, R, C, 5, method);
+    const std::vector<float> wide = lmt_ns(kernels::cpu_backend(), transpose(g, R, C), C, R, 5, method);
+    // The Gram form's products of XᵀX and of XXᵀ round differently (f32: 2e-6 apart at most).
+    const double tol = method == NsMethod::kStandard ? 1e-6 : 5e-6;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) ASSERT_NEAR(tall[r * C + c], wide[c * R + r], tol) << r << "," << c;
+  }
+}
+
+// Where optim.muon_ns_method = "gram" takes the Gram form: rectangular enough and large enough.
+TEST(Muon, GramRunsWhereItPays) {
+  EXPECT_TRUE(gram_iteration_pays(768, 2304));
+  EXPECT_TRUE(gram_iteration_pays(3072, 768));
+  EXPECT_TRUE(gram_iteration_pays(256, 384));
+  EXPECT_FALSE(gram_iteration_pays(256, 383));  // under 1.5x
+  EXPECT_FALSE(gram_iteration_pays(768, 768));
+  EXPECT_FALSE(gram_iteration_pays(64, 192));  // under kGramMinSide
+  EXPECT_FALSE(gram_restarts_at(0));
+  EXPECT_FALSE(gram_restarts_at(1));
+  EXPECT_TRUE(gram_restarts_at(2));
+  EXPECT_FALSE(gram_restarts_at(3));
+  EXPECT_TRUE(gram_restarts_at(4));
+  EXPECT_EQ(parse_ns_method("gram"), NsMethod::kGram);
+  EXPECT_EQ(parse_ns_method("standard"), NsMethod::kStandard);
+  EXPECT_FALSE(parse_ns_method("Gram").has_value());
+}
+
+// The Gram form in bf16 at the sizes it runs at (GPT-2 small's 768 x 2304, and 256 x 768, tall
+// and wide), against the f32 standard iteration: no further than 2x the standard bf16
+// iteration's distance (measured 2026-11-26: 0.0328 vs 0.0224 at 256 x 768 Gaussian, 0.0016 vs
+// 0.0010 for 768 x 256 low rank + noise, 0.0250 vs 0.0211 at 768 x 2304 and equal for its low-rank
+// case: 1.0-1.6x). With a restart every third step instead it was 2.4-4.8x. The f32 Gram form
+// stays within 2e-5.
+TEST(Muon, Bf16GramIsNearlyAsExactAsTheStandardIteration) {
+  struct Case {
+    int64_t rows, cols;
+    bool low_rank;
+  };
+  for (const Case c : {Case{256, 768, false}, Case{768, 256, true}, Case{768, 2304, false}, Case{768, 2304, true}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.cols) + (c.low_rank ? " low rank + noise" : ""));
+    const int64_t R = c.rows, C = c.cols, side = std::min(R, C);
+    Rng rng(3);
+    std::vector<float> g(R * C);
+    for (float& x : g) x = static_cast<float>(rng.normal());
+    if (c.low_rank) {  // four strong directions over noise, as gradients tend to be
+      std::vector<float> u(R * 4), v(4 * C);
+      for (float& x : u) x = static_cast<float>(rng.normal());
+      for (float& x : v) x = static_cast<float>(rng.normal());
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+          double acc = 0;
+          for (int k = 0; k < 4; ++k) acc += u[i * 4 + k] * v[k * C + j] * 3.0 * (k + 1);
+          g[i * C + j] = static_cast<float>(0.05 * g[i * C + j] + acc / std::sqrt(static_cast<double>(C)));
+        }
+    }
+    auto run = [&](DType dt, NsMethod m) {
+      std::vector<float> x = g;
+      MuonUpdater u({R * C, side * side}, dt, m);
+      u.orthogonalise(kernels::cpu_backend(), TensorView(x.data(), Shape{R, C}, DType::kF32), 5);
+      return x;
+    };
+    const std::vector<float> want = run(DType::kF32, NsMethod::kStandard);
+    auto distance = [&](const std::vector<float>& x) {
+      double e = 0, n = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        e += (x[i] - want[i]) * (x[i] - want[i]);
+        n += want[i] * want[i];
+      }
+      return std::sqrt(e / n);
+    };
+    const double standard16 = distance(run(DType::kBF16, NsMethod::kStandard));
+    const double gram16 = distance(run(DType::kBF16, NsMethod::kGram));
+    const double gram32 = distance(run(DType::kF32, NsMethod::kGram));
+    std::printf("  %lldx%lld%s: bf16 standard %.4f, bf16 gram %.4f, f32 gram %.2e\n", static_cast<long long>(R),
+                static_cast<long long>(C), c.low_rank ? " low rank" : "", standard16, gram16, gram32);
+    EXPECT_LT(gram16, 2.0 * standard16);
+    EXPECT_GT(gram16, 1e-4) << "bf16 rounding should show: is this the f32 path?";
+    EXPECT_LT(gram32, 2e-5);
+    EXPECT_GT(gram32, 0.0) << "the Gram form should round differently from the standard one";
+  }
 }
 
 TEST(Muon, ShapeScale) {
@@ -199,16 +283,18 @@ TEST(Muon, Bf16NewtonSchulzIsNearTheReference) {
 }
 
 // A stack of matrices of one shape gives, bit for bit, what each gives alone (what lets a ZeRO
-// shard, which batches a subset, equal the whole step), in both precisions and on both backends,
-// for orthogonalise and for the whole update (momentum, decay, step, bf16 mirror).
+// shard, which batches a subset, equal the whole step), in both precisions, with both methods and
+// on both backends (130 x 200: the cpu backend's symmetric products in row blocks), for
+// orthogonalise and for the whole update (momentum, decay, step, bf16 mirror).
 TEST(Muon, BatchedEqualsUnbatchedBitForBit) {
   for (kernels::Backend* b : {&kernels::cpu_backend(), &kernels::ref_backend()}) {
     for (DType ns : {DType::kF32, DType::kBF16}) {
-      for (const Dims d : {Dims{5, 37}, Dims{37, 5}, Dims{16, 16}, Dims{24, 40}}) {
+      for (const NsMethod method : kMethods)
+      for (const Dims d : {Dims{5, 37}, Dims{37, 5}, Dims{16, 16}, Dims{24, 40}, Dims{130, 200}}) {
         SCOPED_TRACE(std::string(b->name()) + " " + std::string(dtype_name(ns)) + " [" + std::to_string(d.rows) + "," +
-                     std::to_string(d.cols) + "]");
+                     std::to_string(d.cols) + "] " + method_name(method));
         const int64_t R = d.rows, C = d.cols, n = R * C, side = std::min(R, C), nb = 3;
-        MuonUpdater batched({nb * n, nb * side * side}, ns), single({n, side * side}, ns);
+        MuonUpdater batched({nb * n, nb * side * side}, ns, method), single({n, side * side}, ns, method);
         std::vector<float> stack(nb * n);
         for (int64_t k = 0; k < nb; ++k) {
           const Matrix g = random_matrix(R, C, 10 + k);

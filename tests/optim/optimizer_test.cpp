@@ -391,6 +391,8 @@ TEST(Optimizer, ValidationNamesTheKey) {
   EXPECT_NE(message([](auto& c) { c.muon_ns_steps = 0; }).find("optim.muon_ns_steps = 0"), std::string::npos);
   EXPECT_NE(message([](auto& c) { c.muon_ns_dtype = "fp16"; }).find("optim.muon_ns_dtype = 'fp16'"),
             std::string::npos);
+  EXPECT_NE(message([](auto& c) { c.muon_ns_method = "fast"; }).find("optim.muon_ns_method = 'fast'"),
+            std::string::npos);
   EXPECT_NE(message([](auto& c) { c.muon_weight_decay = -2; }).find("optim.muon_weight_decay"), std::string::npos);
   EXPECT_NE(message([](auto& c) {
               c.lr = 2;

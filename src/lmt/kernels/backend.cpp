@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "lmt/base/bf16.h"
 #include "lmt/base/trace.h"
@@ -46,21 +47,42 @@ void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView&
   matmul_impl(c, a, b, trans_a, trans_b, accumulate);
 }
 
-void Backend::matmul_batched(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
-                             bool trans_b, bool accumulate) {
-  LMT_TRACE_SCOPE("op:gemm");
-  Ctx x("matmul_batched", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
+namespace {
+// The checks matmul_batched and matmul_batched_symmetric share; returns op(a)'s row count M and
+// op(b)'s column count N.
+std::pair<int64_t, int64_t> check_batched_gemm(Ctx& x, const TensorView& a, const TensorView& b, bool trans_a,
+                                               bool trans_b) {
   x.dtype("a", a, kGemmIn);
   x.same_dtype("a", a, "b", b);
-  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
   x.shape("a", a, {-1, -1, -1});
   x.shape("b", b, {a.dim(0), -1, -1});
   int64_t M = trans_a ? a.dim(2) : a.dim(1), K = trans_a ? a.dim(1) : a.dim(2);
   int64_t N = trans_b ? b.dim(1) : b.dim(2), Kb = trans_b ? b.dim(2) : b.dim(1);
   x.require(K == Kb, "inner dimensions differ: K=" + std::to_string(K) + " vs " + std::to_string(Kb) +
                          (trans_a ? " (a transposed)" : "") + (trans_b ? " (b transposed)" : ""));
+  return {M, N};
+}
+}  // namespace
+
+void Backend::matmul_batched(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                             bool trans_b, bool accumulate) {
+  LMT_TRACE_SCOPE("op:gemm");
+  Ctx x("matmul_batched", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
+  const auto [M, N] = check_batched_gemm(x, a, b, trans_a, trans_b);
+  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
   x.shape("c", c, {a.dim(0), M, N});
   matmul_batched_impl(c, a, b, trans_a, trans_b, accumulate);
+}
+
+void Backend::matmul_batched_symmetric(const TensorView& c, const TensorView& a, const TensorView& b,
+                                       bool trans_a, bool trans_b) {
+  LMT_TRACE_SCOPE("op:gemm");
+  Ctx x("matmul_batched_symmetric", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
+  const auto [M, N] = check_batched_gemm(x, a, b, trans_a, trans_b);
+  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
+  x.require(M == N, "a symmetric product is square: " + std::to_string(M) + " x " + std::to_string(N));
+  x.shape("c", c, {a.dim(0), M, M});
+  matmul_batched_symmetric_impl(c, a, b, trans_a, trans_b);
 }
 
 void Backend::matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,

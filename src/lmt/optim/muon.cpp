@@ -25,13 +25,20 @@ float muon_shape_scale(int64_t rows, int64_t cols) {
   return static_cast<float>(std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols))));
 }
 
+std::optional<NsMethod> parse_ns_method(std::string_view name) {
+  if (name == "gram") return NsMethod::kGram;
+  if (name == "standard") return NsMethod::kStandard;
+  return std::nullopt;
+}
+
 int64_t muon_batch_size(int64_t count, int64_t numel) {
   return std::clamp<int64_t>(kMuonBatchElements / std::max<int64_t>(numel, 1), 1, std::max<int64_t>(count, 1));
 }
 
-MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, Allocator& allocator)
+MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, NsMethod method, Allocator& allocator)
     : capacity_(capacity),
       ns_dtype_(ns_dtype),
+      method_(method),
       direction_(Shape{capacity.numel}, DType::kF32, allocator),
       product_(Shape{capacity.numel}, DType::kF32, allocator),
       gram_(Shape{capacity.gram}, DType::kF32, allocator),
@@ -40,10 +47,20 @@ MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, Allocator& alloc
       << "MuonUpdater needs a matrix: " << capacity.numel << ", " << capacity.gram;
   LMT_CHECK(ns_dtype == DType::kF32 || ns_dtype == DType::kBF16)
       << "MuonUpdater: Newton-Schulz runs in f32 or bf16, not " << dtype_name(ns_dtype);
+  LMT_CHECK(capacity.gram <= capacity.numel) << "MuonUpdater: a Gram matrix larger than its matrix";
+  const bool gram = method != NsMethod::kStandard;
+  if (gram) {
+    q_ = Tensor(Shape{capacity.gram}, DType::kF32, allocator);
+    gram_poly_ = Tensor(Shape{capacity.gram}, DType::kF32, allocator);
+  }
   if (ns_dtype == DType::kBF16) {
     x16_ = Tensor(Shape{capacity.numel}, DType::kBF16, allocator);
     gram16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
     poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
+    if (gram) {
+      q16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
+      gram_poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
+    }
   }
 }
 
@@ -51,6 +68,12 @@ TensorView MuonUpdater::scratch(const Tensor& t, Shape shape) const {
   LMT_CHECK(shape.numel() <= t.numel()) << "Muon scratch of " << t.numel() << " for " << shape.to_string();
   return TensorView(t.view().data(), shape, t.dtype(), t.view().device());
 }
+
+bool gram_iteration_pays(int64_t rows, int64_t cols) {
+  return std::min(rows, cols) >= kGramMinSide && 2 * std::max(rows, cols) >= 3 * std::min(rows, cols);
+}
+
+bool gram_restarts_at(int step) { return step >= 2 && step % 2 == 0; }
 
 void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int steps) {
   LMT_CHECK((x.rank() == 2 || x.rank() == 3) && x.dtype() == DType::kF32) << "orthogonalise: " << x.to_string();
@@ -60,9 +83,22 @@ void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int st
       << "orthogonalise: " << x.to_string() << " exceeds the scratch (" << capacity_.numel << ", gram "
       << capacity_.gram << ")";
   LMT_CHECK(x.data() != product_.view().data()) << "orthogonalise: x aliases the product scratch";
+  const TensorView X = x.reshape(Shape{nb, R, C});
+  for (int64_t i = 0; i < nb; ++i) {
+    const TensorView xi = item(X, i);
+    b.scale(xi, static_cast<float>(1.0 / (std::sqrt(b.sum_squares(xi)) + kNormEps)));
+  }
+  if (ns_dtype_ == DType::kBF16) b.convert(scratch(x16_, {nb, R, C}), X);
+  if (method_ == NsMethod::kGramEverywhere || (method_ == NsMethod::kGram && gram_iteration_pays(R, C)))
+    iterate_gram(b, X, steps);
+  else
+    iterate_standard(b, X, steps);
+}
+
+void MuonUpdater::iterate_standard(kernels::Backend& b, const TensorView& X, int steps) {
+  const int64_t nb = X.dim(0), R = X.dim(1), C = X.dim(2), side = std::min(R, C);
   const bool wide = R <= C;  // Gram on the smaller side: XXᵀ for wide, XᵀX for tall
   const bool bf16 = ns_dtype_ == DType::kBF16;
-  const TensorView X = x.reshape(Shape{nb, R, C});
   const TensorView A = scratch(gram_, {nb, side, side}), P = scratch(poly_, {nb, side, side});
   const TensorView Y = scratch(product_, {nb, R, C});
   // The GEMM operands: bf16 copies refreshed by the pass that writes each f32 value, or the f32 values.
@@ -70,16 +106,10 @@ void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int st
   const TensorView A_op = bf16 ? scratch(gram16_, {nb, side, side}) : A;
   const TensorView P_op = bf16 ? scratch(poly16_, {nb, side, side}) : P;
   const TensorView none;
-
-  for (int64_t i = 0; i < nb; ++i) {
-    const TensorView xi = item(X, i);
-    b.scale(xi, static_cast<float>(1.0 / (std::sqrt(b.sum_squares(xi)) + kNormEps)));
-  }
-  if (bf16) b.convert(X_op, X);
   for (int k = 0; k < steps; ++k) {
-    b.matmul_batched(A, X_op, X_op, /*trans_a=*/!wide, /*trans_b=*/wide, false);
+    b.matmul_batched_symmetric(A, X_op, X_op, /*trans_a=*/!wide, /*trans_b=*/wide);
     if (bf16) b.convert(A_op, A);
-    b.matmul_batched(P, A_op, A_op, false, false, false);
+    b.matmul_batched_symmetric(P, A_op, A_op, false, false);
     b.axpby(P, kNsC, P, kNsB, A, bf16 ? P_op : none);  // bA + cA² (symmetric: multiplies X from either side)
     if (wide)
       b.matmul_batched(Y, P_op, X_op, false, false, false);
@@ -87,6 +117,66 @@ void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int st
       b.matmul_batched(Y, X_op, P_op, false, false, false);
     b.axpby(X, kNsA, X, 1.0f, Y, bf16 && k + 1 < steps ? X_op : none);
   }
+}
+
+// Gram form (see muon.h): with P_k = aI + Z_k, Z_k = bG_k + cG_k², X_k = Q_k·X_0 and G_k = X_kX_kᵀ,
+// every G_k, Z_k, Q_k is a polynomial of G_0 (they commute), so G_{k+1} = P_k·G_k·P_k and
+// Q_{k+1} = P_k·Q_k. Q is held as q·I + Qm (q a scalar, a^k), so no identity matrix is needed.
+void MuonUpdater::iterate_gram(kernels::Backend& b, const TensorView& X, int steps) {
+  const int64_t nb = X.dim(0), R = X.dim(1), C = X.dim(2), side = std::min(R, C);
+  const bool wide = R <= C;
+  const bool bf16 = ns_dtype_ == DType::kBF16;
+  const Shape square{nb, side, side};
+  const TensorView G = scratch(gram_, square), Z = scratch(poly_, square), Qm = scratch(q_, square),
+                   GP = scratch(gram_poly_, square);
+  const TensorView S = scratch(product_, square), Y = scratch(product_, {nb, R, C});  // never live together
+  const TensorView X_op = bf16 ? scratch(x16_, {nb, R, C}) : X;
+  const TensorView G_op = bf16 ? scratch(gram16_, square) : G, Z_op = bf16 ? scratch(poly16_, square) : Z;
+  const TensorView Q_op = bf16 ? scratch(q16_, square) : Qm, GP_op = bf16 ? scratch(gram_poly16_, square) : GP;
+  const TensorView none;
+
+  const auto gram_of_x = [&] {
+    b.matmul_batched_symmetric(G, X_op, X_op, /*trans_a=*/!wide, /*trans_b=*/wide);
+    if (bf16) b.convert(G_op, G);
+  };
+  const auto apply_q = [&](float q, bool refresh_op) {  // X ← q·X + Qm·X (Xᵀ·Qm for tall X)
+    if (wide)
+      b.matmul_batched(Y, Q_op, X_op, false, false, false);
+    else
+      b.matmul_batched(Y, X_op, Q_op, false, false, false);
+    b.axpby(X, q, X, 1.0f, Y, bf16 && refresh_op ? X_op : none);
+  };
+
+  gram_of_x();
+  float q = 1.0f;
+  bool q_is_identity = true;
+  for (int k = 0; k < steps; ++k) {
+    if (gram_restarts_at(k)) {  // fold Q into X, G afresh from X (see muon.h: drift)
+      apply_q(q, true);
+      gram_of_x();
+      q = 1.0f;
+      q_is_identity = true;
+    }
+    b.matmul_batched_symmetric(S, G_op, G_op, false, false);
+    b.axpby(Z, kNsC, S, kNsB, G, bf16 ? Z_op : none);  // Z = bG + cG²
+    if (q_is_identity) {  // Q = aI + Z
+      b.copy(Qm, Z);
+      if (bf16) b.convert(Q_op, Qm);
+    } else {  // Q ← aQ + Q·Z: q ← a·q, Qm ← a·Qm + Qm·Z + q·Z
+      b.matmul_batched_symmetric(S, Q_op, Z_op, false, false);
+      b.axpby(Qm, kNsA, Qm, 1.0f, S, none);
+      b.axpby(Qm, 1.0f, Qm, q, Z, bf16 ? Q_op : none);
+    }
+    q *= kNsA;
+    q_is_identity = false;
+    if (k + 1 < steps && !gram_restarts_at(k + 1)) {  // G ← (aI + Z)·G·(aI + Z)
+      b.matmul_batched_symmetric(S, G_op, Z_op, false, false);
+      b.axpby(GP, kNsA, G, 1.0f, S, bf16 ? GP_op : none);  // GP = G·(aI + Z)
+      b.matmul_batched_symmetric(S, Z_op, GP_op, false, false);
+      b.axpby(G, kNsA, GP, 1.0f, S, bf16 ? G_op : none);  // G = (aI + Z)·GP
+    }
+  }
+  apply_q(q, false);
 }
 
 void MuonUpdater::update(kernels::Backend& b, std::span<const Matrix> batch, const MuonStepParams& p) {

@@ -10,6 +10,24 @@
 // R > C it iterates the equivalent X ← aX + X(bA + cA²) with A = XᵀX, so the Gram matrices are
 // min(R,C)² as in the reference's transposed form, without materialising a transpose.
 //
+// Method (NsMethod): kStandard is the iteration above. kGram (the default; after Zhang, Amsel, Chen
+// and Dao, "Gram Newton-Schulz", 2026) is the same polynomial iterated on the m×m Gram matrix
+// (m = min(R,C), n = max(R,C)): G = XXᵀ, Z = bG + cG², Q ← (aI + Z)·Q, G ← (aI + Z)·G·(aI + Z),
+// touching X only to form G and at the end (X ← Q·X). Every m×m product is symmetric (polynomials
+// of G commute), so all run as Backend::matmul_batched_symmetric, as do the standard iteration's
+// A = XXᵀ and A². The Gram form restarts before iterations 2, 4, 6, ... (X ← Q·X, G recomputed):
+// between restarts G is only carried by the polynomial, and G's rounding, relative to its largest
+// eigenvalues, is large for the small ones that the polynomial amplifies ~a ≈ 3.4× per step. With
+// bf16 operands and a restart every third iteration the result was 3× further from the f32
+// iteration than the standard bf16 one at 768 x 2304; every second, 1.2× (tests/optim/muon_test.cpp
+// measures it). GEMM work in units of m³ multiply-adds for 5 steps, r = n/m, s ≈ 5/8 the symmetric
+// product's share: standard 5·((1+s)·r + s), Gram 11·s + 3·(1+s)·r. So Gram runs where it pays,
+// n ≥ 1.5·m, and only from m = kGramMinSide (below it the iteration costs little and the Gram
+// form's rounding weighs more: 2× the standard's distance at m = 64); other matrices keep the
+// standard iteration. GPT-2 small's 768 x 2304 and 768 x 3072 matrices: 21.5 and 26.4 units against
+// 27.5 and 35.6 standard (35 and 45 before the symmetric products). kGramEverywhere (tests) takes
+// the Gram form for every shape.
+//
 // Precision (ns_dtype): kBF16 runs the three GEMMs of each iteration on bf16 operands with f32
 // accumulation (muon.py runs the whole iteration in bf16; here X, A and bA + cA² stay f32 between
 // GEMMs and only the GEMM operands are rounded, so it is at least as exact). kF32 is the same
@@ -27,7 +45,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
 
 #include "lmt/kernels/backend.h"
 #include "lmt/tensor/tensor.h"
@@ -52,6 +72,16 @@ float muon_shape_scale(int64_t rows, int64_t cols);
 inline constexpr int64_t kMuonBatchElements = int64_t{1} << 25;
 int64_t muon_batch_size(int64_t count, int64_t numel);
 
+enum class NsMethod { kStandard, kGram, kGramEverywhere };
+inline constexpr int64_t kGramMinSide = 256;
+// "standard" or "gram" (optim.muon_ns_method); nullopt for anything else.
+std::optional<NsMethod> parse_ns_method(std::string_view name);
+// Whether kGram iterates a [rows, cols] matrix in Gram form: the short side at least kGramMinSide
+// and the long side at least 1.5× the short.
+bool gram_iteration_pays(int64_t rows, int64_t cols);
+// Whether the Gram form restarts before iteration `step` (2, 4, 6, ...).
+bool gram_restarts_at(int step);
+
 // Scratch a MuonUpdater needs for its largest batch: Σ R·C and Σ min(R,C)² over the batch.
 struct MuonCapacity {
   int64_t numel = 0, gram = 0;
@@ -65,10 +95,12 @@ class MuonUpdater {
 
   // Scratch for one matrix of at most max_numel elements whose smaller side is at most max_side,
   // Newton–Schulz in f32 (the original single-matrix form).
-  MuonUpdater(int64_t max_numel, int64_t max_side) : MuonUpdater({max_numel, max_side * max_side}, DType::kF32) {}
+  MuonUpdater(int64_t max_numel, int64_t max_side, NsMethod method = NsMethod::kGram)
+      : MuonUpdater({max_numel, max_side * max_side}, DType::kF32, method) {}
   // Scratch for batches within `capacity`; ns_dtype kBF16 or kF32 (GEMM operands, see above).
   // Scratch comes from `allocator` (the backend's: the host, or the GPU the update runs on).
-  MuonUpdater(MuonCapacity capacity, DType ns_dtype, Allocator& allocator = host_allocator());
+  MuonUpdater(MuonCapacity capacity, DType ns_dtype, NsMethod method = NsMethod::kGram,
+              Allocator& allocator = host_allocator());
 
   // One Muon step of each matrix (formulas above), all of one shape [R,C], within the capacity;
   // updates params, momenta and mirrors in place. Gradients are not modified.
@@ -84,15 +116,21 @@ class MuonUpdater {
   void orthogonalise(kernels::Backend& b, const TensorView& x, int steps);
 
   DType ns_dtype() const { return ns_dtype_; }
+  NsMethod method() const { return method_; }
 
  private:
   TensorView scratch(const Tensor& t, Shape shape) const;
+  // X f32[nb,R,C], normalised, its bf16 copy in x16_ when ns_dtype is kBF16: `steps` iterations.
+  void iterate_standard(kernels::Backend& b, const TensorView& X, int steps);
+  void iterate_gram(kernels::Backend& b, const TensorView& X, int steps);
 
   MuonCapacity capacity_;
   DType ns_dtype_;
-  Tensor direction_, product_;  // f32[capacity.numel]: D (then X) and the (bA + cA²)·X product
-  Tensor gram_, poly_;          // f32[capacity.gram]: A and bA + cA²
-  Tensor x16_, gram16_, poly16_;  // bf16 GEMM operands (kBF16 only): X, A, bA + cA²
+  NsMethod method_;
+  Tensor direction_, product_;  // f32[capacity.numel]: D (then X) and the products (·X, or m×m for kGram)
+  Tensor gram_, poly_;          // f32[capacity.gram]: A = G and bA + cA² = Z
+  Tensor q_, gram_poly_;        // f32[capacity.gram] (kGram only): Q's matrix part and G·(aI + Z)
+  Tensor x16_, gram16_, poly16_, q16_, gram_poly16_;  // bf16 GEMM operands (kBF16 only) of the above
 };
 
 }  // namespace lmt::optim

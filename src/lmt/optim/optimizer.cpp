@@ -96,6 +96,10 @@ Status validate(const OptimizerConfig& c) {
   if (c.muon_ns_dtype != "bf16" && c.muon_ns_dtype != "fp32")
     return InvalidArgument("optim.muon_ns_dtype = '" + c.muon_ns_dtype + "' is not a Newton-Schulz precision",
                            "use \"bf16\" (bf16 GEMM operands, f32 accumulation; the default) or \"fp32\"");
+  if (!parse_ns_method(c.muon_ns_method))
+    return InvalidArgument("optim.muon_ns_method = '" + c.muon_ns_method + "' is not a Newton-Schulz method",
+                           "use \"gram\" (the same polynomial on the Gram matrix, fewer FLOPs; the default) or "
+                           "\"standard\" (the reference's iteration on X)");
   if (c.muon_ns_steps < 1 || c.muon_ns_steps > 100)
     return InvalidArgument("optim.muon_ns_steps = " + std::to_string(c.muon_ns_steps) + " must be in [1, 100]",
                            "the reference uses 5 Newton-Schulz steps");
@@ -204,7 +208,7 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
   }
   if (!muon_shapes.empty())
     muon_ = std::make_unique<MuonUpdater>(cap, c.muon_ns_dtype == "bf16" ? DType::kBF16 : DType::kF32,
-                                          backend_.allocator());
+                                          *parse_ns_method(c.muon_ns_method), backend_.allocator());
 }
 
 Optimizer::~Optimizer() = default;

@@ -52,6 +52,7 @@ struct OptimizerConfig {
   int muon_ns_steps = 5;
   float muon_weight_decay = 0.0f;
   std::string muon_ns_dtype = "bf16";  // Newton–Schulz GEMM operands: "bf16" (f32 accumulation) or "fp32"
+  std::string muon_ns_method = "gram";  // "gram" (Gram form where it pays) or "standard" (optim/muon.h)
 };
 
 // Every key's range; the message names the key and value ("optim.beta2 = 1.5 must be in [0, 1)").

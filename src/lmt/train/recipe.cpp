@@ -164,6 +164,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.optim.muon_ns_steps = static_cast<int>(c.get_int("optim.muon_ns_steps"));
   r.optim.muon_weight_decay = static_cast<float>(c.get_float("optim.muon_weight_decay"));
   r.optim.muon_ns_dtype = c.get_string("optim.muon_ns_dtype");
+  r.optim.muon_ns_method = c.get_string("optim.muon_ns_method");
   Status os = optim::validate(r.optim);
   if (!os.ok()) return os.WithContext(where_section(c, "optim."));
 

@@ -41,6 +41,9 @@ class CpuBackend : public Backend {
   // One oneDNN primitive with a batch dimension (cpu/matmul.cpp).
   void matmul_batched_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                            bool trans_b, bool accumulate) override;
+  // The lower triangle in blocks of rows, one batched primitive each, then mirrored (cpu/matmul.cpp).
+  void matmul_batched_symmetric_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
+                                     bool trans_b) override;
   void linear_forward_impl(const TensorView& out, const TensorView& inp, const TensorView& weight,
                            const TensorView& bias) override;
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,

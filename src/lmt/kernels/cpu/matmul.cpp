@@ -51,8 +51,14 @@ struct GemmKey {
   bool trans_a, trans_b, accumulate, bias;
   int64_t batch = 1;
   bool runtime_m = false, runtime_k = false;
-  int64_t lda = 0;  // A's leading dimension (elements between its stored rows); 0: dense
-  auto tie() const { return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias, batch, runtime_m, runtime_k, lda); }
+  // Leading dimensions (elements between stored rows) of A, B and C, and with batch > 1 the
+  // elements between consecutive matrices; 0: dense (the stored row length, matrices back to back).
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  auto tie() const {
+    return std::tie(M, K, N, in, trans_a, trans_b, accumulate, bias, batch, runtime_m, runtime_k, lda, ldb, ldc,
+                    stride_a, stride_b, stride_c);
+  }
   bool operator<(const GemmKey& o) const { return tie() < o.tie(); }
   // The key a cached primitive is stored under: runtime dimensions erased.
   GemmKey cached() const {
@@ -71,17 +77,26 @@ struct GemmDescs {
 // runtime dimension erased (cached()), these describe the primitive; with real values, one call.
 GemmDescs gemm_descs(const GemmKey& k) {
   using md = dnnl::memory::desc;
+  using dims = dnnl::memory::dims;
   const dt in = to_dnnl(k.in);
-  if (k.batch > 1)  // the same strides within a matrix, matrices back to back
-    return {md({k.batch, k.M, k.K}, in,
-               k.trans_a ? dnnl::memory::dims{k.M * k.K, 1, k.M} : dnnl::memory::dims{k.M * k.K, k.K, 1}),
-            md({k.batch, k.K, k.N}, in,
-               k.trans_b ? dnnl::memory::dims{k.K * k.N, 1, k.K} : dnnl::memory::dims{k.K * k.N, k.N, 1}),
-            md({k.batch, k.M, k.N}, dt::f32, dnnl::memory::dims{k.M * k.N, k.N, 1})};
   const int64_t lda = k.lda > 0 ? k.lda : (k.trans_a ? k.M : k.K);
-  return {md({k.M, k.K}, in, k.trans_a ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1}),
-          md({k.K, k.N}, in, k.trans_b ? dnnl::memory::dims{1, k.K} : dnnl::memory::dims{k.N, 1}),
-          md({k.M, k.N}, dt::f32, dnnl::memory::dims{k.N, 1})};
+  const int64_t ldb = k.ldb > 0 ? k.ldb : (k.trans_b ? k.K : k.N);
+  const int64_t ldc = k.ldc > 0 ? k.ldc : k.N;
+  const dims sa = k.trans_a ? dims{1, lda} : dims{lda, 1}, sb = k.trans_b ? dims{1, ldb} : dims{ldb, 1};
+  if (k.batch > 1 || k.stride_c > 0) {  // a stack (even of one: the same primitive for every batch size)
+    const int64_t ba = k.stride_a > 0 ? k.stride_a : k.M * k.K, bb = k.stride_b > 0 ? k.stride_b : k.K * k.N;
+    const int64_t bc = k.stride_c > 0 ? k.stride_c : k.M * k.N;
+    return {md({k.batch, k.M, k.K}, in, dims{ba, sa[0], sa[1]}), md({k.batch, k.K, k.N}, in, dims{bb, sb[0], sb[1]}),
+            md({k.batch, k.M, k.N}, dt::f32, dims{bc, ldc, 1})};
+  }
+  return {md({k.M, k.K}, in, sa), md({k.K, k.N}, in, sb), md({k.M, k.N}, dt::f32, dims{ldc, 1})};
+}
+
+// Elements an operand of `rows` x `cols` stored at leading dimension ld spans (batch matrices
+// `stride` apart): what widening it to f32 has to cover.
+int64_t operand_span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
+  const int64_t one = (rows - 1) * (ld > 0 ? ld : cols) + cols;
+  return batch > 1 ? (batch - 1) * (stride > 0 ? stride : rows * cols) + one : one;
 }
 
 struct GemmPrimitive {
@@ -114,7 +129,8 @@ struct CpuBackend::Dnnl {
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     LMT_CHECK(!(k.runtime_m || k.runtime_k) || (k.batch == 1 && !k.bias)) << "oneDNN matmul: runtime dims unbatched, no bias";
-    LMT_CHECK(k.lda == 0 || (k.batch == 1 && !k.runtime_m && !k.runtime_k)) << "oneDNN matmul: lda unbatched, fixed dims";
+    LMT_CHECK((k.lda == 0 && k.ldb == 0 && k.ldc == 0) || (!k.runtime_m && !k.runtime_k))
+        << "oneDNN matmul: leading dimensions need fixed dims";
     LMT_CHECK(!k.runtime_m || !k.trans_a) << "oneDNN matmul: a runtime M needs A untransposed";
     LMT_CHECK(!k.runtime_k || (k.trans_a && !k.trans_b)) << "oneDNN matmul: a runtime K needs Aᵀ and B";
     const GemmDescs d = gemm_descs(key);
@@ -145,7 +161,10 @@ struct CpuBackend::Dnnl {
   void run(const GemmKey& k, const void* a, const void* b, void* c, const void* bias) {
     if (k.M == 0 || k.N == 0 || k.batch == 0) return;
     if (k.K == 0) {  // oneDNN rejects empty reductions; the product is zero
-      if (!k.accumulate) std::fill_n(static_cast<float*>(c), k.batch * k.M * k.N, 0.0f);
+      if (!k.accumulate) {
+        LMT_CHECK(k.ldc == 0 && k.stride_c == 0) << "oneDNN matmul: an empty reduction into a strided C";
+        std::fill_n(static_cast<float*>(c), k.batch * k.M * k.N, 0.0f);
+      }
       return;
     }
     if (k.in == DType::kBF16 && bf16_native != 1) {
@@ -162,10 +181,10 @@ struct CpuBackend::Dnnl {
       if (bf16_native == 0) {
         GemmKey wide = k;
         wide.in = DType::kF32;
-        // A block read at a leading dimension is widened over its whole span, lda kept.
-        const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
-        const int64_t a_elems = k.lda > 0 ? (a_rows - 1) * k.lda + a_cols : k.batch * k.M * k.K;
-        run(wide, widen(a, a_elems, &wide_a), widen(b, k.batch * k.K * k.N, &wide_b), c, bias);
+        // An operand read at a leading dimension is widened over its whole span, strides kept.
+        const int64_t a_elems = operand_span(k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.lda, k.batch, k.stride_a);
+        const int64_t b_elems = operand_span(k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.ldb, k.batch, k.stride_b);
+        run(wide, widen(a, a_elems, &wide_a), widen(b, b_elems, &wide_b), c, bias);
         return;
       }
     }
@@ -252,6 +271,66 @@ void CpuBackend::matmul_batched_impl(const TensorView& c, const TensorView& a, c
   GemmKey k{M, K, N, a.dtype(), trans_a, trans_b, accumulate, false};
   k.batch = B;
   dnnl_->run(k, a.data(), b.data(), c.data(), nullptr);
+}
+
+namespace {
+// The row blocks of a symmetric product: about a quarter of M each (5/8 of the FLOPs), a multiple
+// of 32 rows (the mirror's tile), the last one taking the remainder (a sliver of a block would run on other kernels).
+struct SymmetricBlocks {
+  int64_t M, size, count;
+  explicit SymmetricBlocks(int64_t m)
+      : M(m), size(std::max<int64_t>(Backend::kSymmetricBlockMin, (m / 4 + 31) / 32 * 32)), count(m / size) {}
+  int64_t begin(int64_t i) const { return i * size; }
+  int64_t end(int64_t i) const { return i + 1 == count ? M : (i + 1) * size; }
+  int64_t end_of_row(int64_t r) const { return end(std::min(r / size, count - 1)); }
+};
+
+// c[i]'s upper triangle beyond each row block's computed columns ← the lower one, as transposed
+// 32 x 32 tiles (both tiles stay in L1; a row-by-row copy reads one cache line per element).
+void mirror_lower(float* c, int64_t nb, const SymmetricBlocks& blocks) {
+  constexpr int64_t kTile = 32;
+  const int64_t M = blocks.M, tiles = (M + kTile - 1) / kTile;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t t = 0; t < tiles; ++t) {  // tile row t: rows [t·32, t·32 + 32)
+      float* m = c + i * M * M;
+      const int64_t r0 = t * kTile, r1 = std::min(M, r0 + kTile);
+      const int64_t from = blocks.end_of_row(r0);  // the tile row's rows share a row block
+      for (int64_t c0 = from; c0 < M; c0 += kTile) {
+        const int64_t c1 = std::min(M, c0 + kTile);
+        for (int64_t col = c0; col < c1; ++col)  // read row `col` of the lower part contiguously
+          for (int64_t r = r0; r < r1; ++r) m[r * M + col] = m[col * M + r];
+      }
+    }
+}
+}  // namespace
+
+// The lower triangle in row blocks [r0, r1): c[r0:r1, 0:r1] = op(a)[r0:r1, :] · op(b)[:, 0:r1], one
+// batched primitive per block reading a, b and c at their leading dimensions; then the mirror.
+void CpuBackend::matmul_batched_symmetric_impl(const TensorView& c, const TensorView& a, const TensorView& b,
+                                               bool trans_a, bool trans_b) {
+  require_gemm_dtype("matmul_batched_symmetric", a);
+  const int64_t nb = c.dim(0), M = c.dim(1), K = trans_a ? a.dim(1) : a.dim(2);
+  if (M < 2 * kSymmetricBlockMin) {
+    matmul_batched_impl(c, a, b, trans_a, trans_b, false);
+    return;
+  }
+  const SymmetricBlocks blocks(M);
+  const size_t es = dtype_size(a.dtype());
+  const char* pa = static_cast<const char*>(a.data());
+  float* pc = c.as<float>();
+  for (int64_t i = 0; i < blocks.count; ++i) {
+    const int64_t r0 = blocks.begin(i), r1 = blocks.end(i);
+    GemmKey k{r1 - r0, K, r1, a.dtype(), trans_a, trans_b, false, false};
+    k.batch = nb;
+    k.lda = trans_a ? M : K;  // op(a)'s rows r0.. are a's rows (a [M,K]) or columns (a [K,M])
+    k.ldb = trans_b ? K : M;  // op(b)'s columns 0..r1 are b's first rows (b [M,K]) or columns (b [K,M])
+    k.ldc = M;
+    k.stride_a = k.stride_b = M * K;
+    k.stride_c = M * M;
+    dnnl_->run(k, pa + static_cast<size_t>(trans_a ? r0 : r0 * K) * es, b.data(), pc + r0 * M, nullptr);
+  }
+  mirror_lower(pc, nb, blocks);
 }
 
 void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& inp,
