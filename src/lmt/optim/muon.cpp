@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "lmt/base/check.h"
 
@@ -127,12 +128,12 @@ void MuonUpdater::iterate_gram(kernels::Backend& b, const TensorView& X, int ste
   const bool wide = R <= C;
   const bool bf16 = ns_dtype_ == DType::kBF16;
   const Shape square{nb, side, side};
-  const TensorView G = scratch(gram_, square), Z = scratch(poly_, square), Qm = scratch(q_, square),
-                   GP = scratch(gram_poly_, square);
+  const TensorView G = scratch(gram_, square), GP = scratch(gram_poly_, square);
+  TensorView Z = scratch(poly_, square), Qm = scratch(q_, square);  // swapped when Q = aI + Z
   const TensorView S = scratch(product_, square), Y = scratch(product_, {nb, R, C});  // never live together
   const TensorView X_op = bf16 ? scratch(x16_, {nb, R, C}) : X;
-  const TensorView G_op = bf16 ? scratch(gram16_, square) : G, Z_op = bf16 ? scratch(poly16_, square) : Z;
-  const TensorView Q_op = bf16 ? scratch(q16_, square) : Qm, GP_op = bf16 ? scratch(gram_poly16_, square) : GP;
+  const TensorView G_op = bf16 ? scratch(gram16_, square) : G, GP_op = bf16 ? scratch(gram_poly16_, square) : GP;
+  TensorView Z_op = bf16 ? scratch(poly16_, square) : Z, Q_op = bf16 ? scratch(q16_, square) : Qm;
   const TensorView none;
 
   const auto gram_of_x = [&] {
@@ -159,21 +160,22 @@ void MuonUpdater::iterate_gram(kernels::Backend& b, const TensorView& X, int ste
     }
     b.matmul_batched_symmetric(S, G_op, G_op, false, false);
     b.axpby(Z, kNsC, S, kNsB, G, bf16 ? Z_op : none);  // Z = bG + cG²
-    if (q_is_identity) {  // Q = aI + Z
-      b.copy(Qm, Z);
-      if (bf16) b.convert(Q_op, Qm);
-    } else {  // Q ← aQ + Q·Z: q ← a·q, Qm ← a·Qm + Qm·Z + q·Z
+    if (!q_is_identity) {  // Q ← aQ + Q·Z: q ← a·q, Qm ← a·Qm + Qm·Z + q·Z (Q = aI + Z below)
       b.matmul_batched_symmetric(S, Q_op, Z_op, false, false);
       b.axpby(Qm, kNsA, Qm, 1.0f, S, none);
       b.axpby(Qm, 1.0f, Qm, q, Z, bf16 ? Q_op : none);
     }
     q *= kNsA;
-    q_is_identity = false;
     if (k + 1 < steps && !gram_restarts_at(k + 1)) {  // G ← (aI + Z)·G·(aI + Z)
       b.matmul_batched_symmetric(S, G_op, Z_op, false, false);
       b.axpby(GP, kNsA, G, 1.0f, S, bf16 ? GP_op : none);  // GP = G·(aI + Z)
       b.matmul_batched_symmetric(S, Z_op, GP_op, false, false);
       b.axpby(G, kNsA, GP, 1.0f, S, bf16 ? G_op : none);  // G = (aI + Z)·GP
+    }
+    if (q_is_identity) {  // Q = aI + Z: Qm takes Z's buffers, Z Qm's (rewritten before it is read)
+      std::swap(Qm, Z);
+      std::swap(Q_op, Z_op);
+      q_is_identity = false;
     }
   }
   apply_q(q, false);
