@@ -4,7 +4,10 @@
 // log-sum-exp, the loss, and — when gradients are requested — dlogits overwrite the logits in
 // place: (softmax·(1 + 2·z·lse) − onehot)·grad_scale. Then dx_chunk = dlogits · W[:V] and
 // dW[:V] += dlogitsᵀ · x_chunk (linear_backward). The logits are computed once for forward and backward together,
-// and only chunk_rows × V floats exist at a time (plus a bf16 copy of dlogits for bf16 GEMMs).
+// and only chunk_rows × V floats exist at a time. bf16 GEMMs take a bf16 copy of dlogits; with a
+// weight gradient that copy holds up to kWeightGradRows rows (several chunks), and dW takes them in
+// one GEMM: each dW GEMM reads and writes all of dW[V, C] (154 MB for GPT-2's head), so one per
+// 1,024 rows instead of one per 256-row chunk saved ~50 ms of a 1.1 s gpt2-124m step (Zen 5).
 // Vocabulary-parallel (opts.combine): per chunk, the rows' local statistics first, then combine()
 // makes them the whole vocabulary's, then the losses and dlogits from those.
 #include <algorithm>
@@ -18,6 +21,10 @@
 namespace lmt::kernels {
 
 namespace {
+
+// Rows of bf16 dlogits the weight gradient takes per GEMM (bf16 with dweight): workspace 2·V bytes
+// each (103 MB for GPT-2's vocabulary).
+constexpr int64_t kWeightGradRows = 1024;
 
 // Per row: loss, and dlogits in place of logits when grads are wanted.
 void softmax_xent_rows(float* logits, float* losses, const int32_t* targets, int64_t rows,
@@ -106,10 +113,14 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
 
   const bool parallel = static_cast<bool>(opts.combine);
 
-  // Workspace: f32 logits [chunk, V], then (bf16 only) a bf16 copy of dlogits [chunk, V], then
+  // dW's GEMM runs once per group of this many rows (whole chunks; see the top).
+  const int64_t group = is_bf16 && dweight.present()
+                            ? std::max<int64_t>(chunk, std::min<int64_t>(N, kWeightGradRows) / chunk * chunk)
+                            : chunk;
+  // Workspace: f32 logits [chunk, V], then (bf16 only) a bf16 copy of dlogits [group, V], then
   // (vocabulary-parallel only) four f32 [chunk] row statistics.
   const size_t logits_bytes = Arena::round_up(static_cast<size_t>(chunk * V) * sizeof(float));
-  const size_t dlog16_bytes = Arena::round_up(is_bf16 && want_grad ? static_cast<size_t>(chunk * V) * sizeof(bf16) : 0);
+  const size_t dlog16_bytes = Arena::round_up(is_bf16 && want_grad ? static_cast<size_t>(group * V) * sizeof(bf16) : 0);
   const size_t stats_bytes = parallel ? 4 * static_cast<size_t>(chunk) * sizeof(float) : 0;
   char* ws = static_cast<char*>(workspace(logits_bytes + dlog16_bytes + stats_bytes));
   float* logits = reinterpret_cast<float*>(ws);
@@ -132,16 +143,23 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
       softmax_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad);
     }
     if (!want_grad) continue;
-    TensorView dlogits = logits_view;
-    if (is_bf16) {
-      dlogits = TensorView(dlogits16, Shape{rows, V}, DType::kBF16);
-      convert_impl(dlogits, logits_view);
-    }
     // The LM head is a linear layer: dx = dlogits · W[:V], dW[:V] += dlogitsᵀ · x (cpu/matmul.cpp, which
     // runs the weight gradient in blocks of the vocabulary: the whole [V, rows]ᵀ product is slow).
-    linear_backward_impl(dx.present() ? dx.slice_rows(r0, r0 + rows) : TensorView(),
-                         dweight.present() ? dweight.slice_rows(0, V) : TensorView(), TensorView(), dlogits, x_chunk,
-                         w_vocab);
+    if (!is_bf16) {
+      linear_backward_impl(dx.present() ? dx.slice_rows(r0, r0 + rows) : TensorView(),
+                           dweight.present() ? dweight.slice_rows(0, V) : TensorView(), TensorView(), logits_view,
+                           x_chunk, w_vocab);
+      continue;
+    }
+    const int64_t g0 = r0 / group * group;  // this chunk's group of rows, whose dlogits gather in dlogits16
+    const TensorView dlogits(dlogits16 + (r0 - g0) * V, Shape{rows, V}, DType::kBF16);
+    convert_impl(dlogits, logits_view);
+    if (dx.present())
+      linear_backward_impl(dx.slice_rows(r0, r0 + rows), TensorView(), TensorView(), dlogits, x_chunk, w_vocab);
+    const int64_t g1 = std::min(N, g0 + group);
+    if (dweight.present() && r0 + rows == g1)  // the group is complete
+      linear_backward_impl(TensorView(), dweight.slice_rows(0, V), TensorView(),
+                           TensorView(dlogits16, Shape{g1 - g0, V}, DType::kBF16), x.slice_rows(g0, g1), w_vocab);
   }
 }
 
