@@ -153,5 +153,7 @@ std::string cpu_gemm_isa();
 
 // Stops with "kernel '<op>': the cpu backend does not support <dtype> ..." unless t is f32 (or absent).
 void cpu_require_f32(const char* op, const TensorView& t);
+// out[i] = bf16(in[i]), round to nearest even (convert's f32 -> bf16 span, one thread).
+void cpu_f32_to_bf16(uint16_t* out, const float* in, int64_t n);
 
 }  // namespace lmt::kernels

@@ -210,6 +210,8 @@ void check_ids(const char* op, const int32_t* ids, int64_t N, int64_t V) {
 
 }  // namespace
 
+void cpu_f32_to_bf16(uint16_t* out, const float* in, int64_t n) { f32_to_bf16_span(out, in, n); }
+
 void CpuBackend::embedding_forward_impl(const TensorView& out, const TensorView& ids,
                                         const TensorView& table, bool accumulate) {
   cpu_require_f32("embedding_forward", table);

@@ -26,16 +26,25 @@ namespace {
 // each (103 MB for GPT-2's vocabulary).
 constexpr int64_t kWeightGradRows = 1024;
 
-// Per row: loss, and dlogits in place of logits when grads are wanted.
+// Row r's dlogits (f32, in l) also as bf16 into d16 + r·V while the row is in cache (d16: null
+// for f32 GEMMs).
+void store_bf16(uint16_t* d16, int64_t r, const float* l, int64_t V) {
+  if (d16 != nullptr) cpu_f32_to_bf16(d16 + r * V, l, V);
+}
+
+// Per row: loss, and dlogits in place of logits (and as bf16 into d16) when grads are wanted.
 void softmax_xent_rows(float* logits, float* losses, const int32_t* targets, int64_t rows,
-                       int64_t V, const CrossEntropyOptions& o, bool want_grad) {
+                       int64_t V, const CrossEntropyOptions& o, bool want_grad, uint16_t* d16) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float* l = logits + r * V;
     const int32_t t = targets[r];
     if (t == o.ignore_index) {
       losses[r] = 0.0f;
-      if (want_grad) std::fill_n(l, V, 0.0f);
+      if (want_grad) {
+        std::fill_n(l, V, 0.0f);
+        store_bf16(d16, r, l, V);
+      }
       continue;
     }
     LMT_CHECK(t >= 0 && t < V) << "lm_head_cross_entropy: target " << t << " outside [0, " << V << ")";
@@ -55,6 +64,7 @@ void softmax_xent_rows(float* logits, float* losses, const int32_t* targets, int
 #pragma omp simd
     for (int64_t v = 0; v < V; ++v) l[v] *= k;
     l[t] -= o.grad_scale;
+    store_bf16(d16, r, l, V);
   }
 }
 
@@ -76,13 +86,16 @@ void local_softmax_stats(float* logits, const int32_t* targets, int64_t rows, in
 // Pass 2, with the whole vocabulary's lse and target logit: the loss, and dlogits in place.
 void vocab_parallel_xent_rows(float* logits, float* losses, const int32_t* targets, int64_t rows, int64_t V,
                               const CrossEntropyOptions& o, bool want_grad, const float* mx, const float* lse,
-                              const float* target_logit) {
+                              const float* target_logit, uint16_t* d16) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     float* l = logits + r * V;
     if (targets[r] == o.ignore_index) {
       losses[r] = 0.0f;
-      if (want_grad) std::fill_n(l, V, 0.0f);
+      if (want_grad) {
+        std::fill_n(l, V, 0.0f);
+        store_bf16(d16, r, l, V);
+      }
       continue;
     }
     LMT_CHECK(targets[r] >= 0) << "lm_head_cross_entropy: target " << targets[r] << " is negative";
@@ -95,6 +108,7 @@ void vocab_parallel_xent_rows(float* logits, float* losses, const int32_t* targe
     for (int64_t v = 0; v < V; ++v) l[v] *= k;
     const int64_t t = static_cast<int64_t>(targets[r]) - o.vocab_begin;
     if (t >= 0 && t < V) l[t] -= o.grad_scale;
+    store_bf16(d16, r, l, V);
   }
 }
 
@@ -135,12 +149,15 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
     const TensorView logits_view(logits, Shape{rows, V}, DType::kF32);
     matmul_impl(logits_view, x_chunk, w_vocab, false, true, false);
     const int32_t* t = targets.as<int32_t>() + r0;
+    const int64_t g0 = r0 / group * group;  // this chunk's group of rows, whose dlogits gather in dlogits16
+    // bf16: the rows write their dlogits' bf16 copy themselves (while each row is in cache).
+    uint16_t* d16 = is_bf16 && want_grad ? reinterpret_cast<uint16_t*>(dlogits16 + (r0 - g0) * V) : nullptr;
     if (parallel) {
       local_softmax_stats(logits, t, rows, V, opts, mx, sum, lse, tl);
       opts.combine(r0, rows, lse, tl);
-      vocab_parallel_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad, mx, lse, tl);
+      vocab_parallel_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad, mx, lse, tl, d16);
     } else {
-      softmax_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad);
+      softmax_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad, d16);
     }
     if (!want_grad) continue;
     // The LM head is a linear layer: dx = dlogits · W[:V], dW[:V] += dlogitsᵀ · x (cpu/matmul.cpp, which
@@ -151,9 +168,7 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
                            x_chunk, w_vocab);
       continue;
     }
-    const int64_t g0 = r0 / group * group;  // this chunk's group of rows, whose dlogits gather in dlogits16
     const TensorView dlogits(dlogits16 + (r0 - g0) * V, Shape{rows, V}, DType::kBF16);
-    convert_impl(dlogits, logits_view);
     if (dx.present())
       linear_backward_impl(dx.slice_rows(r0, r0 + rows), TensorView(), TensorView(), dlogits, x_chunk, w_vocab);
     const int64_t g1 = std::min(N, g0 + group);
