@@ -275,7 +275,8 @@ void CpuBackend::matmul_batched_impl(const TensorView& c, const TensorView& a, c
 
 namespace {
 // The row blocks of a symmetric product: about a quarter of M each (5/8 of the FLOPs), a multiple
-// of 32 rows (the mirror's tile), the last one taking the remainder (a sliver of a block would run on other kernels).
+// of 32 rows (the mirror's tile), the last one taking the remainder (a sliver of a block would run
+// on other oneDNN kernels than the same rows alone, and break the batch invariance).
 struct SymmetricBlocks {
   int64_t M, size, count;
   explicit SymmetricBlocks(int64_t m)
@@ -311,7 +312,7 @@ void CpuBackend::matmul_batched_symmetric_impl(const TensorView& c, const Tensor
                                                bool trans_a, bool trans_b) {
   require_gemm_dtype("matmul_batched_symmetric", a);
   const int64_t nb = c.dim(0), M = c.dim(1), K = trans_a ? a.dim(1) : a.dim(2);
-  if (M < 2 * kSymmetricBlockMin) {
+  if (M < 2 * kSymmetricBlockMin || K == 0) {  // small (or zero: an empty reduction): the whole product
     matmul_batched_impl(c, a, b, trans_a, trans_b, false);
     return;
   }
