@@ -116,10 +116,12 @@ inline config::Config small_parallel_recipe(const std::filesystem::path& root, c
     else if (kv.rfind("parallel.pp_layers=", 0) == 0) stages.push_back(kv);
     else EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
   }
-  if (c.get_int("parallel.tp") > 1)
+  if (c.get_int("parallel.tp") > 1) {
     for (const std::string& kv : sp) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
-  if (c.get_int("parallel.pp") > 1)
+  }
+  if (c.get_int("parallel.pp") > 1) {
     for (const std::string& kv : stages) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+  }
   return c;
 }
 
