@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU (docs/CUDA.md): builds lmtrain with the CUDA backend,
 # runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
-# training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU), then benchmarks full training steps and prints one JSON
+# training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU, Muon's
+# Newton–Schulz against the CPU), then benchmarks full training steps and prints one JSON
 # line per run: tokens/s, MFU against the device's dense bf16 peak, and peak device memory.
 #
 #   scripts/gpu_check.sh                  build (build-gpu/, the GPU's own architecture), test, bench
@@ -30,7 +31,7 @@ while (($#)); do
   esac
 done
 
-targets=(lmtrain cuda_op_test cuda_model_test cuda_trainer_test cuda_math_test)
+targets=(lmtrain cuda_op_test cuda_model_test cuda_trainer_test cuda_muon_test cuda_math_test)
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -88,7 +89,7 @@ if ((tests)); then
   OMP_WAIT_POLICY=passive "$bin/cuda_math_test" --gtest_brief=1 || status=1
   echo "== cuda_op_test"
   run_isolated cuda_op_test || status=1
-  for t in cuda_model_test cuda_trainer_test; do
+  for t in cuda_model_test cuda_trainer_test cuda_muon_test; do
     echo "== $t"
     OMP_WAIT_POLICY=passive "$bin/$t" --gtest_brief=1 || status=1
   done
