@@ -205,12 +205,14 @@ TEST_F(Zero3Test, OneProcessBf16Zero3MatchesZero0) {
       const std::string name = std::string("bf16_") + family + "_tied_" + tied + "_accum" + std::to_string(accum);
       config::Config z0 = recipe_config(steps, kB, 0, "bf16"), z3 = recipe_config(steps, kB, 3, "bf16");
       for (config::Config* c : {&z0, &z3}) {
-        if (std::string(family) == "gpt2")
+        if (std::string(family) == "gpt2") {
           for (const char* kv : {"model.preset=gpt2-124m", "model.n_layers=3", "model.d_model=32", "model.n_heads=4",
                                  "model.n_kv_heads=4", "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64"})
             ASSERT_TRUE(c->apply_override(kv).ok()) << kv;
-        if (std::string(family) == "moe")  // the experts' 3-d blocks in the bf16 slots, the router bias
+        }
+        if (std::string(family) == "moe") {  // the experts' 3-d blocks in the bf16 slots, the router bias
           for (const std::string& kv : kMoe) ASSERT_TRUE(c->apply_override(kv).ok()) << kv;
+        }
         ASSERT_TRUE(c->apply_override(std::string("model.tied_embeddings=") + tied).ok());
         ASSERT_TRUE(c->apply_override("train.grad_accum=" + std::to_string(accum)).ok());
       }

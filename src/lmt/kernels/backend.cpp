@@ -48,10 +48,10 @@ void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView&
 }
 
 namespace {
-// The checks matmul_batched and matmul_batched_symmetric share; returns op(a)'s row count M and
-// op(b)'s column count N.
-std::pair<int64_t, int64_t> check_batched_gemm(Ctx& x, const TensorView& a, const TensorView& b, bool trans_a,
-                                               bool trans_b) {
+// The checks matmul_batched and matmul_batched_symmetric share (not c's shape); returns op(a)'s
+// row count M and op(b)'s column count N.
+std::pair<int64_t, int64_t> check_batched_gemm(Ctx& x, const TensorView& c, const TensorView& a, const TensorView& b,
+                                               bool trans_a, bool trans_b) {
   x.dtype("a", a, kGemmIn);
   x.same_dtype("a", a, "b", b);
   x.shape("a", a, {-1, -1, -1});
@@ -60,6 +60,7 @@ std::pair<int64_t, int64_t> check_batched_gemm(Ctx& x, const TensorView& a, cons
   int64_t N = trans_b ? b.dim(1) : b.dim(2), Kb = trans_b ? b.dim(2) : b.dim(1);
   x.require(K == Kb, "inner dimensions differ: K=" + std::to_string(K) + " vs " + std::to_string(Kb) +
                          (trans_a ? " (a transposed)" : "") + (trans_b ? " (b transposed)" : ""));
+  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
   return {M, N};
 }
 }  // namespace
@@ -68,8 +69,7 @@ void Backend::matmul_batched(const TensorView& c, const TensorView& a, const Ten
                              bool trans_b, bool accumulate) {
   LMT_TRACE_SCOPE("op:gemm");
   Ctx x("matmul_batched", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
-  const auto [M, N] = check_batched_gemm(x, a, b, trans_a, trans_b);
-  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
+  const auto [M, N] = check_batched_gemm(x, c, a, b, trans_a, trans_b);
   x.shape("c", c, {a.dim(0), M, N});
   matmul_batched_impl(c, a, b, trans_a, trans_b, accumulate);
 }
@@ -78,8 +78,7 @@ void Backend::matmul_batched_symmetric(const TensorView& c, const TensorView& a,
                                        bool trans_a, bool trans_b) {
   LMT_TRACE_SCOPE("op:gemm");
   Ctx x("matmul_batched_symmetric", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
-  const auto [M, N] = check_batched_gemm(x, a, b, trans_a, trans_b);
-  x.require(c.dtype() == acc_dtype_for(a.dtype()), "c must be f32 (f64 for f64 inputs)");
+  const auto [M, N] = check_batched_gemm(x, c, a, b, trans_a, trans_b);
   x.require(M == N, "a symmetric product is square: " + std::to_string(M) + " x " + std::to_string(N));
   x.shape("c", c, {a.dim(0), M, M});
   matmul_batched_symmetric_impl(c, a, b, trans_a, trans_b);

@@ -85,9 +85,7 @@ nlohmann::json moe_record(const model::ModelConfig& whole, const std::vector<mod
 
 Tensor whole_router_bias_buffer(const model::Transformer& m, const model::ModelConfig& whole) {
   if (!m.router_bias(0).present()) return Tensor();
-  Tensor t({whole.n_layers, whole.moe.num_experts}, DType::kF32);
-  std::memset(t.view().data(), 0, t.view().bytes());
-  return t;
+  return Tensor({whole.n_layers, whole.moe.num_experts}, DType::kF32);  // zero-filled
 }
 
 StatusOr<Tensor> whole_router_bias(const model::Transformer& m, const model::ModelConfig& whole, dist::Communicator* pp) {
