@@ -113,6 +113,9 @@ for line in sys.stdin:
 gpt2-124m 16 1024
 llama3.2-1b 4 2048
 RUNS
+  # Muon's optimizer step on the GPU: both Newton–Schulz methods, against AdamW's.
+  echo "== bench optim gpt2-124m"
+  "$bin/lmtrain" bench optim --backend cuda --preset gpt2-124m --json || status=1
   # The attention kernel alone at gpt2-124m's shape (B16 T1024, 12 heads of 64).
   echo "== bench attention B16 T1024 NH12 HD64"
   "$bin/lmtrain" bench attention --backend cuda --micro-batch 16 --seq-len 1024 --heads 12 --head-dim 64 \
