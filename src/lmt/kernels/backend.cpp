@@ -15,6 +15,27 @@
 
 namespace lmt::kernels {
 
+namespace {
+// The trace range of one op. While tracing, the op is waited for (Backend::synchronize) before its
+// range closes, so on a device backend, whose ops are queued, the profile splits device time by op
+// rather than showing launch times; the waits serialise host and device, which a profile accepts.
+// The cpu backends' synchronize does nothing. Not tracing: one relaxed load.
+class OpTrace {
+ public:
+  OpTrace(Backend& be, const char* name) : be_(be), scope_(name) {}
+  ~OpTrace() {
+    if (Tracer::active()) be_.synchronize();
+  }
+  OpTrace(const OpTrace&) = delete;
+  OpTrace& operator=(const OpTrace&) = delete;
+
+ private:
+  Backend& be_;
+  TraceScope scope_;  // destroyed after the body above: the range ends once the op has finished
+};
+}  // namespace
+#define LMT_OP_TRACE(name) OpTrace lmt_op_trace_(*this, name)
+
 std::string_view activation_name(Activation a) {
   switch (a) {
     case Activation::kGeluTanh: return "gelu_tanh";
@@ -32,7 +53,7 @@ using namespace detail;  // Ctx, LMT_ARG, kAct, kGemmIn, acc_dtype_for (validate
 
 void Backend::matmul(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                      bool trans_b, bool accumulate) {
-  LMT_TRACE_SCOPE("op:gemm");
+  LMT_OP_TRACE("op:gemm");
   Ctx x("matmul", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
   x.dtype("a", a, kGemmIn);
   x.same_dtype("a", a, "b", b);
@@ -67,7 +88,7 @@ std::pair<int64_t, int64_t> check_batched_gemm(Ctx& x, const TensorView& c, cons
 
 void Backend::matmul_batched(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,
                              bool trans_b, bool accumulate) {
-  LMT_TRACE_SCOPE("op:gemm");
+  LMT_OP_TRACE("op:gemm");
   Ctx x("matmul_batched", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
   const auto [M, N] = check_batched_gemm(x, c, a, b, trans_a, trans_b);
   x.shape("c", c, {a.dim(0), M, N});
@@ -76,7 +97,7 @@ void Backend::matmul_batched(const TensorView& c, const TensorView& a, const Ten
 
 void Backend::matmul_batched_symmetric(const TensorView& c, const TensorView& a, const TensorView& b,
                                        bool trans_a, bool trans_b) {
-  LMT_TRACE_SCOPE("op:gemm");
+  LMT_OP_TRACE("op:gemm");
   Ctx x("matmul_batched_symmetric", LMT_ARG(c), LMT_ARG(a), LMT_ARG(b));
   const auto [M, N] = check_batched_gemm(x, c, a, b, trans_a, trans_b);
   x.require(M == N, "a symmetric product is square: " + std::to_string(M) + " x " + std::to_string(N));
@@ -96,7 +117,7 @@ void Backend::matmul_batched_impl(const TensorView& c, const TensorView& a, cons
 
 void Backend::linear_forward(const TensorView& out, const TensorView& inp, const TensorView& weight,
                              const TensorView& bias) {
-  LMT_TRACE_SCOPE("op:gemm");
+  LMT_OP_TRACE("op:gemm");
   Ctx x("linear_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(bias));
   x.dtype("inp", inp, kGemmIn);
   if (!(inp.dtype() == DType::kF32 && weight.dtype() == DType::kBF16))  // weight-only bf16 is allowed
@@ -116,7 +137,7 @@ void Backend::linear_forward(const TensorView& out, const TensorView& inp, const
 void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
                               const TensorView& dbias, const TensorView& dout,
                               const TensorView& inp, const TensorView& weight) {
-  LMT_TRACE_SCOPE("op:gemm");
+  LMT_OP_TRACE("op:gemm");
   Ctx x("linear_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
         LMT_ARG(inp), LMT_ARG(weight));
   x.dtype("dout", dout, kGemmIn);
@@ -143,7 +164,7 @@ void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
 
 void Backend::embedding_forward(const TensorView& out, const TensorView& ids,
                                 const TensorView& table, bool accumulate) {
-  LMT_TRACE_SCOPE("op:embedding");
+  LMT_OP_TRACE("op:embedding");
   Ctx x("embedding_forward", LMT_ARG(out), LMT_ARG(ids), LMT_ARG(table));
   x.dtype("table", table, kAct);
   x.same_dtype("out", out, "table", table);
@@ -156,7 +177,7 @@ void Backend::embedding_forward(const TensorView& out, const TensorView& ids,
 
 void Backend::embedding_backward(const TensorView& dtable, const TensorView& dout,
                                  const TensorView& ids) {
-  LMT_TRACE_SCOPE("op:embedding");
+  LMT_OP_TRACE("op:embedding");
   Ctx x("embedding_backward", LMT_ARG(dtable), LMT_ARG(dout), LMT_ARG(ids));
   x.dtype("dout", dout, kAct);
   x.same_dtype("dtable", dtable, "dout", dout);
@@ -170,7 +191,7 @@ void Backend::embedding_backward(const TensorView& dtable, const TensorView& dou
 void Backend::layernorm_forward(const TensorView& out, const TensorView& mean,
                                 const TensorView& rstd, const TensorView& inp,
                                 const TensorView& weight, const TensorView& bias, float eps) {
-  LMT_TRACE_SCOPE("op:norm");
+  LMT_OP_TRACE("op:norm");
   Ctx x("layernorm_forward", LMT_ARG(out), LMT_ARG(mean), LMT_ARG(rstd), LMT_ARG(inp),
         LMT_ARG(weight), LMT_ARG(bias));
   x.dtype("inp", inp, kAct);
@@ -193,7 +214,7 @@ void Backend::layernorm_backward(const TensorView& dinp, const TensorView& dweig
                                  const TensorView& dbias, const TensorView& dout,
                                  const TensorView& inp, const TensorView& weight,
                                  const TensorView& mean, const TensorView& rstd, bool accumulate) {
-  LMT_TRACE_SCOPE("op:norm");
+  LMT_OP_TRACE("op:norm");
   Ctx x("layernorm_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
         LMT_ARG(inp), LMT_ARG(weight), LMT_ARG(mean), LMT_ARG(rstd));
   x.dtype("inp", inp, kAct);
@@ -217,7 +238,7 @@ void Backend::layernorm_backward(const TensorView& dinp, const TensorView& dweig
 
 void Backend::rmsnorm_forward(const TensorView& out, const TensorView& rstd,
                               const TensorView& inp, const TensorView& weight, float eps) {
-  LMT_TRACE_SCOPE("op:norm");
+  LMT_OP_TRACE("op:norm");
   Ctx x("rmsnorm_forward", LMT_ARG(out), LMT_ARG(rstd), LMT_ARG(inp), LMT_ARG(weight));
   x.dtype("inp", inp, kAct);
   x.shape("inp", inp, {-1, -1});
@@ -233,7 +254,7 @@ void Backend::rmsnorm_forward(const TensorView& out, const TensorView& rstd,
 void Backend::rmsnorm_backward(const TensorView& dinp, const TensorView& dweight,
                                const TensorView& dout, const TensorView& inp,
                                const TensorView& weight, const TensorView& rstd, bool accumulate) {
-  LMT_TRACE_SCOPE("op:norm");
+  LMT_OP_TRACE("op:norm");
   Ctx x("rmsnorm_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dout), LMT_ARG(inp),
         LMT_ARG(weight), LMT_ARG(rstd));
   x.dtype("inp", inp, kAct);
@@ -251,7 +272,7 @@ void Backend::rmsnorm_backward(const TensorView& dinp, const TensorView& dweight
 }
 
 void Backend::activation_forward(Activation act, const TensorView& out, const TensorView& inp) {
-  LMT_TRACE_SCOPE("op:activation");
+  LMT_OP_TRACE("op:activation");
   Ctx x("activation_forward", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "out", out);
@@ -261,7 +282,7 @@ void Backend::activation_forward(Activation act, const TensorView& out, const Te
 
 void Backend::activation_backward(Activation act, const TensorView& dinp, const TensorView& dout,
                                   const TensorView& inp) {
-  LMT_TRACE_SCOPE("op:activation");
+  LMT_OP_TRACE("op:activation");
   Ctx x("activation_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "dinp", dinp);
@@ -273,7 +294,7 @@ void Backend::activation_backward(Activation act, const TensorView& dinp, const 
 }
 
 void Backend::glu_forward(Activation act, const TensorView& out, const TensorView& inp) {
-  LMT_TRACE_SCOPE("op:activation");
+  LMT_OP_TRACE("op:activation");
   Ctx x("glu_forward", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "out", out);
@@ -284,7 +305,7 @@ void Backend::glu_forward(Activation act, const TensorView& out, const TensorVie
 
 void Backend::glu_backward(Activation act, const TensorView& dinp, const TensorView& dout,
                            const TensorView& inp) {
-  LMT_TRACE_SCOPE("op:activation");
+  LMT_OP_TRACE("op:activation");
   Ctx x("glu_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
   x.same_dtype("inp", inp, "dinp", dinp);
@@ -325,7 +346,7 @@ RopeFreqs RopeFreqs::from_theta(double theta, int64_t rotary_dim) {
 
 void Backend::rope_forward(const TensorView& out, const TensorView& inp,
                            const TensorView& positions, const RopeFreqs& freqs) {
-  LMT_TRACE_SCOPE("op:rope");
+  LMT_OP_TRACE("op:rope");
   Ctx x("rope_forward", LMT_ARG(out), LMT_ARG(inp), LMT_ARG(positions));
   check_rope(x, out, inp, positions, freqs);
   rope_impl(out, inp, positions, freqs, /*inverse=*/false);
@@ -333,7 +354,7 @@ void Backend::rope_forward(const TensorView& out, const TensorView& inp,
 
 void Backend::rope_backward(const TensorView& dinp, const TensorView& dout,
                             const TensorView& positions, const RopeFreqs& freqs) {
-  LMT_TRACE_SCOPE("op:rope");
+  LMT_OP_TRACE("op:rope");
   Ctx x("rope_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(positions));
   check_rope(x, dinp, dout, positions, freqs);
   rope_impl(dinp, dout, positions, freqs, /*inverse=*/true);
@@ -341,7 +362,9 @@ void Backend::rope_backward(const TensorView& dinp, const TensorView& dout,
 
 namespace {
 void check_attention(const Ctx& x, const TensorView& q, const TensorView& k, const TensorView& v,
-                     const TensorView& out, const TensorView& lse, const TensorView& doc_ids) {
+                     const TensorView& out, const TensorView& lse, const TensorView& doc_ids, DType compute) {
+  x.require(compute == DType::kF32 || compute == DType::kBF16,
+            "compute must be f32 or bf16, got " + std::string(dtype_name(compute)));
   x.dtype("q", q, kAct);
   x.shape("q", q, {-1, -1, -1, -1});
   int64_t B = q.dim(0), T = q.dim(1), NH = q.dim(2), HD = q.dim(3);
@@ -363,33 +386,33 @@ void check_attention(const Ctx& x, const TensorView& q, const TensorView& k, con
 
 void Backend::attention_forward(AttentionBackend backend, const TensorView& out,
                                 const TensorView& lse, const TensorView& q, const TensorView& k,
-                                const TensorView& v, const TensorView& doc_ids, float scale) {
-  LMT_TRACE_SCOPE("op:attention");
+                                const TensorView& v, const TensorView& doc_ids, float scale, DType compute) {
+  LMT_OP_TRACE("op:attention");
   Ctx x("attention_forward", LMT_ARG(out), LMT_ARG(lse), LMT_ARG(q), LMT_ARG(k), LMT_ARG(v),
         LMT_ARG(doc_ids));
-  check_attention(x, q, k, v, out, lse, doc_ids);
-  attention_forward_impl(backend, out, lse, q, k, v, doc_ids, scale);
+  check_attention(x, q, k, v, out, lse, doc_ids, compute);
+  attention_forward_impl(backend, out, lse, q, k, v, doc_ids, scale, compute);
 }
 
 void Backend::attention_backward(AttentionBackend backend, const TensorView& dq,
                                  const TensorView& dk, const TensorView& dv,
                                  const TensorView& dout, const TensorView& q, const TensorView& k,
                                  const TensorView& v, const TensorView& out, const TensorView& lse,
-                                 const TensorView& doc_ids, float scale) {
-  LMT_TRACE_SCOPE("op:attention");
+                                 const TensorView& doc_ids, float scale, DType compute) {
+  LMT_OP_TRACE("op:attention");
   Ctx x("attention_backward", LMT_ARG(dq), LMT_ARG(dk), LMT_ARG(dv), LMT_ARG(dout), LMT_ARG(q),
         LMT_ARG(k), LMT_ARG(v), LMT_ARG(out), LMT_ARG(lse), LMT_ARG(doc_ids));
-  check_attention(x, q, k, v, out, lse, doc_ids);
+  check_attention(x, q, k, v, out, lse, doc_ids, compute);
   for (auto [n, t, ref] : {std::tuple{"dq", &dq, &q}, {"dk", &dk, &k}, {"dv", &dv, &v}, {"dout", &dout, &out}}) {
     x.same_dtype("q", q, n, *t);
     x.require(t->present() && t->shape() == ref->shape(), std::string(n) + " must have the shape of its primal");
   }
-  attention_backward_impl(backend, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale);
+  attention_backward_impl(backend, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale, compute);
 }
 
 void Backend::attention_decode(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                                const TensorView& v_cache, int64_t length, float scale) {
-  LMT_TRACE_SCOPE("op:attention_decode");
+  LMT_OP_TRACE("op:attention_decode");
   Ctx x("attention_decode", LMT_ARG(out), LMT_ARG(q), LMT_ARG(k_cache), LMT_ARG(v_cache));
   x.dtype("q", q, kAct);
   x.shape("q", q, {-1, -1, -1});
@@ -430,7 +453,7 @@ void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& 
                                     const TensorView& weight, const TensorView& targets,
                                     const CrossEntropyOptions& opts, const TensorView& dx,
                                     const TensorView& dweight) {
-  LMT_TRACE_SCOPE("op:lm_head_loss");
+  LMT_OP_TRACE("op:lm_head_loss");
   const TensorView& x = x_in;
   Ctx c("lm_head_cross_entropy", LMT_ARG(losses), LMT_ARG(x), LMT_ARG(weight), LMT_ARG(targets),
         LMT_ARG(dx), LMT_ARG(dweight));
@@ -458,7 +481,7 @@ void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& 
 }
 
 void Backend::add(const TensorView& out, const TensorView& a, const TensorView& b) {
-  LMT_TRACE_SCOPE("op:elementwise");
+  LMT_OP_TRACE("op:elementwise");
   Ctx x("add", LMT_ARG(out), LMT_ARG(a), LMT_ARG(b));
   x.dtype("a", a, kAct);
   x.same_dtype("a", a, "b", b);
@@ -470,7 +493,7 @@ void Backend::add(const TensorView& out, const TensorView& a, const TensorView& 
 }
 
 void Backend::convert(const TensorView& out, const TensorView& inp) {
-  LMT_TRACE_SCOPE("op:convert");
+  LMT_OP_TRACE("op:convert");
   Ctx x("convert", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, {DType::kF32, DType::kBF16, DType::kF64});
   x.dtype("out", out, {DType::kF32, DType::kBF16, DType::kF64});
@@ -479,7 +502,7 @@ void Backend::convert(const TensorView& out, const TensorView& inp) {
 }
 
 double Backend::sum_squares(const TensorView& v) {
-  LMT_TRACE_SCOPE("op:reduce");
+  LMT_OP_TRACE("op:reduce");
   Ctx x("sum_squares", LMT_ARG(v));
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");
@@ -487,7 +510,7 @@ double Backend::sum_squares(const TensorView& v) {
 }
 
 void Backend::scale(const TensorView& v, float s) {
-  LMT_TRACE_SCOPE("op:elementwise");
+  LMT_OP_TRACE("op:elementwise");
   Ctx x("scale", LMT_ARG(v));
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");
@@ -496,7 +519,7 @@ void Backend::scale(const TensorView& v, float s) {
 
 void Backend::axpby(const TensorView& out, float alpha, const TensorView& v, float beta, const TensorView& y,
                     const TensorView& out_bf16) {
-  LMT_TRACE_SCOPE("op:elementwise");
+  LMT_OP_TRACE("op:elementwise");
   Ctx x("axpby", LMT_ARG(out), LMT_ARG(v), LMT_ARG(y), LMT_ARG(out_bf16));
   x.dtype("x", v, kAct);
   x.same_dtype("x", v, "y", y);
@@ -531,7 +554,7 @@ void Backend::axpby_impl(const TensorView& out, float alpha, const TensorView& x
 
 void Backend::adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m,
                            const TensorView& v, const TensorView& param_bf16, const AdamWParams& p) {
-  LMT_TRACE_SCOPE("op:optimizer");
+  LMT_OP_TRACE("op:optimizer");
   Ctx x("adamw_update", LMT_ARG(param), LMT_ARG(grad), LMT_ARG(m), LMT_ARG(v), LMT_ARG(param_bf16));
   x.dtype("param", param, kAct);
   for (auto [n, t] : {std::pair{"grad", &grad}, {"m", &m}, {"v", &v}}) {
@@ -547,7 +570,7 @@ void Backend::adamw_update(const TensorView& param, const TensorView& grad, cons
 }
 
 void Backend::fill(const TensorView& t, double value) {
-  LMT_TRACE_SCOPE("op:elementwise");
+  LMT_OP_TRACE("op:elementwise");
   Ctx x("fill", LMT_ARG(t));
   x.dtype("x", t, {DType::kF32, DType::kF64, DType::kBF16, DType::kI32});
   x.require(t.present() || t.numel() == 0, "x must be present");
@@ -558,7 +581,7 @@ void Backend::fill(const TensorView& t, double value) {
 }
 
 void Backend::copy(const TensorView& out, const TensorView& inp) {
-  LMT_TRACE_SCOPE("op:elementwise");
+  LMT_OP_TRACE("op:elementwise");
   Ctx x("copy", LMT_ARG(out), LMT_ARG(inp));
   x.same_dtype("out", out, "inp", inp);
   x.require(out.numel() == inp.numel(), "out and inp must have one numel");
@@ -572,7 +595,7 @@ void Backend::copy(const TensorView& out, const TensorView& inp) {
 }
 
 void Backend::positions(const TensorView& out, const TensorView& given, int64_t T) {
-  LMT_TRACE_SCOPE("op:elementwise");
+  LMT_OP_TRACE("op:elementwise");
   Ctx x("positions", LMT_ARG(out), LMT_ARG(given));
   x.dtype("out", out, {DType::kI32});
   x.shape("out", out, {-1});
@@ -586,7 +609,7 @@ void Backend::positions(const TensorView& out, const TensorView& given, int64_t 
 }
 
 int64_t Backend::count_valid_targets(const TensorView& targets, int32_t ignore_index) {
-  LMT_TRACE_SCOPE("op:reduce");
+  LMT_OP_TRACE("op:reduce");
   Ctx x("count_valid_targets", LMT_ARG(targets));
   x.dtype("targets", targets, {DType::kI32});
   x.shape("targets", targets, {-1});
@@ -594,7 +617,7 @@ int64_t Backend::count_valid_targets(const TensorView& targets, int32_t ignore_i
 }
 
 double Backend::sum(const TensorView& v) {
-  LMT_TRACE_SCOPE("op:reduce");
+  LMT_OP_TRACE("op:reduce");
   Ctx x("sum", LMT_ARG(v));
   x.dtype("x", v, kAct);
   x.require(v.present(), "x must be present");

@@ -212,14 +212,19 @@ class Backend {
   // optional) is given, doc_ids[b,j] == doc_ids[b,i] (packed documents, each a contiguous run).
   // kNaive materialises the T×T scores (for checking); kFlash tiles with an online softmax and
   // never holds more than a tile of scores.
+  // compute (kF32 or kBF16; the tensors stay f32): kF32 computes in f32. kBF16 lets a backend round
+  // q, k, v, dout and the probabilities to bf16 for its matrix units, with f32 accumulation and f32
+  // softmax statistics (the model passes its compute dtype). cpu and ref compute in f32 either way;
+  // cuda uses bf16 tensor cores for head dims up to 128 (kernels/cuda/attention_mma.cu).
   void attention_forward(AttentionBackend backend, const TensorView& out, const TensorView& lse,
                          const TensorView& q, const TensorView& k, const TensorView& v,
-                         const TensorView& doc_ids, float scale);
+                         const TensorView& doc_ids, float scale, DType compute = DType::kF32);
   // dq, dk, dv (overwrite) from dout, given the forward's inputs, out and lse.
   void attention_backward(AttentionBackend backend, const TensorView& dq, const TensorView& dk,
                           const TensorView& dv, const TensorView& dout, const TensorView& q,
                           const TensorView& k, const TensorView& v, const TensorView& out,
-                          const TensorView& lse, const TensorView& doc_ids, float scale);
+                          const TensorView& lse, const TensorView& doc_ids, float scale,
+                          DType compute = DType::kF32);
 
   // ---- attention of new queries over a KV cache (incremental decoding) --------------------------
   // One query position per batch row attends over the cached keys [0, length) of its row (the
@@ -367,13 +372,13 @@ class Backend {
   virtual void attention_forward_impl(AttentionBackend backend, const TensorView& out,
                                       const TensorView& lse, const TensorView& q,
                                       const TensorView& k, const TensorView& v,
-                                      const TensorView& doc_ids, float scale) = 0;
+                                      const TensorView& doc_ids, float scale, DType compute) = 0;
   virtual void attention_backward_impl(AttentionBackend backend, const TensorView& dq,
                                        const TensorView& dk, const TensorView& dv,
                                        const TensorView& dout, const TensorView& q,
                                        const TensorView& k, const TensorView& v,
                                        const TensorView& out, const TensorView& lse,
-                                       const TensorView& doc_ids, float scale) = 0;
+                                       const TensorView& doc_ids, float scale, DType compute) = 0;
   virtual void attention_decode_impl(const TensorView& out, const TensorView& q,
                                      const TensorView& k_cache, const TensorView& v_cache,
                                      int64_t length, float scale) = 0;

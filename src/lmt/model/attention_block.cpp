@@ -64,6 +64,14 @@ AttentionBlock::QkNormRows AttentionBlock::qk_norm_rows(int64_t N) const {
   return {Shape{N * NH, HD}, Shape{N * G, HD}};
 }
 
+namespace {
+// bf16 GEMMs let the attention kernels use bf16 matrix units too (kernels/backend.h); f32 and f64
+// passes compute attention in the tensors' dtype.
+DType attention_compute(const BlockPass& pass) {
+  return pass.compute == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+}  // namespace
+
 float AttentionBlock::scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
 
 void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w,
@@ -104,7 +112,7 @@ void AttentionBlock::forward(const TensorView& res_out, const TensorView& res_in
   const int64_t N = a.h.dim(0);  // all rows (res_in has this rank's N/size under sequence parallelism)
   const bool bf16 = pass.compute == DType::kBF16;
   project_qkv(N, res_in, w, a, pass.positions, bf16, f32_nc, pass.seq_nc);
-  be_.attention_forward(pass.attention, a.att, a.lse, a.q, a.k, a.v, pass.doc_ids, scale());
+  be_.attention_forward(pass.attention, a.att, a.lse, a.q, a.k, a.v, pass.doc_ids, scale(), attention_compute(pass));
   project_out(N, res_out, res_in, w, a, bf16, f32_nc, pass.seq_nc);
 }
 
@@ -117,7 +125,7 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
   be_.linear_backward(s.datt.reshape({N, NH * HD}), g.o_w, g.o_b, gemm_input(be_, s.grad_c, dout),
                       a.att_c.reshape({N, NH * HD}), w.o_w);
   be_.attention_backward(pass.attention, s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse, pass.doc_ids,
-                         scale());
+                         scale(), attention_compute(pass));
   if (c_.layer_uses_rope(layer_)) {
     const TensorView dq3 = s.dq.reshape({N, NH, HD}), dk3 = s.dk.reshape({N, G, HD});
     const kernels::RopeFreqs freqs = rope_freqs(pass.positions);

@@ -517,7 +517,7 @@ void store_kv_grad(float* dst, const float* acc, const Problem& p, int64_t b, in
 void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorView& out,
                                         const TensorView& lse, const TensorView& q,
                                         const TensorView& k, const TensorView& v,
-                                        const TensorView& doc_ids, float scale) {
+                                        const TensorView& doc_ids, float scale, DType) {
   for (const TensorView* t : {&out, &lse, &q, &k, &v}) cpu_require_f32("attention_forward", *t);
   const Problem p = make_problem(q, k, v, doc_ids, scale);
   float* out_data = out.as<float>();
@@ -576,7 +576,7 @@ void CpuBackend::attention_backward_impl(AttentionBackend backend, const TensorV
                                          const TensorView& dout, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const TensorView& out, const TensorView& lse,
-                                         const TensorView& doc_ids, float scale) {
+                                         const TensorView& doc_ids, float scale, DType) {
   for (const TensorView* t : {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse})
     cpu_require_f32("attention_backward", *t);
   const Problem p = make_problem(q, k, v, doc_ids, scale);

@@ -45,7 +45,7 @@ double probs(const Dims& d, const TensorView& q, const TensorView& k, const Tens
 void RefBackend::attention_forward_impl(AttentionBackend, const TensorView& out,
                                         const TensorView& lse, const TensorView& q,
                                         const TensorView& k, const TensorView& v,
-                                        const TensorView& doc_ids, float scale) {
+                                        const TensorView& doc_ids, float scale, DType) {
   Dims d{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
   std::vector<double> p(d.T);
   for (int64_t b = 0; b < d.B; ++b)
@@ -67,7 +67,7 @@ void RefBackend::attention_backward_impl(AttentionBackend, const TensorView& dq,
                                          const TensorView& dout, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const TensorView&, const TensorView&,
-                                         const TensorView& doc_ids, float scale) {
+                                         const TensorView& doc_ids, float scale, DType) {
   Dims d{q.dim(0), q.dim(1), q.dim(2), k.dim(2), q.dim(3)};
   for (int64_t i = 0; i < dq.numel(); ++i) st(dq, i, 0.0);
   for (int64_t i = 0; i < dk.numel(); ++i) st(dk, i, 0.0);
