@@ -2,7 +2,7 @@
 # One command for a machine with an NVIDIA GPU (docs/CUDA.md): builds lmtrain with the CUDA backend,
 # runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
 # training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU, Muon's
-# Newton–Schulz against the CPU), then benchmarks full training steps and prints one JSON
+# Newton–Schulz against the CPU, bf16 tensor-core attention against ref), then benchmarks full training steps and prints one JSON
 # line per run: tokens/s, MFU against the device's dense bf16 peak, and peak device memory.
 #
 #   scripts/gpu_check.sh                  build (build-gpu/, the GPU's own architecture), test, bench
@@ -31,7 +31,7 @@ while (($#)); do
   esac
 done
 
-targets=(lmtrain cuda_op_test cuda_model_test cuda_trainer_test cuda_muon_test cuda_math_test)
+targets=(lmtrain cuda_op_test cuda_attention_test cuda_model_test cuda_trainer_test cuda_muon_test cuda_math_test)
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -49,7 +49,7 @@ fi
 
 if [[ -n "$pack" ]]; then
   rm -rf "$pack" && mkdir -p "$pack/bin" "$pack/lib" "$pack/data/models"
-  for t in "${targets[@]}"; do cp "$bin/$t" "$pack/bin/"; done
+  for t in "${targets[@]}"; do cp "$bin/$t" "$pack/bin/" && strip -s "$pack/bin/$t"; done
   # Every shared library the binaries load, except the C runtime, the CUDA driver and the CUDA
   # toolkit's libraries (the GPU machine has its own, matching its driver).
   for t in "${targets[@]}"; do ldd "$bin/$t"; done | awk '/=> \//{print $3}' | sort -u |
@@ -69,14 +69,14 @@ fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 status=0
-# Each op case runs in its own process (4 at a time), so a kernel that faults cannot hide the others'
-# results: a device fault is sticky for the process that hit it.
+# When the op test fails, each case runs again in its own process (8 at a time), so a kernel that
+# faults cannot hide the others' results: a device fault is sticky for the process that hit it.
 run_isolated() {
   local t=$1
   "$bin/$t" --gtest_list_tests | awk '/^[^ ]/{s=$1} /^  /{print s $1}' > "/tmp/gpu_check_$t.list"
   local n fails
   n=$(wc -l < "/tmp/gpu_check_$t.list")
-  xargs -P 4 -I{} sh -c 'if timeout 120 "$0" --gtest_filter="$1" --gtest_brief=1 >"/tmp/gpu_check_case_$$.log" 2>&1;
+  xargs -P 8 -I{} sh -c 'if timeout 120 "$0" --gtest_filter="$1" --gtest_brief=1 >"/tmp/gpu_check_case_$$.log" 2>&1;
        then echo "ok   $1"; else echo "FAIL $1"; cat "/tmp/gpu_check_case_$$.log" | grep -v "^\[" | head -20; fi;
        rm -f "/tmp/gpu_check_case_$$.log"' "$bin/$t" {} < "/tmp/gpu_check_$t.list" > "/tmp/gpu_check_$t.out"
   fails=$(grep -c '^FAIL' "/tmp/gpu_check_$t.out" || true)
@@ -88,17 +88,21 @@ if ((tests)); then
   echo "== cuda_math_test"
   OMP_WAIT_POLICY=passive "$bin/cuda_math_test" --gtest_brief=1 || status=1
   echo "== cuda_op_test"
-  run_isolated cuda_op_test || status=1
-  for t in cuda_model_test cuda_trainer_test cuda_muon_test; do
+  if ! OMP_WAIT_POLICY=passive timeout 200 "$bin/cuda_op_test" --gtest_brief=1; then
+    echo "== cuda_op_test, each case in its own process"
+    run_isolated cuda_op_test || status=1
+    status=1
+  fi
+  for t in cuda_attention_test cuda_model_test cuda_trainer_test cuda_muon_test; do
     echo "== $t"
-    OMP_WAIT_POLICY=passive "$bin/$t" --gtest_brief=1 || status=1
+    OMP_WAIT_POLICY=passive timeout 200 "$bin/$t" --gtest_brief=1 || status=1
   done
 fi
 if ((bench)); then
   # preset micro-batch seq-len: the issue's two reference runs.
   while read -r preset b t; do
     echo "== bench train $preset B$b T$t"
-    if ! "$bin/lmtrain" bench train --backend cuda --preset "$preset" --micro-batch "$b" --seq-len "$t" \
+    if ! timeout 200 "$bin/lmtrain" bench train --backend cuda --preset "$preset" --micro-batch "$b" --seq-len "$t" \
          --warmup 2 --iters 5 --json | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -115,16 +119,19 @@ llama3.2-1b 4 2048
 RUNS
   # Muon's optimizer step on the GPU: both Newton–Schulz methods, against AdamW's.
   echo "== bench optim gpt2-124m"
-  "$bin/lmtrain" bench optim --backend cuda --preset gpt2-124m --json || status=1
-  # The attention kernel alone at gpt2-124m's shape (B16 T1024, 12 heads of 64).
-  echo "== bench attention B16 T1024 NH12 HD64"
-  "$bin/lmtrain" bench attention --backend cuda --micro-batch 16 --seq-len 1024 --heads 12 --head-dim 64 \
-    --warmup 2 --iters 10 --json | python3 -c '
+  timeout 200 "$bin/lmtrain" bench optim --backend cuda --preset gpt2-124m --json || status=1
+  # The attention kernels alone at gpt2-124m's shape (B16 T1024, 12 heads of 64): f32 SIMT and bf16
+  # tensor cores.
+  for compute in fp32 bf16; do
+    echo "== bench attention B16 T1024 NH12 HD64 $compute"
+    timeout 120 "$bin/lmtrain" bench attention --backend cuda --compute "$compute" --micro-batch 16 --seq-len 1024 \
+      --heads 12 --head-dim 64 --warmup 2 --iters 10 --json | python3 -c '
 import json, sys
 for line in sys.stdin:
     j = json.loads(line)
-    print(json.dumps({k: j[k] for k in ("device", "batch", "seq", "heads", "head_dim", "gflops_forward",
+    print(json.dumps({k: j[k] for k in ("device", "compute", "batch", "seq", "heads", "head_dim", "gflops_forward",
                                         "gflops_backward", "gflops") if k in j}))' || status=1
+  done
 fi
 echo "gpu_check: $([[ $status == 0 ]] && echo passed || echo FAILED)"
 exit $status

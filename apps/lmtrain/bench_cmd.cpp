@@ -149,6 +149,7 @@ struct AttentionArgs {
   int64_t batch = 4, heads = 12, kv_heads = 0, seq = 1024, head_dim = 64;
   std::string attention = "flash";
   std::string backend = "cpu";
+  std::string compute = "fp32";
   int warmup = 2, iters = 5;
   bool json = false;
 };
@@ -177,6 +178,7 @@ Status run_attention(const AttentionArgs& a) {
     return InvalidArgument("--heads " + std::to_string(a.heads) + " is not a multiple of --kv-heads " +
                                std::to_string(G),
                            "choose kv heads that divide the query heads (e.g. 12 and 4)");
+  LMT_ASSIGN_OR_RETURN(const DType compute, parse_compute_dtype(a.compute, "--compute"));
   kernels::AttentionBackend which;
   if (a.attention == "flash") which = kernels::AttentionBackend::kFlash;
   else if (a.attention == "naive") which = kernels::AttentionBackend::kNaive;
@@ -196,8 +198,8 @@ Status run_attention(const AttentionArgs& a) {
   Tensor dq = zeros(be, {B, T, NH, HD}, DType::kF32), dk = zeros(be, {B, T, G, HD}, DType::kF32),
          dv = zeros(be, {B, T, G, HD}, DType::kF32);
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  auto fwd = [&] { be.attention_forward(which, out, lse, q, k, v, TensorView(), scale); };
-  auto bwd = [&] { be.attention_backward(which, dq, dk, dv, dout, q, k, v, out, lse, TensorView(), scale); };
+  auto fwd = [&] { be.attention_forward(which, out, lse, q, k, v, TensorView(), scale, compute); };
+  auto bwd = [&] { be.attention_backward(which, dq, dk, dv, dout, q, k, v, out, lse, TensorView(), scale, compute); };
   Timing tf = time_it(be, a.warmup, a.iters, fwd);
   Timing tb = time_it(be, a.warmup, a.iters, bwd);
   // Causal attention: the two forward GEMMs cover half the T×T square; backward does 2.5× forward.
@@ -205,13 +207,14 @@ Status run_attention(const AttentionArgs& a) {
   const double flops = 3.5 * flops_fwd;
   const double secs = tf.median + tb.median;
   const double gflops = flops / secs * 1e-9;
-  LMT_ASSIGN_OR_RETURN(const double peak_flops, metrics::device_peak_flops(be.device_description(), DType::kF32));
+  LMT_ASSIGN_OR_RETURN(const double peak_flops, metrics::device_peak_flops(be.device_description(), compute));
   const double peak = peak_flops * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
   const size_t ws = be.workspace_bytes();
   if (a.json) {
     nlohmann::json j = {{"bench", "attention"}, {"batch", B}, {"heads", NH}, {"kv_heads", G},
                         {"seq", T}, {"head_dim", HD}, {"attention", a.attention}, {"backend", a.backend},
+                        {"compute", compute_dtype_name(compute)},
                         {"seconds", secs}, {"seconds_forward", tf.median},
                         {"seconds_backward", tb.median}, {"gflops", gflops},
                         {"gflops_forward", flops_fwd / tf.median * 1e-9},
@@ -222,13 +225,14 @@ Status run_attention(const AttentionArgs& a) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
-    std::printf("attention %s B=%lld NH=%lld G=%lld T=%lld HD=%lld: forward %.3f ms (%.1f GFLOP/s), "
+    std::printf("attention %s (%s) B=%lld NH=%lld G=%lld T=%lld HD=%lld: forward %.3f ms (%.1f GFLOP/s), "
                 "backward %.3f ms (%.1f GFLOP/s), forward+backward %.3f ms, %.1f GFLOP/s, "
-                "%.1f%% of fp32 peak %.0f GFLOP/s; workspace %.2f MiB\n",
-                a.attention.c_str(), static_cast<long long>(B), static_cast<long long>(NH),
+                "%.1f%% of %s peak %.0f GFLOP/s; workspace %.2f MiB\n",
+                a.attention.c_str(), std::string(compute_dtype_name(compute)).c_str(), static_cast<long long>(B), static_cast<long long>(NH),
                 static_cast<long long>(G), static_cast<long long>(T), static_cast<long long>(HD),
                 tf.median * 1e3, flops_fwd / tf.median * 1e-9, tb.median * 1e3,
-                2.5 * flops_fwd / tb.median * 1e-9, secs * 1e3, gflops, frac * 100, peak,
+                2.5 * flops_fwd / tb.median * 1e-9, secs * 1e3, gflops, frac * 100,
+                std::string(compute_dtype_name(compute)).c_str(), peak,
                 static_cast<double>(ws) / (1 << 20));
   }
   return Status::Ok();
@@ -265,6 +269,10 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   add_deprecated_option(t, "--seq", "--seq-len", at.seq);
   t->add_option("--head-dim", at.head_dim, "head dimension HD")->capture_default_str();
   t->add_option("--attention", at.attention, "flash or naive")->capture_default_str();
+  t->add_option("--compute", at.compute,
+                "fp32, or bf16: the backend may round q, k, v and the probabilities to bf16 for its matrix "
+                "units (cuda: tensor cores for head dims up to 128; cpu computes in f32 either way)")
+      ->capture_default_str();
   add_backend_flag(t, at.backend);
   t->add_option("--warmup", at.warmup, "untimed repetitions")->capture_default_str();
   t->add_option("--iters", at.iters, "timed repetitions (the median is reported)")->capture_default_str();

@@ -1,8 +1,7 @@
 // Flash attention (FlashAttention-2 algorithm, f32 SIMT) for causal grouped-query attention with
-// optional document masking: kernels/backend.h attention_forward / attention_backward.
-//
-// Layout: q, out, dout, dq [B,T,NH,HD]; k, v, dk, dv [B,T,G,HD]; lse [B,NH,T]; doc_ids [B,T] i32
-// (optional, documents are contiguous runs). Query head h reads kv head h / (NH/G).
+// optional document masking: kernels/backend.h attention_forward / attention_backward. With compute
+// bf16 and HD <= 128 the entry points at the end hand over to the tensor-core kernels of
+// attention_mma.cu instead. Layouts: attention_common.cuh.
 //
 // Every kernel runs 256 threads as a 16×16 grid (ty, tx). A thread owns tile rows ty + 16r and
 // columns tx + 16c (scores), or rows ty + 16r and head dims tx + 16e (accumulators), so the 16
@@ -24,14 +23,13 @@
 //
 // Tile sizes per head-dim bucket (32/64/128/256) are in math/online_softmax.h (attention_tiles);
 // shared memory stays under 99 KB (cudaFuncSetAttribute raises the 48 KB default per launch).
-#include <climits>
-
-#include "lmt/kernels/cuda/common.cuh"
-#include "lmt/kernels/cuda/math/online_softmax.h"
+#include "lmt/kernels/cuda/attention_common.cuh"
 #include "lmt/kernels/cuda/ops.h"
 
 namespace lmt::kernels::cuda {
 namespace {
+
+using namespace attention_detail;
 
 using cuda_math::AttentionTiles;
 using cuda_math::OnlineSoftmax;
@@ -42,38 +40,6 @@ constexpr int kMinBlocks = 2;
 
 using cuda_math::attention_prob_ld;
 using cuda_math::attention_tile_ld;
-
-struct Dims {
-  int B, T, NH, G, HD;
-  float scale;
-  __device__ int64_t q_index(int b, int t, int h) const { return ((int64_t(b) * T + t) * NH + h) * HD; }
-  __device__ int64_t kv_index(int b, int t, int g) const { return ((int64_t(b) * T + t) * G + g) * HD; }
-  __device__ int64_t lse_index(int b, int h, int t) const { return (int64_t(b) * NH + h) * T + t; }
-};
-
-struct ForwardArgs {
-  Dims d;
-  const float* q;
-  const float* k;
-  const float* v;
-  const int32_t* docs;  // nullptr: no document mask
-  float* out;
-  float* lse;
-};
-
-struct BackwardArgs {
-  Dims d;
-  const float* q;
-  const float* k;
-  const float* v;
-  const float* dout;
-  const float* lse;
-  const float* delta;  // D [B,NH,T] = rowsum(dout ∘ out)
-  const int32_t* docs;
-  float* dq;
-  float* dk;
-  float* dv;
-};
 
 // ---- device helpers ---------------------------------------------------------------------------
 
@@ -96,22 +62,6 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, 
       dst[r * ld + e] = r < valid && e < HD ? src[r * stride + e] : 0.0f;
     }
   }
-}
-
-// The query tile a block of the forward or the dQ kernel owns: blockIdx.x walks (b, h) fastest and the
-// tiles from the last to the first (the last tiles see the most keys: scheduled first).
-struct QueryTile {
-  int b, h, g, q0, q_valid;
-  const int32_t* docs;  // this row's document ids, or nullptr
-};
-__device__ __forceinline__ QueryTile query_tile(const Dims& d, const int32_t* all_docs, int BQ) {
-  const int nbh = d.B * d.NH, nqt = (d.T + BQ - 1) / BQ;
-  const int qt = nqt - 1 - static_cast<int>(blockIdx.x) / nbh, bh = static_cast<int>(blockIdx.x) % nbh;
-  QueryTile t;
-  t.b = bh / d.NH, t.h = bh % d.NH, t.g = t.h / (d.NH / d.G);
-  t.q0 = qt * BQ, t.q_valid = min(BQ, d.T - t.q0);
-  t.docs = all_docs ? all_docs + int64_t(t.b) * d.T : nullptr;
-  return t;
 }
 
 // Loads the key and value rows [k0, k0 + BK) of kv head g (rows >= k_valid zeroed) and, with a
@@ -182,27 +132,6 @@ __device__ __forceinline__ void pv_tile(float (&acc)[R][E], const float* P, int 
       }
     }
   }
-}
-
-// The first (dir = -1) or last (dir = +1) position of the document run that holds `pos` in one batch
-// row of doc ids (documents are contiguous runs, kernels/backend.h). Called by the whole block;
-// scans a block-width of positions per step. s_edge: one shared int.
-__device__ int doc_run_edge(const int32_t* docs, int T, int pos, int dir, int* s_edge) {
-  const int32_t id = docs[pos];
-  if (threadIdx.x == 0) *s_edge = dir < 0 ? -1 : INT_MAX;
-  __syncthreads();
-  for (int base = pos + dir;; base += dir * static_cast<int>(blockDim.x)) {
-    const int p = base + dir * static_cast<int>(threadIdx.x);
-    const bool edge = p < 0 || p >= T || docs[p] != id;
-    if (edge) {
-      if (dir < 0) atomicMax(s_edge, p + 1);  // the nearest edge below wins
-      else atomicMin(s_edge, p - 1);          // the nearest edge above wins
-    }
-    if (__syncthreads_or(edge)) break;
-  }
-  const int result = *s_edge;
-  __syncthreads();  // everyone has read s_edge before a later call resets it
-  return result;
 }
 
 // ---- forward ----------------------------------------------------------------------------------
@@ -493,32 +422,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) flash_backward_dq_kernel
 
 // ---- launch -----------------------------------------------------------------------------------
 
-// Lets `kernel` use `bytes` of dynamic shared memory (opt-in above 48 KB), after checking the device
-// allows it with the kernel's static shared memory on top.
-template <typename Kernel>
-void allow_smem(const Context& ctx, Kernel kernel, size_t bytes, const char* what) {
-  int optin = 0;
-  LMT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.device));
-  LMT_CHECK(bytes + 64 <= static_cast<size_t>(optin))
-      << what << ": needs " << bytes << " bytes of shared memory per block, the device allows " << optin;
-  if (bytes > 48 * 1024)
-    LMT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
-Dims dims_of(const TensorView& q, const TensorView& k, float scale) {
-  const int HD = static_cast<int>(q.dim(3));
-  LMT_CHECK(cuda_math::attention_hd_bucket(HD) != 0)
-      << "cuda attention supports head dims up to 256, got HD=" << HD;
-  return Dims{static_cast<int>(q.dim(0)), static_cast<int>(q.dim(1)), static_cast<int>(q.dim(2)),
-              static_cast<int>(k.dim(2)), HD, scale};
-}
-
-unsigned tile_blocks(int64_t tiles, int64_t per_tile) {
-  const int64_t n = tiles * per_tile;
-  LMT_CHECK(n > 0 && n <= INT_MAX) << "cuda attention: " << n << " blocks do not fit one grid";
-  return static_cast<unsigned>(n);
-}
-
 template <int HDMAX>
 void launch_forward(Context& ctx, const ForwardArgs& a) {
   constexpr AttentionTiles t = cuda_math::attention_tiles(HDMAX);
@@ -547,11 +450,13 @@ void launch_backward(Context& ctx, const BackwardArgs& a) {
 }  // namespace
 
 void attention_forward(Context& ctx, const TensorView& out, const TensorView& lse, const TensorView& q,
-                       const TensorView& k, const TensorView& v, const TensorView& doc_ids, float scale) {
+                       const TensorView& k, const TensorView& v, const TensorView& doc_ids, float scale,
+                       DType compute) {
   const Dims d = dims_of(q, k, scale);
   if (q.numel() == 0) return;
   const ForwardArgs a{d, dptr<const float>(q), dptr<const float>(k), dptr<const float>(v),
                       dptr<const int32_t>(doc_ids), dptr<float>(out), dptr<float>(lse)};
+  if (compute == DType::kBF16 && mma_supported(ctx, d.HD)) return mma_forward(ctx, a);
   switch (cuda_math::attention_hd_bucket(d.HD)) {
     case 32: launch_forward<32>(ctx, a); break;
     case 64: launch_forward<64>(ctx, a); break;
@@ -563,17 +468,14 @@ void attention_forward(Context& ctx, const TensorView& out, const TensorView& ls
 void attention_backward(Context& ctx, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                         const TensorView& dout, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& doc_ids, float scale) {
+                        const TensorView& doc_ids, float scale, DType compute) {
   const Dims d = dims_of(q, k, scale);
   if (q.numel() == 0) return;
-  const int64_t rows = int64_t(d.B) * d.T * d.NH;
-  float* delta = static_cast<float*>(ctx.scratch(sizeof(float) * static_cast<size_t>(rows)));
-  attention_delta_kernel<<<blocks_for(rows, kThreads / 32), kThreads, 0, ctx.stream>>>(
-      dptr<const float>(out), dptr<const float>(dout), delta, rows, d.T, d.NH, d.HD);
-  LMT_CUDA_LAUNCHED();
+  float* delta = attention_delta(ctx, dptr<const float>(out), dptr<const float>(dout), d);
   const BackwardArgs a{d, dptr<const float>(q), dptr<const float>(k), dptr<const float>(v),
                        dptr<const float>(dout), dptr<const float>(lse), delta, dptr<const int32_t>(doc_ids),
                        dptr<float>(dq), dptr<float>(dk), dptr<float>(dv)};
+  if (compute == DType::kBF16 && mma_supported(ctx, d.HD)) return mma_backward(ctx, a);
   switch (cuda_math::attention_hd_bucket(d.HD)) {
     case 32: launch_backward<32>(ctx, a); break;
     case 64: launch_backward<64>(ctx, a); break;
@@ -581,5 +483,16 @@ void attention_backward(Context& ctx, const TensorView& dq, const TensorView& dk
     default: launch_backward<256>(ctx, a); break;
   }
 }
+
+namespace attention_detail {
+float* attention_delta(Context& ctx, const float* out, const float* dout, const Dims& d) {
+  const int64_t rows = int64_t(d.B) * d.T * d.NH;
+  float* delta = static_cast<float*>(ctx.scratch(sizeof(float) * static_cast<size_t>(rows)));
+  attention_delta_kernel<<<blocks_for(rows, kThreads / 32), kThreads, 0, ctx.stream>>>(out, dout, delta, rows, d.T,
+                                                                                       d.NH, d.HD);
+  LMT_CUDA_LAUNCHED();
+  return delta;
+}
+}  // namespace attention_detail
 
 }  // namespace lmt::kernels::cuda

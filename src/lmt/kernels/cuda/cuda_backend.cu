@@ -195,18 +195,20 @@ void CudaBackend::rope_impl(const TensorView& out, const TensorView& inp, const 
                             const RopeFreqs& freqs, bool inverse) {
   cuda::rope(init(), out, inp, positions, freqs, inverse);
 }
-// kNaive and kFlash are the same tiled kernel here: the naive variant exists to check a flash kernel
-// on CPUs; on the GPU the T×T buffer would only cost memory.
+// kNaive and kFlash are the same tiled kernels here: the naive variant exists to check a flash kernel
+// on CPUs; on the GPU the T×T buffer would only cost memory. compute picks f32 SIMT or bf16 tensor
+// cores (attention.cu says which head dims the latter covers).
 void CudaBackend::attention_forward_impl(AttentionBackend, const TensorView& out, const TensorView& lse,
                                          const TensorView& q, const TensorView& k, const TensorView& v,
-                                         const TensorView& doc_ids, float scale) {
-  cuda::attention_forward(init(), out, lse, q, k, v, doc_ids, scale);
+                                         const TensorView& doc_ids, float scale, DType compute) {
+  cuda::attention_forward(init(), out, lse, q, k, v, doc_ids, scale, compute);
 }
 void CudaBackend::attention_backward_impl(AttentionBackend, const TensorView& dq, const TensorView& dk,
                                           const TensorView& dv, const TensorView& dout, const TensorView& q,
                                           const TensorView& k, const TensorView& v, const TensorView& out,
-                                          const TensorView& lse, const TensorView& doc_ids, float scale) {
-  cuda::attention_backward(init(), dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale);
+                                          const TensorView& lse, const TensorView& doc_ids, float scale,
+                                          DType compute) {
+  cuda::attention_backward(init(), dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale, compute);
 }
 void CudaBackend::attention_decode_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                                         const TensorView& v_cache, int64_t length, float scale) {

@@ -69,11 +69,11 @@ class CudaBackend final : public Backend {
                  const RopeFreqs& freqs, bool inverse) override;
   void attention_forward_impl(AttentionBackend backend, const TensorView& out, const TensorView& lse,
                               const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& doc_ids, float scale) override;
+                              const TensorView& doc_ids, float scale, DType compute) override;
   void attention_backward_impl(AttentionBackend backend, const TensorView& dq, const TensorView& dk,
                                const TensorView& dv, const TensorView& dout, const TensorView& q,
                                const TensorView& k, const TensorView& v, const TensorView& out,
-                               const TensorView& lse, const TensorView& doc_ids, float scale) override;
+                               const TensorView& lse, const TensorView& doc_ids, float scale, DType compute) override;
   void attention_decode_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                              const TensorView& v_cache, int64_t length, float scale) override;
   void attention_prefill_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,

@@ -78,12 +78,14 @@ void rope(Context& ctx, const TensorView& out, const TensorView& inp, const Tens
           const RopeFreqs& freqs, bool inverse);
 
 // ---- attention.cu (flash attention: tiles, online softmax, no T×T buffer) -----------------------
+// compute kBF16 with HD <= 128 runs the bf16 tensor-core kernels (attention_mma.cu), else f32 SIMT.
 void attention_forward(Context& ctx, const TensorView& out, const TensorView& lse, const TensorView& q,
-                       const TensorView& k, const TensorView& v, const TensorView& doc_ids, float scale);
+                       const TensorView& k, const TensorView& v, const TensorView& doc_ids, float scale,
+                       DType compute);
 void attention_backward(Context& ctx, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                         const TensorView& dout, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const TensorView& lse,
-                        const TensorView& doc_ids, float scale);
+                        const TensorView& doc_ids, float scale, DType compute);
 // ---- attention_decode.cu -----------------------------------------------------------------------
 void attention_decode(Context& ctx, const TensorView& out, const TensorView& q, const TensorView& k_cache,
                       const TensorView& v_cache, int64_t length, float scale);
