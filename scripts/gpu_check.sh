@@ -88,14 +88,14 @@ if ((tests)); then
   echo "== cuda_math_test"
   OMP_WAIT_POLICY=passive "$bin/cuda_math_test" --gtest_brief=1 || status=1
   echo "== cuda_op_test"
-  if ! OMP_WAIT_POLICY=passive timeout 200 "$bin/cuda_op_test" --gtest_brief=1; then
+  if ! OMP_WAIT_POLICY=passive timeout 120 "$bin/cuda_op_test" --gtest_brief=1; then
     echo "== cuda_op_test, each case in its own process"
     run_isolated cuda_op_test || status=1
     status=1
   fi
   for t in cuda_attention_test cuda_model_test cuda_trainer_test cuda_muon_test; do
     echo "== $t"
-    OMP_WAIT_POLICY=passive timeout 200 "$bin/$t" --gtest_brief=1 || status=1
+    OMP_WAIT_POLICY=passive timeout 120 "$bin/$t" --gtest_brief=1 || status=1
   done
 fi
 if ((bench)); then

@@ -1,7 +1,7 @@
 // Flash attention (FlashAttention-2 algorithm, f32 SIMT) for causal grouped-query attention with
 // optional document masking: kernels/backend.h attention_forward / attention_backward. With compute
 // bf16 and HD <= 128 the entry points at the end hand over to the tensor-core kernels of
-// attention_mma.cu instead. Layouts: attention_common.cuh.
+// attention_fa2.cu instead. Layouts: attention_common.cuh.
 //
 // Every kernel runs 256 threads as a 16×16 grid (ty, tx). A thread owns tile rows ty + 16r and
 // columns tx + 16c (scores), or rows ty + 16r and head dims tx + 16e (accumulators), so the 16
@@ -456,7 +456,7 @@ void attention_forward(Context& ctx, const TensorView& out, const TensorView& ls
   if (q.numel() == 0) return;
   const ForwardArgs a{d, dptr<const float>(q), dptr<const float>(k), dptr<const float>(v),
                       dptr<const int32_t>(doc_ids), dptr<float>(out), dptr<float>(lse)};
-  if (compute == DType::kBF16 && mma_supported(ctx, d.HD)) return mma_forward(ctx, a);
+  if (compute == DType::kBF16 && fa2_supported(ctx, d.HD)) return fa2_forward(ctx, a);
   switch (cuda_math::attention_hd_bucket(d.HD)) {
     case 32: launch_forward<32>(ctx, a); break;
     case 64: launch_forward<64>(ctx, a); break;
@@ -471,11 +471,14 @@ void attention_backward(Context& ctx, const TensorView& dq, const TensorView& dk
                         const TensorView& doc_ids, float scale, DType compute) {
   const Dims d = dims_of(q, k, scale);
   if (q.numel() == 0) return;
-  float* delta = attention_delta(ctx, dptr<const float>(out), dptr<const float>(dout), d);
-  const BackwardArgs a{d, dptr<const float>(q), dptr<const float>(k), dptr<const float>(v),
-                       dptr<const float>(dout), dptr<const float>(lse), delta, dptr<const int32_t>(doc_ids),
-                       dptr<float>(dq), dptr<float>(dk), dptr<float>(dv)};
-  if (compute == DType::kBF16 && mma_supported(ctx, d.HD)) return mma_backward(ctx, a);
+  BackwardArgs a{d, dptr<const float>(q), dptr<const float>(k), dptr<const float>(v),
+                 dptr<const float>(dout), dptr<const float>(lse), nullptr, dptr<const int32_t>(doc_ids),
+                 dptr<float>(dq), dptr<float>(dk), dptr<float>(dv)};
+  if (compute == DType::kBF16 && fa2_supported(ctx, d.HD)) return fa2_backward(ctx, a, dptr<const float>(out));
+  const int64_t rows = int64_t(d.B) * d.T * d.NH;
+  float* delta = static_cast<float*>(ctx.scratch(sizeof(float) * static_cast<size_t>(rows)));
+  attention_delta_into(ctx, dptr<const float>(out), a.dout, d, delta);
+  a.delta = delta;
   switch (cuda_math::attention_hd_bucket(d.HD)) {
     case 32: launch_backward<32>(ctx, a); break;
     case 64: launch_backward<64>(ctx, a); break;
@@ -485,13 +488,11 @@ void attention_backward(Context& ctx, const TensorView& dq, const TensorView& dk
 }
 
 namespace attention_detail {
-float* attention_delta(Context& ctx, const float* out, const float* dout, const Dims& d) {
+void attention_delta_into(Context& ctx, const float* out, const float* dout, const Dims& d, float* delta) {
   const int64_t rows = int64_t(d.B) * d.T * d.NH;
-  float* delta = static_cast<float*>(ctx.scratch(sizeof(float) * static_cast<size_t>(rows)));
   attention_delta_kernel<<<blocks_for(rows, kThreads / 32), kThreads, 0, ctx.stream>>>(out, dout, delta, rows, d.T,
                                                                                        d.NH, d.HD);
   LMT_CUDA_LAUNCHED();
-  return delta;
 }
 }  // namespace attention_detail
 

@@ -1,5 +1,5 @@
 // What the attention kernels of kernels/cuda share: f32 SIMT (attention.cu) and bf16 tensor cores
-// (attention_mma.cu). Internal to kernels/cuda.
+// (attention_fa2.cu). Internal to kernels/cuda.
 //
 // Layout: q, out, dout, dq [B,T,NH,HD]; k, v, dk, dv [B,T,G,HD]; lse and D [B,NH,T]; doc_ids [B,T]
 // i32 (optional, documents are contiguous runs). Query head h reads kv head h / (NH/G).
@@ -107,13 +107,14 @@ inline unsigned tile_blocks(int64_t tiles, int64_t per_tile) {
   return static_cast<unsigned>(n);
 }
 
-// D[b,h,t] = Σ_e dout · out over each row (scratch of the context, valid until its next scratch()).
-float* attention_delta(Context& ctx, const float* out, const float* dout, const Dims& d);
+// D[b,h,t] = Σ_e dout · out over each row, into delta [B,NH,T] f32.
+void attention_delta_into(Context& ctx, const float* out, const float* dout, const Dims& d, float* delta);
 
-// The bf16 tensor-core kernels (attention_mma.cu): whether they cover this device and head dim
-// (sm_80 or newer, HD <= 128), and the launches. Backward takes `a.delta` from attention_delta().
-bool mma_supported(const Context& ctx, int HD);
-void mma_forward(Context& ctx, const ForwardArgs& a);
-void mma_backward(Context& ctx, const BackwardArgs& a);
+// The bf16 tensor-core kernels (attention_fa2.cu): whether they cover this device and head dim
+// (sm_80 or newer, HD <= 128), and the launches. The backward ignores `a.delta`: it makes D from
+// `out` in the scratch it carves for its bf16 operands.
+bool fa2_supported(const Context& ctx, int HD);
+void fa2_forward(Context& ctx, const ForwardArgs& a);
+void fa2_backward(Context& ctx, const BackwardArgs& a, const float* out);
 
 }  // namespace lmt::kernels::cuda::attention_detail

@@ -16,9 +16,12 @@
 //
 // R = max(opts.chunk_rows, 4096), at most N: GPU GEMMs need a large M to run near peak, and the
 // dweight GEMM's K (= R) is the reduction over tokens, so a small chunk would also mean many small
-// accumulating GEMMs. Scratch (one ctx.scratch call per invocation): R·V·4 bytes of f32 logits, plus
-// R·V·2 bytes of bf16 dlogits when x is bf16 and gradients are wanted (e.g. R = 4096, V = 128256:
-// 2.1 GB + 1.05 GB). gemm() uses ctx.lt_workspace, not ctx.scratch, so the carve stays valid.
+// accumulating GEMMs. The logits rows are V columns in a row of Vld = V rounded up to 64 elements:
+// GPT-2's V = 50257 as a leading dimension leaves the rows misaligned, and cuBLASLt's kernels for
+// such operands ran the whole head 5.7× slower per FLOP than Llama's (V = 128256) on an H100.
+// Scratch (one ctx.scratch call per invocation): R·Vld·4 bytes of f32 logits, plus R·Vld·2 bytes of
+// bf16 dlogits when x is bf16 and gradients are wanted (e.g. R = 4096, V = 128256: 2.1 GB + 1.05 GB).
+// gemm() uses ctx.lt_workspace, not ctx.scratch, so the carve stays valid.
 //
 // A target outside [0, V) (and not ignore_index) cannot be reported from the device: its loss is
 // NaN and its row contributes no gradient.
@@ -59,14 +62,15 @@ __device__ __forceinline__ void block_online_merge(float& m, float& s, float* sh
   }
 }
 
-// logits [R,V] f32: read, then (want_grad) overwritten by dlogits; dlogits_bf16 [R,V] optional.
+// logits [R,V] f32 (row stride ld): read, then (want_grad) overwritten by dlogits; dlogits_bf16
+// [R,V] (row stride ld) optional. Columns [V, ld) are neither read nor written.
 __global__ void __launch_bounds__(kCeThreads)
     ce_rows_kernel(float* logits, uint16_t* dlogits_bf16, float* losses, const int32_t* targets, int64_t R, int64_t V,
-                   int32_t ignore_index, float z_loss, float grad_scale, bool want_grad) {
+                   int64_t ld, int32_t ignore_index, float z_loss, float grad_scale, bool want_grad) {
   __shared__ float sh_m[32], sh_s[32];
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
-    float* l = logits + row * V;
-    uint16_t* lb = dlogits_bf16 != nullptr ? dlogits_bf16 + row * V : nullptr;
+    float* l = logits + row * ld;
+    uint16_t* lb = dlogits_bf16 != nullptr ? dlogits_bf16 + row * ld : nullptr;
     const int32_t t = targets[row];
     // Uniform over the block: no thread skips a barrier another one waits at.
     if (t == ignore_index || t < 0 || t >= V) {
@@ -121,9 +125,10 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
 
   int64_t R = opts.chunk_rows > kMinChunkRows ? opts.chunk_rows : kMinChunkRows;
   if (R > N) R = N;
-  const size_t logits_bytes = align256(static_cast<size_t>(R) * static_cast<size_t>(V) * sizeof(float));
+  const int64_t Vld = (V + 63) / 64 * 64;  // the logits' row stride (aligned rows for cuBLASLt)
+  const size_t logits_bytes = align256(static_cast<size_t>(R) * static_cast<size_t>(Vld) * sizeof(float));
   const size_t bf16_bytes =
-      bf16 && want_grad ? align256(static_cast<size_t>(R) * static_cast<size_t>(V) * sizeof(uint16_t)) : 0;
+      bf16 && want_grad ? align256(static_cast<size_t>(R) * static_cast<size_t>(Vld) * sizeof(uint16_t)) : 0;
   char* s = static_cast<char*>(ctx.scratch(logits_bytes + bf16_bytes));
   float* logits = reinterpret_cast<float*>(s);
   uint16_t* dlogits_bf16 = bf16_bytes > 0 ? reinterpret_cast<uint16_t*>(s + logits_bytes) : nullptr;
@@ -138,12 +143,12 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
     lg.M = rows, lg.N = V, lg.K = C;
     lg.A = x_rows, lg.lda = C;
     lg.B = wp, lg.ldb = C, lg.trans_b = true;
-    lg.C = logits, lg.ldc = V;
+    lg.C = logits, lg.ldc = Vld;
     lg.bf16 = bf16;
     gemm(ctx, lg);
 
     const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
-    ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V,
+    ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V, Vld,
                                                           opts.ignore_index, opts.z_loss, opts.grad_scale, want_grad);
     LMT_CUDA_LAUNCHED();
     if (!want_grad) continue;
@@ -152,7 +157,7 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
     if (dxp != nullptr) {  // dx[rows,C] = dlogits[rows,V] · weight[0:V,C]
       GemmArgs g;
       g.M = rows, g.N = C, g.K = V;
-      g.A = dl, g.lda = V;
+      g.A = dl, g.lda = Vld;
       g.B = wp, g.ldb = C;
       g.C = dxp + r0 * C, g.ldc = C;
       g.bf16 = bf16;
@@ -162,7 +167,7 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
     if (dwp != nullptr) {  // dweight[0:V,C] += dlogits[rows,V]ᵀ · x[rows,C]
       GemmArgs g;
       g.M = V, g.N = C, g.K = rows;
-      g.A = dl, g.lda = V, g.trans_a = true;
+      g.A = dl, g.lda = Vld, g.trans_a = true;
       g.B = x_rows, g.ldb = C;
       g.C = dwp, g.ldc = C;
       g.bf16 = bf16;

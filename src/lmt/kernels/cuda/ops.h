@@ -78,7 +78,7 @@ void rope(Context& ctx, const TensorView& out, const TensorView& inp, const Tens
           const RopeFreqs& freqs, bool inverse);
 
 // ---- attention.cu (flash attention: tiles, online softmax, no T×T buffer) -----------------------
-// compute kBF16 with HD <= 128 runs the bf16 tensor-core kernels (attention_mma.cu), else f32 SIMT.
+// compute kBF16 with HD <= 128 runs the bf16 tensor-core kernels (attention_fa2.cu), else f32 SIMT.
 void attention_forward(Context& ctx, const TensorView& out, const TensorView& lse, const TensorView& q,
                        const TensorView& k, const TensorView& v, const TensorView& doc_ids, float scale,
                        DType compute);
