@@ -17,8 +17,9 @@
 // R = max(opts.chunk_rows, 4096), at most N: GPU GEMMs need a large M to run near peak, and the
 // dweight GEMM's K (= R) is the reduction over tokens, so a small chunk would also mean many small
 // accumulating GEMMs. The logits rows are V columns in a row of Vld = V rounded up to 64 elements:
-// GPT-2's V = 50257 as a leading dimension leaves the rows misaligned, and cuBLASLt's kernels for
-// such operands ran the whole head 5.7× slower per FLOP than Llama's (V = 128256) on an H100.
+// GPT-2's V = 50257 as a leading dimension leaves the rows misaligned for cuBLASLt. On an H100
+// (gpt2-124m, B16 T1024) the padding took the head from 38.4 to 31.5 ms a step; it still runs at
+// about 120 TFLOP/s against Llama's 560 (V = 128256), so the odd extent itself costs too (docs/CUDA.md).
 // Scratch (one ctx.scratch call per invocation): R·Vld·4 bytes of f32 logits, plus R·Vld·2 bytes of
 // bf16 dlogits when x is bf16 and gradients are wanted (e.g. R = 4096, V = 128256: 2.1 GB + 1.05 GB).
 // gemm() uses ctx.lt_workspace, not ctx.scratch, so the carve stays valid.
