@@ -2,8 +2,9 @@
 # One command for a machine with an NVIDIA GPU (docs/CUDA.md): builds lmtrain with the CUDA backend,
 # runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
 # training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU, Muon's
-# Newton–Schulz against the CPU, bf16 tensor-core attention against ref), then benchmarks full training steps and prints one JSON
-# line per run: tokens/s, MFU against the device's dense bf16 peak, and peak device memory.
+# Newton–Schulz against the CPU, bf16 tensor-core attention against ref), then benchmarks full
+# training steps and prints one JSON line per run: tokens/s, MFU against the device's dense bf16
+# peak, and peak device memory, each followed by its time split by op family.
 #
 #   scripts/gpu_check.sh                  build (build-gpu/, the GPU's own architecture), test, bench
 #   scripts/gpu_check.sh --pack DIR       build here, then pack the binaries, the non-system shared
@@ -12,12 +13,13 @@
 #   scripts/gpu_check.sh --prebuilt DIR   test and bench a packed DIR (unpacked), e.g. on a GPU node
 #                                         that has the CUDA runtime but not the build dependencies
 # Options: --arch LIST (CMAKE_CUDA_ARCHITECTURES; default "native" when building on a GPU machine, else
-# 80;90;100), --build DIR (default build-gpu), --skip-bench, --skip-tests.
+# 80;90;100), --build DIR (default build-gpu), --skip-bench, --skip-tests, --skip-profile (the
+# benchmarks' time split by op family, `bench train --profile`, about 40 s on an H100).
 # Exit status: 0 when every test passed and every benchmark ran; 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=build-gpu arch="" pack="" prebuilt="" bench=1 tests=1
+build=build-gpu arch="" pack="" prebuilt="" bench=1 tests=1 profile=1
 while (($#)); do
   case "$1" in
     --pack) pack=$2; shift 2 ;;
@@ -26,7 +28,8 @@ while (($#)); do
     --build) build=$2; shift 2 ;;
     --skip-bench) bench=0; shift ;;
     --skip-tests) tests=0; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --skip-profile) profile=0; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -112,6 +115,10 @@ for line in sys.stdin:
                       "ms_per_step": round(1000 * j["seconds"], 1),
                       "peak_device_memory_gib": round(j["memory_per_rank"]["device_peak"] / 2**30, 2)}))'; then
       status=1
+    fi
+    if ((profile)); then  # device time per op family (each op waits for the GPU while profiling)
+      timeout 120 "$bin/lmtrain" bench train --backend cuda --preset "$preset" --micro-batch "$b" --seq-len "$t" \
+        --warmup 2 --iters 2 --profile < /dev/null | sed -n '/time per step by op family/,$p' || status=1
     fi
   done <<'RUNS'
 gpt2-124m 16 1024
