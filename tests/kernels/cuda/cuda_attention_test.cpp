@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "lmt/base/rng.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
@@ -26,13 +27,8 @@
 namespace lmt {
 namespace {
 
-kernels::Backend* cuda() {
-  StatusOr<kernels::Backend*> be = kernels::find_backend("cuda");
-  return be.ok() ? *be : nullptr;
-}
-
-#define SKIP_WITHOUT_GPU()                                                          \
-  if (cuda() == nullptr) GTEST_SKIP() << kernels::find_backend("cuda").status().ToString()
+using gpu_test::cuda;
+using gpu_test::relative_distance;
 
 struct Shape5 {
   int64_t B, T, NH, G, HD;
@@ -117,18 +113,6 @@ Results run(kernels::Backend& be, const Inputs& in, DType compute) {
   be.attention_backward(kernels::AttentionBackend::kFlash, dq, dk, dv, dout, q, k, v, out, lse, doc_view, scale,
                         compute);
   return {download(be, out), download(be, lse), download(be, dq), download(be, dk), download(be, dv)};
-}
-
-// ‖got − want‖ / ‖want‖; where want is all zero (T = 1: one key, so dq = dk = 0 exactly) the root
-// mean square of got instead.
-double relative_distance(const std::vector<float>& got, const std::vector<float>& want) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = static_cast<double>(got[i]) - want[i];
-    e += diff * diff;
-    n += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(e / (n > 0 ? n : static_cast<double>(got.size())));
 }
 
 // The root mean square of got − want: lse is compared absolutely, since the bf16 rounding of q and k

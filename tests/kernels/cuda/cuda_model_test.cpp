@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu_test_util.h"
 #include "lmt/base/rng.h"
 #include "lmt/dist/communicator.h"
 #include "lmt/dist/topology.h"
@@ -30,13 +31,7 @@ std::string shared_data() {
   return LMT_SHARED_DATA;
 }
 
-kernels::Backend* cuda() {
-  StatusOr<kernels::Backend*> be = kernels::find_backend("cuda");
-  return be.ok() ? *be : nullptr;
-}
-
-#define SKIP_WITHOUT_GPU()                                                          \
-  if (cuda() == nullptr) GTEST_SKIP() << kernels::find_backend("cuda").status().ToString()
+using gpu_test::cuda;
 
 // stories260K (Llama with GQA, tied embeddings): the reference logits of its 32 reference ids.
 TEST(CudaModel, Stories260KLogitsMatchReference) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "lmt/base/rng.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/optim/muon.h"
@@ -19,28 +20,14 @@
 namespace lmt {
 namespace {
 
-kernels::Backend* cuda() {
-  StatusOr<kernels::Backend*> be = kernels::find_backend("cuda");
-  return be.ok() ? *be : nullptr;
-}
-
-#define SKIP_WITHOUT_GPU()                                                          \
-  if (cuda() == nullptr) GTEST_SKIP() << kernels::find_backend("cuda").status().ToString()
+using gpu_test::cuda;
+using gpu_test::relative_distance;
 
 std::vector<float> randn(int64_t n, uint64_t seed) {
   Rng rng(seed);
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = static_cast<float>(rng.normal());
   return v;
-}
-
-double relative_distance(const std::vector<float>& got, const std::vector<float>& want) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    e += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    n += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(e / n);
 }
 
 // `host` copied into a tensor of `be` (the GPU's memory for cuda), and back.
