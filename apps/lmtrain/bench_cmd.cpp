@@ -271,7 +271,7 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   t->add_option("--attention", at.attention, "flash or naive")->capture_default_str();
   t->add_option("--compute", at.compute,
                 "fp32, or bf16: the backend may round q, k, v and the probabilities to bf16 for its matrix "
-                "units (cuda: tensor cores for head dims up to 128; cpu computes in f32 either way)")
+                "units (cuda: tensor cores for head dims up to 128; cpu: AVX512-BF16 where it has it)")
       ->capture_default_str();
   add_backend_flag(t, at.backend);
   t->add_option("--warmup", at.warmup, "untimed repetitions")->capture_default_str();

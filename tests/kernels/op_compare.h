@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "lmt/base/bf16.h"
 #include "lmt/tensor/tensor_view.h"
@@ -42,6 +43,17 @@ inline void expect_close(const std::string& what, const TensorView& fast, const 
   }
   EXPECT_LE(worst, 1.0) << what << "[" << worst_i << "]: fast " << value_at(fast, worst_i) << " ref "
                         << value_at(ref, worst_i) << " (error " << worst << "× the tolerance)";
+}
+
+// ‖got − want‖ / ‖want‖ (Frobenius); where want is all zero, the root mean square of got instead.
+inline double relative_distance(const std::vector<float>& got, const std::vector<float>& want) {
+  double e = 0, n = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = static_cast<double>(got[i]) - want[i];
+    e += diff * diff;
+    n += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(e / (n > 0 ? n : static_cast<double>(got.size())));
 }
 
 }  // namespace lmt::testing

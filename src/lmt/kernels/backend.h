@@ -214,8 +214,9 @@ class Backend {
   // never holds more than a tile of scores.
   // compute (kF32 or kBF16; the tensors stay f32): kF32 computes in f32. kBF16 lets a backend round
   // q, k, v, dout and the probabilities to bf16 for its matrix units, with f32 accumulation and f32
-  // softmax statistics (the model passes its compute dtype). cpu and ref compute in f32 either way;
-  // cuda uses bf16 tensor cores for head dims up to 128 (kernels/cuda/attention_fa2.cu).
+  // softmax statistics (the model passes its compute dtype). ref computes in f32 either way; cpu
+  // uses AVX512-BF16 dot products where the build has them (kernels/cpu/attention_bf16_tiles.h, kFlash
+  // only); cuda uses bf16 tensor cores for head dims up to 128 (kernels/cuda/attention_fa2.cu).
   void attention_forward(AttentionBackend backend, const TensorView& out, const TensorView& lse,
                          const TensorView& q, const TensorView& k, const TensorView& v,
                          const TensorView& doc_ids, float scale, DType compute = DType::kF32);

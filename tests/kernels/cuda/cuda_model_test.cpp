@@ -128,11 +128,11 @@ std::vector<double> train_losses(kernels::Backend& be, const model::ModelConfig&
   return losses;
 }
 
-// Each step's loss within rtol·|cpu| + atol of the cpu backend's. In bf16 the two runs differ by more
-// than GEMM rounding: cuda computes attention on bf16 tensor cores, cpu in f32 (kernels/backend.h);
-// once the pattern is learnt (loss near 0.05 by step 46) a relative bound alone is ill-conditioned,
-// so bf16 adds atol = 5e-3 nats (an H100 run with the FlashAttention-2 kernels differed by 2.0e-3 at
-// step 46, 4.2% of that loss, every other step within 2%).
+// Each step's loss within rtol·|cpu| + atol of the cpu backend's. Once the pattern is learnt (loss
+// near 0.05 by step 46) a relative bound alone is ill-conditioned, so bf16 adds atol = 5e-3 nats: an
+// H100 run with the FlashAttention-2 kernels differed by 2.0e-3 at step 46 (4.2% of that loss, every
+// other step within 2%), when the cpu backend still computed attention in f32 (it rounds to bf16 as
+// the GPU does since, on CPUs with AVX512-BF16).
 void expect_same_training(bool llama, DType compute, int steps, double rtol, double atol = 0) {
   const model::ModelConfig c = small(llama);
   const std::vector<double> cpu = train_losses(kernels::backend("cpu"), c, compute, steps);

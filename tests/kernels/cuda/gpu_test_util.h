@@ -1,13 +1,11 @@
 // What the GPU tests of tests/kernels/cuda share: the cuda backend (or null where no GPU is visible,
 // with SKIP_WITHOUT_GPU() skipping the test and saying why) and the relative distance their
-// precision bounds are written in.
+// precision bounds are written in (op_compare.h).
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <vector>
-
+#include "../op_compare.h"
 #include "lmt/kernels/registry.h"
 
 namespace lmt::gpu_test {
@@ -18,16 +16,7 @@ inline kernels::Backend* cuda() {
   return be.ok() ? *be : nullptr;
 }
 
-// ‖got − want‖ / ‖want‖ (Frobenius); where want is all zero, the root mean square of got instead.
-inline double relative_distance(const std::vector<float>& got, const std::vector<float>& want) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double diff = static_cast<double>(got[i]) - want[i];
-    e += diff * diff;
-    n += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(e / (n > 0 ? n : static_cast<double>(got.size())));
-}
+using testing::relative_distance;  // op_compare.h
 
 }  // namespace lmt::gpu_test
 

@@ -20,6 +20,10 @@
 // causal tiles first; backward over (batch, kv head) with the group's query heads inside, so the
 // thread that owns a kv head accumulates its dk/dv alone (no atomics, deterministic).
 //
+// compute bf16 (on builds with AVX512-BF16): the same tiles and loops, but the products read bf16
+// pairs (attention_bf16_tiles.h): q, k, v, dO packed once per call or tile, P and dS converted per
+// tile; softmax, masks, accumulators and lse stay f32.
+//
 // Vector code uses GCC vector extensions: one f32x16 is one AVX-512 register with -march=native
 // (the portable x86-64-v3 build splits it into two AVX2 halves), so the only ISA #ifdef is the
 // register pin in in_register(). Tiles: 64×64 (Br = Bc), the best measured on Zen 5 at HD = 64.
@@ -30,6 +34,7 @@
 #include <cstring>
 #include <limits>
 
+#include "lmt/kernels/cpu/attention_bf16_tiles.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/cpu/simd.h"
 
@@ -340,6 +345,31 @@ void pack_key_tiles_transposed(float* dst, const float* src, const Problem& p, i
   }
 }
 
+// compute bf16 (cpu_bf16::kAvailable): B pairs of key tiles transposed, dst[tile][k][c] =
+// (src[b, tile·kKeyTile + c, g, 2k], ...[2k + 1]) for k < HDp/2, zero past T and HD.
+void pack_key_tile_pairs(uint32_t* dst, const float* src, const Problem& p, int64_t b, int64_t g) {
+  const int64_t H2 = padded_head_dim(p.HD) / 2;
+  std::fill(dst, dst + padded_length(p.T) * H2, 0u);
+  for (int64_t t = 0; t < p.T; ++t) {
+    uint32_t* tile = dst + (t / kKeyTile) * kKeyTile * H2 + t % kKeyTile;
+    const float* row = src + p.kv_offset(b, t, g);
+    for (int64_t k = 0; k < H2; ++k)
+      tile[k * kKeyTile] = cpu_bf16::pair(2 * k < p.HD ? row[2 * k] : 0.0f, 2 * k + 1 < p.HD ? row[2 * k + 1] : 0.0f);
+  }
+}
+
+// compute bf16: B pairs of rows, dst[k][e] = (src[b, 2k, g, e], src[b, 2k + 1, g, e]) for
+// k < Tp/2, e < HDp, zero past T and HD.
+void pack_row_pairs(uint32_t* dst, const float* src, const Problem& p, int64_t b, int64_t g) {
+  const int64_t HDp = padded_head_dim(p.HD);
+  std::fill(dst, dst + padded_length(p.T) / 2 * HDp, 0u);
+  for (int64_t k = 0; 2 * k < p.T; ++k) {
+    const float* r0 = src + p.kv_offset(b, 2 * k, g);
+    const float* r1 = 2 * k + 1 < p.T ? src + p.kv_offset(b, 2 * k + 1, g) : nullptr;
+    for (int64_t e = 0; e < p.HD; ++e) dst[k * HDp + e] = cpu_bf16::pair(r0[e], r1 ? r1[e] : 0.0f);
+  }
+}
+
 // doc_start[b·T + t] = the first position of t's document.
 void find_document_starts(const Problem& p, int32_t* doc_start) {
   for (int64_t b = 0; b < p.B; ++b)
@@ -368,14 +398,29 @@ struct FlashForwardScratch {
   float* acc;      // [kQueryTile][HDp], unnormalised output
   float* row_max;  // [kQueryTile] running max of the scores seen so far
   float* row_sum;  // [kQueryTile] running Σ e^(s - row_max)
+  uint32_t* q_pairs = nullptr;  // bf16: [kQueryTile][HDp/2] q_tile as A pairs
+  uint32_t* p_pairs = nullptr;  // bf16: [kQueryTile][kKeyTile/2] the probabilities as A pairs
 
-  void place(Carver& c, int64_t HDp) {
+  void place(Carver& c, int64_t HDp, bool bf16) {
     q_tile = c.take(kQueryTile * HDp);
     scores = c.take(kQueryTile * kKeyTile);
     acc = c.take(kQueryTile * HDp);
     row_max = c.take(kQueryTile);
     row_sum = c.take(kQueryTile);
+    if (bf16) {
+      q_pairs = c.take<uint32_t>(kQueryTile * HDp / 2);
+      p_pairs = c.take<uint32_t>(kQueryTile * kKeyTile / 2);
+    }
   }
+};
+
+// The keys and values of one (b, kv head): f32 (key_tiles_t, values) or, with compute bf16, bf16
+// pairs (key_pairs: pack_key_tile_pairs, value_pairs: pack_row_pairs).
+struct KeyValues {
+  const float* key_tiles_t = nullptr;     // [Tp/kKeyTile][HD][kKeyTile]
+  const float* values = nullptr;          // [Tp][HDp]
+  const uint32_t* key_pairs = nullptr;    // [Tp/kKeyTile][HDp/2][kKeyTile]
+  const uint32_t* value_pairs = nullptr;  // [Tp/2][HDp]
 };
 
 // Online softmax over one tile of scores: s becomes e^(s - new running max), the running sum is
@@ -402,20 +447,28 @@ void online_softmax_tile(float* s, FlashForwardScratch& w, int64_t HDp) {
 }
 
 // One (batch, head, query tile): out rows and lse.
-void flash_forward_tile(const Problem& p, const float* key_tiles_t, const float* values,
-                        const int32_t* doc_start, float* out, float* lse, int64_t b, int64_t h,
-                        int64_t i0, FlashForwardScratch& w) {
-  const int64_t HD = p.HD, HDp = padded_head_dim(HD);
+void flash_forward_tile(const Problem& p, const KeyValues& kv, const int32_t* doc_start, float* out, float* lse,
+                        int64_t b, int64_t h, int64_t i0, FlashForwardScratch& w) {
+  const int64_t HD = p.HD, HDp = padded_head_dim(HD), H2 = HDp / 2;
+  const bool bf16 = kv.key_pairs != nullptr;
   pack_query_tile(w.q_tile, p.q, p, b, h, i0, p.scale);
+  if (bf16) cpu_bf16::to_bf16_rows(w.q_pairs, w.q_tile, kQueryTile, static_cast<int>(HDp));
   std::fill(w.acc, w.acc + kQueryTile * HDp, 0.0f);
   std::fill(w.row_max, w.row_max + kQueryTile, -kInf);
   std::fill(w.row_sum, w.row_sum + kQueryTile, 0.0f);
   for (int64_t kt = first_key_tile(doc_start, b, p.T, i0); kt < end_key_tile(p.T, i0); ++kt) {
     const int64_t j0 = kt * kKeyTile;
-    tile_scores(w.scores, w.q_tile, HDp, key_tiles_t + j0 * HD, HD, kQueryTile);
+    if (bf16) cpu_bf16::tile_scores(w.scores, w.q_pairs, H2, kv.key_pairs + j0 * H2, H2, kQueryTile);
+    else tile_scores(w.scores, w.q_tile, HDp, kv.key_tiles_t + j0 * HD, HD, kQueryTile);
     if (tile_needs_mask(p, doc_start, b, i0, j0)) mask_tile(w.scores, p, b, i0, j0);
     online_softmax_tile(w.scores, w, HDp);
-    tile_accumulate(w.acc, w.scores, kKeyTile, 1, values + j0 * HDp, HDp, kKeyTile, kQueryTile);
+    if (bf16) {
+      cpu_bf16::to_bf16_rows(w.p_pairs, w.scores, kQueryTile, kKeyTile);
+      cpu_bf16::tile_accumulate(w.acc, w.p_pairs, kKeyTile / 2, 1, kv.value_pairs + j0 / 2 * HDp, HDp, kKeyTile / 2,
+                                kQueryTile);
+    } else {
+      tile_accumulate(w.acc, w.scores, kKeyTile, 1, kv.values + j0 * HDp, HDp, kKeyTile, kQueryTile);
+    }
   }
   for (int64_t r = 0; r < kQueryTile && i0 + r < p.T; ++r) {
     const float inv_sum = 1.0f / w.row_sum[r];  // > 0: every query sees itself
@@ -437,11 +490,21 @@ struct FlashBackwardScratch {
   float* dprobs;    // [kQueryTile][kKeyTile] dP, then dS
   float* dk_acc;    // [Tp][HDp] this kv head's dK over all query heads of its group
   float* dv_acc;    // [Tp][HDp]
-  float* key_tiles_t;    // [Tp/kKeyTile][HD][kKeyTile] K of this (b, g), see pack_key_tiles_transposed
-  float* value_tiles_t;  // [Tp/kKeyTile][HD][kKeyTile] V likewise, for dP = dO·Vᵀ
-  float* key_rows;       // [Tp][HDp] K padded, for dQ = dS·K
+  // f32 operands of this (b, g):
+  float* key_tiles_t = nullptr;    // [Tp/kKeyTile][HD][kKeyTile] K, see pack_key_tiles_transposed
+  float* value_tiles_t = nullptr;  // [Tp/kKeyTile][HD][kKeyTile] V likewise, for dP = dO·Vᵀ
+  float* key_rows = nullptr;       // [Tp][HDp] K padded, for dQ = dS·K
+  // compute bf16 instead (cpu_bf16 pairs):
+  uint32_t* key_pairs = nullptr;      // [Tp/kKeyTile][HDp/2][kKeyTile] for S = Q·Kᵀ
+  uint32_t* value_pairs = nullptr;    // [Tp/kKeyTile][HDp/2][kKeyTile] for dP = dO·Vᵀ
+  uint32_t* key_row_pairs = nullptr;  // [Tp/2][HDp] for dQ = dS·K
+  uint32_t* q_a = nullptr;            // [kQueryTile][HDp/2] q_tile as A pairs (S)
+  uint32_t* do_a = nullptr;           // [kQueryTile][HDp/2] do_tile as A pairs (dP)
+  uint32_t* q_b = nullptr;            // [kQueryTile/2][HDp] q_tile as B pairs (dK)
+  uint32_t* do_b = nullptr;           // [kQueryTile/2][HDp] do_tile as B pairs (dV)
+  uint32_t* pairs = nullptr;          // [kQueryTile·kKeyTile/2] P or dS as A pairs, in turn
 
-  void place(Carver& c, int64_t Tp, int64_t HD) {
+  void place(Carver& c, int64_t Tp, int64_t HD, bool bf16) {
     const int64_t HDp = padded_head_dim(HD);
     q_tile = c.take(kQueryTile * HDp);
     do_tile = c.take(kQueryTile * HDp);
@@ -452,10 +515,22 @@ struct FlashBackwardScratch {
     dprobs = c.take(kQueryTile * kKeyTile);
     dk_acc = c.take(Tp * HDp);
     dv_acc = c.take(Tp * HDp);
-    key_tiles_t = c.take(Tp * HD);
-    value_tiles_t = c.take(Tp * HD);
-    key_rows = c.take(Tp * HDp);
+    if (!bf16) {
+      key_tiles_t = c.take(Tp * HD);
+      value_tiles_t = c.take(Tp * HD);
+      key_rows = c.take(Tp * HDp);
+      return;
+    }
+    key_pairs = c.take<uint32_t>(Tp * HDp / 2);
+    value_pairs = c.take<uint32_t>(Tp * HDp / 2);
+    key_row_pairs = c.take<uint32_t>(Tp / 2 * HDp);
+    q_a = c.take<uint32_t>(kQueryTile * HDp / 2);
+    do_a = c.take<uint32_t>(kQueryTile * HDp / 2);
+    q_b = c.take<uint32_t>(kQueryTile / 2 * HDp);
+    do_b = c.take<uint32_t>(kQueryTile / 2 * HDp);
+    pairs = c.take<uint32_t>(kQueryTile * kKeyTile / 2);
   }
+  bool bf16() const { return key_pairs != nullptr; }
 };
 
 // Loads the per-row inputs of query tile i0 of head h.
@@ -470,10 +545,17 @@ void load_backward_query_tile(const Problem& p, const float* dout, const float* 
     w.lse_tile[r] = i < p.T ? lse[(b * p.NH + h) * p.T + i] : kInf;
     w.d_tile[r] = i < p.T ? dot(dout + p.q_offset(b, i, h), out + p.q_offset(b, i, h), p.HD) : 0.0f;
   }
+  if (w.bf16()) {
+    const int HDp = static_cast<int>(padded_head_dim(p.HD));
+    cpu_bf16::to_bf16_rows(w.q_a, w.q_tile, kQueryTile, HDp);
+    cpu_bf16::to_bf16_rows(w.do_a, w.do_tile, kQueryTile, HDp);
+    cpu_bf16::interleave_rows(w.q_b, w.q_tile, kQueryTile, HDp);
+    cpu_bf16::interleave_rows(w.do_b, w.do_tile, kQueryTile, HDp);
+  }
 }
 
 // P = e^(S - lse) (masked scores are -inf, so 0) and dS = P ∘ (dP - D), in place.
-void probabilities_and_score_grads(FlashBackwardScratch& w) {
+[[gnu::always_inline]] inline void probabilities_and_score_grads(FlashBackwardScratch& w) {
   for (int r = 0; r < kQueryTile; ++r)
     for (int c = 0; c < kKeyTile; c += kLanes) {
       f32x16& pv = vec_at(w.probs + r * kKeyTile + c);
@@ -483,12 +565,35 @@ void probabilities_and_score_grads(FlashBackwardScratch& w) {
     }
 }
 
+// flash_backward_tile's step for key tile j0 with bf16 pairs (the f32 step's products, in order).
+void flash_backward_tile_bf16(const Problem& p, const int32_t* doc_start, int64_t b, int64_t i0, int64_t j0,
+                              FlashBackwardScratch& w) {
+  const int64_t HDp = padded_head_dim(p.HD), H2 = HDp / 2;
+  cpu_bf16::tile_scores(w.probs, w.q_a, H2, w.key_pairs + j0 * H2, H2, kQueryTile);
+  if (tile_needs_mask(p, doc_start, b, i0, j0)) mask_tile(w.probs, p, b, i0, j0);
+  cpu_bf16::tile_scores(w.dprobs, w.do_a, H2, w.value_pairs + j0 * H2, H2, kQueryTile);
+  probabilities_and_score_grads(w);
+  // dV_j += Pᵀ·dO_i and dK_j += dSᵀ·(scale·Q_i): P and dS interleaved by query pairs, read transposed.
+  cpu_bf16::interleave_rows(w.pairs, w.probs, kQueryTile, kKeyTile);
+  cpu_bf16::tile_accumulate(w.dv_acc + j0 * HDp, w.pairs, 1, kKeyTile, w.do_b, HDp, kQueryTile / 2, kKeyTile);
+  cpu_bf16::interleave_rows(w.pairs, w.dprobs, kQueryTile, kKeyTile);
+  cpu_bf16::tile_accumulate(w.dk_acc + j0 * HDp, w.pairs, 1, kKeyTile, w.q_b, HDp, kQueryTile / 2, kKeyTile);
+  // dQ_i += dS·K_j
+  cpu_bf16::to_bf16_rows(w.pairs, w.dprobs, kQueryTile, kKeyTile);
+  cpu_bf16::tile_accumulate(w.dq_tile, w.pairs, kKeyTile / 2, 1, w.key_row_pairs + j0 / 2 * HDp, HDp, kKeyTile / 2,
+                            kQueryTile);
+}
+
 // One (batch, head, query tile): dq rows, and this tile's share of dk_acc / dv_acc.
 void flash_backward_tile(const Problem& p, const int32_t* doc_start, float* dq, int64_t b,
                          int64_t h, int64_t i0, FlashBackwardScratch& w) {
   const int64_t HD = p.HD, HDp = padded_head_dim(HD);
   for (int64_t kt = first_key_tile(doc_start, b, p.T, i0); kt < end_key_tile(p.T, i0); ++kt) {
     const int64_t j0 = kt * kKeyTile;
+    if (w.bf16()) {
+      flash_backward_tile_bf16(p, doc_start, b, i0, j0, w);
+      continue;
+    }
     tile_scores(w.probs, w.q_tile, HDp, w.key_tiles_t + j0 * HD, HD, kQueryTile);
     if (tile_needs_mask(p, doc_start, b, i0, j0)) mask_tile(w.probs, p, b, i0, j0);
     tile_scores(w.dprobs, w.do_tile, HDp, w.value_tiles_t + j0 * HD, HD, kQueryTile);
@@ -517,7 +622,7 @@ void store_kv_grad(float* dst, const float* acc, const Problem& p, int64_t b, in
 void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorView& out,
                                         const TensorView& lse, const TensorView& q,
                                         const TensorView& k, const TensorView& v,
-                                        const TensorView& doc_ids, float scale, DType) {
+                                        const TensorView& doc_ids, float scale, DType compute) {
   for (const TensorView* t : {&out, &lse, &q, &k, &v}) cpu_require_f32("attention_forward", *t);
   const Problem p = make_problem(q, k, v, doc_ids, scale);
   float* out_data = out.as<float>();
@@ -535,14 +640,21 @@ void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorVi
   }
 
   const int64_t HDp = padded_head_dim(p.HD), Tp = padded_length(p.T), BG = p.B * p.G;
+  const bool bf16 = compute == DType::kBF16 && cpu_bf16::kAvailable;
   Carver per_thread(nullptr);
-  FlashForwardScratch{}.place(per_thread, HDp);
-  float *key_tiles_t, *values;
+  FlashForwardScratch{}.place(per_thread, HDp, bf16);
+  float *key_tiles_t = nullptr, *values = nullptr;
+  uint32_t *key_pairs = nullptr, *value_pairs = nullptr;
   int32_t* doc_start;
   char* thread_scratch;
   auto layout = [&](Carver& c) {
-    key_tiles_t = c.take(BG * Tp * p.HD);
-    values = c.take(BG * Tp * HDp);
+    if (bf16) {
+      key_pairs = c.take<uint32_t>(BG * Tp * HDp / 2);
+      value_pairs = c.take<uint32_t>(BG * Tp / 2 * HDp);
+    } else {
+      key_tiles_t = c.take(BG * Tp * p.HD);
+      values = c.take(BG * Tp * HDp);
+    }
     doc_start = p.doc_ids ? c.take<int32_t>(p.B * p.T) : nullptr;
     thread_scratch = c.take<char>(threads * per_thread.used());
   };
@@ -554,8 +666,13 @@ void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorVi
 
 #pragma omp parallel for schedule(static)
   for (int64_t bg = 0; bg < BG; ++bg) {
-    pack_key_tiles_transposed(key_tiles_t + bg * Tp * p.HD, p.k, p, bg / p.G, bg % p.G);
-    pack_rows_padded(values + bg * Tp * HDp, p.v, p, bg / p.G, bg % p.G);
+    if (bf16) {
+      pack_key_tile_pairs(key_pairs + bg * Tp * HDp / 2, p.k, p, bg / p.G, bg % p.G);
+      pack_row_pairs(value_pairs + bg * Tp / 2 * HDp, p.v, p, bg / p.G, bg % p.G);
+    } else {
+      pack_key_tiles_transposed(key_tiles_t + bg * Tp * p.HD, p.k, p, bg / p.G, bg % p.G);
+      pack_rows_padded(values + bg * Tp * HDp, p.v, p, bg / p.G, bg % p.G);
+    }
   }
   // Items ordered by query tile, last (most keys) first, so the dynamic schedule ends balanced.
   const int64_t query_tiles = (p.T + kQueryTile - 1) / kQueryTile, heads = p.B * p.NH;
@@ -563,11 +680,18 @@ void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorVi
   for (int64_t item = 0; item < query_tiles * heads; ++item) {
     Carver mine(thread_scratch + omp_get_thread_num() * per_thread.used());
     FlashForwardScratch w;
-    w.place(mine, HDp);
+    w.place(mine, HDp, bf16);
     const int64_t qt = query_tiles - 1 - item / heads, b = item % heads / p.NH, h = item % p.NH;
     const int64_t bg = b * p.G + h / p.heads_per_group();
-    flash_forward_tile(p, key_tiles_t + bg * Tp * p.HD, values + bg * Tp * HDp, doc_start,
-                       out_data, lse_data, b, h, qt * kQueryTile, w);
+    KeyValues kv;
+    if (bf16) {
+      kv.key_pairs = key_pairs + bg * Tp * HDp / 2;
+      kv.value_pairs = value_pairs + bg * Tp / 2 * HDp;
+    } else {
+      kv.key_tiles_t = key_tiles_t + bg * Tp * p.HD;
+      kv.values = values + bg * Tp * HDp;
+    }
+    flash_forward_tile(p, kv, doc_start, out_data, lse_data, b, h, qt * kQueryTile, w);
   }
 }
 
@@ -576,7 +700,7 @@ void CpuBackend::attention_backward_impl(AttentionBackend backend, const TensorV
                                          const TensorView& dout, const TensorView& q,
                                          const TensorView& k, const TensorView& v,
                                          const TensorView& out, const TensorView& lse,
-                                         const TensorView& doc_ids, float scale, DType) {
+                                         const TensorView& doc_ids, float scale, DType compute) {
   for (const TensorView* t : {&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse})
     cpu_require_f32("attention_backward", *t);
   const Problem p = make_problem(q, k, v, doc_ids, scale);
@@ -608,8 +732,9 @@ void CpuBackend::attention_backward_impl(AttentionBackend backend, const TensorV
   }
 
   const int64_t Tp = padded_length(p.T);
+  const bool bf16 = compute == DType::kBF16 && cpu_bf16::kAvailable;
   Carver per_thread(nullptr);
-  FlashBackwardScratch{}.place(per_thread, Tp, p.HD);
+  FlashBackwardScratch{}.place(per_thread, Tp, p.HD, bf16);
   int32_t* doc_start;
   char* thread_scratch;
   auto layout = [&](Carver& c) {
@@ -629,10 +754,16 @@ void CpuBackend::attention_backward_impl(AttentionBackend backend, const TensorV
     const int64_t b = bg / p.G, g = bg % p.G;
     Carver mine(thread_scratch + omp_get_thread_num() * per_thread.used());
     FlashBackwardScratch w;
-    w.place(mine, Tp, p.HD);
-    pack_key_tiles_transposed(w.key_tiles_t, p.k, p, b, g);
-    pack_key_tiles_transposed(w.value_tiles_t, p.v, p, b, g);
-    pack_rows_padded(w.key_rows, p.k, p, b, g);
+    w.place(mine, Tp, p.HD, bf16);
+    if (bf16) {
+      pack_key_tile_pairs(w.key_pairs, p.k, p, b, g);
+      pack_key_tile_pairs(w.value_pairs, p.v, p, b, g);
+      pack_row_pairs(w.key_row_pairs, p.k, p, b, g);
+    } else {
+      pack_key_tiles_transposed(w.key_tiles_t, p.k, p, b, g);
+      pack_key_tiles_transposed(w.value_tiles_t, p.v, p, b, g);
+      pack_rows_padded(w.key_rows, p.k, p, b, g);
+    }
     std::fill(w.dk_acc, w.dk_acc + Tp * padded_head_dim(p.HD), 0.0f);
     std::fill(w.dv_acc, w.dv_acc + Tp * padded_head_dim(p.HD), 0.0f);
     for (int64_t h = g * group; h < (g + 1) * group; ++h)

@@ -1,34 +1,55 @@
-// Attention on the GPU's bf16 tensor cores (ctest label "gpu"; kernels/cuda/attention_fa2.cu):
-// attention_forward / attention_backward with compute bf16 against the ref backend (f32) from
-// identical inputs, over shapes that cover every head-dim bucket (HD 12, 40, 64, 80, 128; padded
-// columns), grouped-query heads, document masks, and lengths that are not multiples of the 64-row
-// tiles. Skips, with the reason, where no GPU is visible.
+// Attention with compute bf16 (kernels/backend.h) against the ref backend (f32) from identical inputs:
+// the cpu backend's AVX512-BF16 tiles (kernels/cpu/attention_bf16_tiles.h) in this binary, and the
+// GPU's tensor-core kernels (kernels/cuda/attention_fa2.cu) in cuda_attention_test (ctest label gpu,
+// this source with LMT_ATTENTION_TEST_BACKEND "cuda"; it skips, with the reason, where no GPU is
+// visible). Shapes cover every head-dim bucket (HD 12, 40, 64, 80, 128; padded columns), grouped-query
+// heads, document masks, and lengths that are not multiples of the 64-row tiles.
 //
 // Bounds: rounding q, k, v, dO, P and dS to bf16 (f32 accumulation) puts out, dq, dk, dv at about
 // 3e-3 to 5e-3 relative (Frobenius) from the exact result, measured on these shapes with an
-// emulation in float64 (PyTorch, rounding at the kernel's points) and on an H100 (2.3e-3 to
+// emulation in float64 (PyTorch, rounding at the kernels' points) and on an H100 (2.3e-3 to
 // 5.0e-3); the bound is 1.5e-2. lse is compared by root mean square (bound 1e-2; 4.7e-4 to 4.6e-3
 // on the H100), since a relative bound is ill-conditioned where lse is near 0 (T = 1: one score).
 // Also: every output element is written (outputs are NaN-poisoned first), two runs agree bit for
-// bit (no atomics), the bf16 path really differs from f32 (the tensor cores ran), and head dims
-// above 128 fall back to the f32 kernels (bf16 results equal f32 results bit for bit).
+// bit, the bf16 path really differs from f32 (where the backend has one: the cpu backend computes
+// in f32 without AVX512-BF16), and on the GPU head dims above 128 fall back to the f32 kernels
+// (bf16 results equal f32 results bit for bit).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "gpu_test_util.h"
+#include "op_compare.h"
 #include "lmt/base/rng.h"
+#include "lmt/kernels/cpu/attention_bf16_tiles.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
+
+#ifndef LMT_ATTENTION_TEST_BACKEND
+#define LMT_ATTENTION_TEST_BACKEND "cpu"
+#endif
 
 namespace lmt {
 namespace {
 
-using gpu_test::cuda;
-using gpu_test::relative_distance;
+using testing::relative_distance;
+
+constexpr std::string_view kBackend = LMT_ATTENTION_TEST_BACKEND;
+
+kernels::Backend* backend_under_test() {
+  StatusOr<kernels::Backend*> be = kernels::find_backend(kBackend);
+  return be.ok() ? *be : nullptr;
+}
+
+#define SKIP_WITHOUT_BACKEND()                                   \
+  if (backend_under_test() == nullptr)                          \
+  GTEST_SKIP() << kernels::find_backend(kBackend).status().ToString()
+
+// Whether compute bf16 takes a bf16 path on this backend and machine.
+bool has_bf16_path() { return kBackend == "cuda" || kernels::cpu_bf16::kAvailable; }
 
 struct Shape5 {
   int64_t B, T, NH, G, HD;
@@ -132,17 +153,18 @@ const Shape5 kShapes[] = {
     {2, 130, 4, 2, 64, true}, {1, 200, 8, 8, 128, false}, {1, 77, 6, 3, 80, true}, {2, 64, 2, 1, 12, false},
     {1, 1, 1, 1, 32, false},  {1, 300, 4, 1, 40, true},   {1, 1024, 12, 12, 64, false}, {1, 257, 4, 4, 96, true}};
 
-TEST(CudaAttentionBf16, MatchesReferenceWithinBf16Rounding) {
-  SKIP_WITHOUT_GPU();
+TEST(AttentionBf16, MatchesReferenceWithinBf16Rounding) {
+  SKIP_WITHOUT_BACKEND();
+  kernels::Backend& be = *backend_under_test();
   kernels::Backend& ref = kernels::backend("ref");
   uint64_t seed = 11;
   for (const Shape5& s : kShapes) {
     SCOPED_TRACE(name_of(s));
     const Inputs in = make_inputs(s, seed++);
     const Results want = run(ref, in, DType::kF32);
-    const Results got = run(*cuda(), in, DType::kBF16);
-    const Results again = run(*cuda(), in, DType::kBF16);
-    const Results f32 = run(*cuda(), in, DType::kF32);
+    const Results got = run(be, in, DType::kBF16);
+    const Results again = run(be, in, DType::kBF16);
+    const Results f32 = run(be, in, DType::kF32);
     const std::pair<const char*, std::vector<float> Results::*> fields[] = {
         {"out", &Results::out}, {"lse", &Results::lse}, {"dq", &Results::dq}, {"dk", &Results::dk}, {"dv", &Results::dv}};
     for (const auto& [name, field] : fields) {
@@ -155,15 +177,19 @@ TEST(CudaAttentionBf16, MatchesReferenceWithinBf16Rounding) {
       std::printf("%s %s: bf16 %.2e, f32 %.2e from ref\n", name_of(s).c_str(), name, err,
                   lse ? rms_difference(f32.*field, want.*field) : relative_distance(f32.*field, want.*field));
     }
-    // The tensor cores ran: rounding the inputs to bf16 moves out far beyond the f32 kernel's error.
-    if (s.T > 1) EXPECT_GT(relative_distance(got.out, want.out), 1e-4) << "compute bf16 gave f32 results";
+    // The bf16 path ran: rounding the inputs to bf16 moves out far beyond the f32 kernels' error.
+    if (s.T > 1 && has_bf16_path()) {
+      EXPECT_GT(relative_distance(got.out, want.out), 1e-4) << "compute bf16 gave f32 results";
+    }
   }
 }
 
-TEST(CudaAttentionBf16, HeadDimsAbove128FallBackToF32) {
-  SKIP_WITHOUT_GPU();
+TEST(AttentionBf16, CudaHeadDimsAbove128FallBackToF32) {
+  if (kBackend != "cuda") GTEST_SKIP() << "the cuda backend's limit; the cpu backend takes any head dim in bf16";
+  SKIP_WITHOUT_BACKEND();
+  kernels::Backend& be = *backend_under_test();
   const Inputs in = make_inputs({1, 90, 2, 1, 160, true}, 5);
-  const Results bf16 = run(*cuda(), in, DType::kBF16), f32 = run(*cuda(), in, DType::kF32);
+  const Results bf16 = run(be, in, DType::kBF16), f32 = run(be, in, DType::kF32);
   EXPECT_EQ(bf16.out, f32.out);
   EXPECT_EQ(bf16.lse, f32.lse);
   EXPECT_EQ(bf16.dq, f32.dq);

@@ -1,0 +1,126 @@
+// The bf16 products of the cpu flash attention (attention.cpp, compute bf16 on CPUs with
+// AVX512-BF16). vdpbf16ps multiplies 16 pairs of bf16 values by 16 other pairs and adds each lane's
+// two products to an f32 accumulator, so the operands are stored as pairs along the reduction
+// dimension: one uint32 holds two bf16 values (the lower index in the low half), and a 64-byte vector
+// of 16 uint32 holds one pair for each of 16 output columns. Everything else of the algorithm (the
+// online softmax, masks, accumulators, lse) stays f32 in attention.cpp.
+//
+// Layouts (u32 = one bf16 pair; k indexes pairs (2k, 2k + 1) of the reduction dimension):
+//   A pairs   a[r][k] = (A[r][2k], A[r][2k + 1])   the row operand, broadcast one pair at a time
+//   B pairs   b[k][c] = (B[2k][c], B[2k + 1][c])   the column operand, 16 columns c per vector
+// Internal to kernels/cpu.
+#pragma once
+
+#include <cstdint>
+
+#include "lmt/base/bf16.h"
+
+#ifdef __AVX512BF16__
+#include <immintrin.h>
+#endif
+
+namespace lmt::kernels::cpu_bf16 {
+
+// Whether this build has the bf16 products (else attention.cpp computes in f32 whatever is asked).
+#ifdef __AVX512BF16__
+inline constexpr bool kAvailable = true;
+#else
+inline constexpr bool kAvailable = false;
+#endif
+
+// (lo, hi) rounded to bf16 (nearest, ties to even) as one pair.
+inline uint32_t pair(float lo, float hi) {
+  return uint32_t(bf16::round_from_float(lo)) | (uint32_t(bf16::round_from_float(hi)) << 16);
+}
+
+#ifdef __AVX512BF16__
+constexpr int kRowBlock = 4;  // rows per register block (4 × 4 accumulators)
+
+// s[r][0:64] = Σ_k a[r·a_stride + k] · bt[k][0:64] over k < depth (pairs): a tile of scores from A
+// pairs of the rows and B pairs of 64 keys, for r < rows (a multiple of 4).
+inline void tile_scores(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt, int64_t depth, int rows) {
+  for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
+    __m512 acc[kRowBlock][4];
+    for (int r = 0; r < kRowBlock; ++r)
+      for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < depth; ++k) {
+      __m512bh b[4];
+      for (int c = 0; c < 4; ++c) b[c] = (__m512bh)_mm512_loadu_si512(bt + k * 64 + c * 16);
+      for (int r = 0; r < kRowBlock; ++r) {
+        const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[(r0 + r) * a_stride + k]));
+        for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], ar, b[c]);
+      }
+    }
+    for (int r = 0; r < kRowBlock; ++r)
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(s + (r0 + r) * 64 + c * 16, acc[r][c]);
+  }
+}
+
+// A [rows][cols] f32 tile (cols a multiple of 16) in bf16, row by row: dst[r][k] is the pair
+// (src[r][2k], src[r][2k + 1]), the A pairs of the tile.
+inline void to_bf16_rows(uint32_t* dst, const float* src, int rows, int cols) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; c += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (r * cols + c) / 2),
+                          (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + r * cols + c)));
+}
+
+// dst[k][c] = (src[2k][c], src[2k + 1][c]) for a [rows][cols] f32 tile (rows even, cols a multiple
+// of 16): the B pairs of the tile's rows (or, read with a stride, the A pairs of its transpose).
+inline void interleave_rows(uint32_t* dst, const float* src, int rows, int cols) {
+  for (int k = 0; k < rows / 2; ++k)
+    for (int c = 0; c < cols; c += 16) {
+      const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + 2 * k * cols + c)));
+      const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + (2 * k + 1) * cols + c)));
+      _mm512_storeu_si512(dst + k * cols + c, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+    }
+}
+
+// c[r][:] += Σ_k w[r·w_row + k·w_inner] · x[k][:] over k < inner (pairs), for r < rows (a multiple of
+// 4); rows of c and x are `width` elements (a multiple of 16). The strides let one kernel read the
+// pairs of a tile (w_row = pairs per row, w_inner = 1) or of its transpose (interleave_rows:
+// w_row = 1, w_inner = the tile's columns).
+template <int kVecs>
+inline void accumulate_block(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
+                             int64_t width, int64_t inner) {
+  __m512 acc[kRowBlock][kVecs];
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int e = 0; e < kVecs; ++e) acc[r][e] = _mm512_loadu_ps(c + r * width + e * 16);
+  for (int64_t k = 0; k < inner; ++k) {
+    __m512bh xk[kVecs];
+    for (int e = 0; e < kVecs; ++e) xk[e] = (__m512bh)_mm512_loadu_si512(x + k * width + e * 16);
+    for (int r = 0; r < kRowBlock; ++r) {
+      const __m512bh wr = (__m512bh)_mm512_set1_epi32(static_cast<int>(w[r * w_row + k * w_inner]));
+      for (int e = 0; e < kVecs; ++e) acc[r][e] = _mm512_dpbf16_ps(acc[r][e], wr, xk[e]);
+    }
+  }
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int e = 0; e < kVecs; ++e) _mm512_storeu_ps(c + r * width + e * 16, acc[r][e]);
+}
+
+inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
+                            int64_t width, int64_t inner, int rows) {
+  for (int r0 = 0; r0 < rows; r0 += kRowBlock)
+    for (int64_t d0 = 0; d0 < width; d0 += 64) {
+      float* cb = c + r0 * width + d0;
+      const uint32_t* wb = w + r0 * w_row;
+      switch ((width - d0) / 16 < 4 ? (width - d0) / 16 : 4) {
+        case 4: accumulate_block<4>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        case 3: accumulate_block<3>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        case 2: accumulate_block<2>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        default: accumulate_block<1>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+      }
+    }
+}
+#else
+// Without AVX512-BF16 nothing calls these (kAvailable is false); they exist so that call sites need
+// no preprocessor branches.
+inline void tile_scores(float*, const uint32_t*, int64_t, const uint32_t*, int64_t, int) { __builtin_trap(); }
+inline void to_bf16_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
+inline void interleave_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
+inline void tile_accumulate(float*, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t, int64_t, int) {
+  __builtin_trap();
+}
+#endif
+
+}  // namespace lmt::kernels::cpu_bf16
