@@ -24,8 +24,10 @@
 // bf16 convention (forward/backward with BlockPass::compute == kBF16): every GEMM reads bf16 — its
 // weight from the bf16 mirror (AttentionWeights' GEMM views), its activation converted once (h and
 // att_c are saved in bf16; a gradient is converted into Scratch::grad_c just before its GEMM) — and
-// writes f32. The norms, QK-norm, RoPE, attention and the residual stay f32 (f64 in an f64 run) and
-// read norm weights and biases from the master. decode computes in f32 from f32 views throughout.
+// writes f32. The norms, QK-norm, RoPE and the residual stay f32 (f64 in an f64 run) and read norm
+// weights and biases from the master. Attention keeps f32 tensors but is told the compute dtype, so
+// a backend may round its products' operands to bf16 (kernels/backend.h: cpu with AVX512-BF16, cuda).
+// decode computes in f32 from f32 views throughout.
 //
 // Gradient contract: parameter gradients accumulate (+=); activation gradients in Scratch are
 // overwritten (=); the residual gradient Scratch::dres accumulates (the residual passes d res_out
