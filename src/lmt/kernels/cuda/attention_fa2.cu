@@ -207,6 +207,21 @@ __global__ void pack_bf16_kernel(bf16_t* dst, const float* src, int B, int T, in
   }
 }
 
+// Starts loading key tile kt of one (b, kv head) into buffer `buf` of the K and V tiles ([2] each)
+// and of the keys' document ids ([2][64], with documents); the caller commits the copies. The forward
+// and dQ kernels stream their keys alike.
+template <int HDP>
+__device__ __forceinline__ void issue_key_tile(bf16_t* Ks, bf16_t* Vs, int32_t* kdoc, const bf16_t* kbase,
+                                               const bf16_t* vbase, const int32_t* docs, int T, int kt, int buf) {
+  load_tile_async<HDP>(Ks + buf * kTile * (HDP + 8), kbase + int64_t(kt) * kTile * HDP);
+  load_tile_async<HDP>(Vs + buf * kTile * (HDP + 8), vbase + int64_t(kt) * kTile * HDP);
+  if (docs)
+    for (int j = threadIdx.x; j < kTile; j += kThreads) {
+      const int key = kt * kTile + j;
+      kdoc[buf * kTile + j] = key < T ? docs[key] : 0;
+    }
+}
+
 // ---- forward ----------------------------------------------------------------------------------
 
 template <int HDP>
@@ -228,15 +243,7 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(ForwardArgs a, Pa
   const int kt_first = first_key / kTile, kt_last = (t.q0 + t.q_valid - 1) / kTile;
   const bf16_t* kbase = p.k + p.kv_tile(d, t.b, t.g, 0);
   const bf16_t* vbase = p.v + p.kv_tile(d, t.b, t.g, 0);
-  auto issue_kv = [&](int kt, int buf) {
-    load_tile_async<HDP>(Ks + buf * kTile * ld, kbase + int64_t(kt) * kTile * HDP);
-    load_tile_async<HDP>(Vs + buf * kTile * ld, vbase + int64_t(kt) * kTile * HDP);
-    if (docs)
-      for (int j = threadIdx.x; j < kTile; j += kThreads) {
-        const int key = kt * kTile + j;
-        kdoc[buf * kTile + j] = key < d.T ? docs[key] : 0;
-      }
-  };
+  auto issue_kv = [&](int kt, int buf) { issue_key_tile<HDP>(Ks, Vs, kdoc, kbase, vbase, docs, d.T, kt, buf); };
   load_tile_async<HDP>(Qs, p.q + p.q_tile(d, t.b, t.h, t.q0));
   issue_kv(kt_first, 0);
   cp_async_commit();
@@ -445,15 +452,7 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dq_kernel(BackwardArgs 
   const int kt_first = first_key / kTile, kt_last = (t.q0 + t.q_valid - 1) / kTile;
   const bf16_t* kbase = p.k + p.kv_tile(d, t.b, t.g, 0);
   const bf16_t* vbase = p.v + p.kv_tile(d, t.b, t.g, 0);
-  auto issue_kv = [&](int kt, int buf) {
-    load_tile_async<HDP>(Ks + buf * kTile * ld, kbase + int64_t(kt) * kTile * HDP);
-    load_tile_async<HDP>(Vs + buf * kTile * ld, vbase + int64_t(kt) * kTile * HDP);
-    if (docs)
-      for (int j = threadIdx.x; j < kTile; j += kThreads) {
-        const int key = kt * kTile + j;
-        kdoc[buf * kTile + j] = key < d.T ? docs[key] : 0;
-      }
-  };
+  auto issue_kv = [&](int kt, int buf) { issue_key_tile<HDP>(Ks, Vs, kdoc, kbase, vbase, docs, d.T, kt, buf); };
   load_tile_async<HDP>(Qs, p.q + p.q_tile(d, t.b, t.h, t.q0));
   load_tile_async<HDP>(dOs, p.dout + p.q_tile(d, t.b, t.h, t.q0));
   issue_kv(kt_first, 0);
