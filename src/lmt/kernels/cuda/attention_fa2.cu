@@ -5,6 +5,12 @@
 // a product; every product accumulates in f32; the softmax statistics (running max, row sums, lse),
 // the mask and D = rowsum(dO ∘ O) stay f32. The tensors in global memory stay f32 (the contract).
 //
+// Softmax in the log2 domain, as FlashAttention-2 does: with x = s·scale·log2(e), exp(s·scale - m) is
+// 2^(x - m₂), one fused multiply-add and one ex2.approx (the hardware's 2^x, about 2 ulp) per score;
+// the running max is kept in x units and lse is converted back to natural log once per row. The mask
+// is evaluated only where a tile can hold an invisible pair: the diagonal tile, a tile past T, or any
+// tile when documents are given; every other tile is wholly visible (keys before the first query).
+//
 // Operands. One pass first packs q, k, v (and dout in backward) into bf16 copies in scratch, head-
 // major [B][H][Tp][HDP]: Tp = T rounded up to the 64-row tile, HDP = the head-dim bucket (32, 64,
 // 128), padding zero. Every tile is then a contiguous [64][HDP] block, loaded with cp.async (16-byte
@@ -34,10 +40,15 @@ namespace lmt::kernels::cuda::attention_detail {
 namespace {
 
 using bf16_t = __nv_bfloat16;
-using cuda_math::OnlineSoftmax;
 
 constexpr int kThreads = 128;
 constexpr int kTile = 64;
+
+// Blocks per SM each kernel is compiled for (__launch_bounds__' second argument): registers are
+// granted 8 per thread at a time, so 170 registers fit 2 blocks of 128 threads where 168 fit 3.
+template <int HDP> inline constexpr int kForwardBlocks = HDP <= 64 ? 4 : 2;
+template <int HDP> inline constexpr int kDkvBlocks = HDP <= 64 ? 3 : 1;
+template <int HDP> inline constexpr int kDqBlocks = HDP <= 64 ? 3 : 2;
 
 // ---- PTX wrappers ------------------------------------------------------------------------------
 
@@ -75,6 +86,38 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+
+// 2^x (ex2.approx.ftz: one MUFU instruction; 2^-inf = +0).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// One query row's online softmax in the log2 domain (see the top of the file): m = the running max
+// of x = s·sl2 (-inf: nothing visible yet), l = this thread's share of Σ 2^(x - m) (the 4 lanes of a
+// row hold disjoint columns; finish() adds their shares once, after the last tile).
+struct RowSoftmax2 {
+  float m = -INFINITY;
+  float l = 0.0f;
+  // Raises m to cover a tile whose raw scores peak at raw_max (-inf: all masked); returns the factor
+  // for the row's accumulators (l is rescaled here). An empty state hands out 0, never NaN.
+  __device__ __forceinline__ float rescale(float raw_max, float sl2) {
+    const float m_new = fmaxf(m, raw_max * sl2);
+    const float alpha = m == -INFINITY ? 0.0f : ex2(m - m_new);
+    l *= alpha;
+    m = m_new;
+    return alpha;
+  }
+  // The bias b of prob = 2^(s·sl2 + b): -m, or 0 while nothing is visible (every score is -inf then).
+  __device__ __forceinline__ float bias() const { return m == -INFINITY ? 0.0f : -m; }
+  // After the last tile: the row's total (the 4 lanes' shares), 1/l and the natural-log lse.
+  __device__ __forceinline__ void finish() { l = warp_sum<4>(l); }
+  __device__ __forceinline__ float inv_sum() const { return l > 0.0f ? 1.0f / l : 0.0f; }
+  __device__ __forceinline__ float lse() const { return l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY; }
+};
 
 // ---- fragments from shared memory (tiles [rows][ld] bf16, ld = HDP + 8) -------------------------
 // A (16×16) at rows r0.., columns k0.. of a row-major tile.
@@ -225,7 +268,7 @@ __device__ __forceinline__ void issue_key_tile(bf16_t* Ks, bf16_t* Vs, int32_t* 
 // ---- forward ----------------------------------------------------------------------------------
 
 template <int HDP>
-__global__ void __launch_bounds__(kThreads) fa2_forward_kernel(ForwardArgs a, Packed p) {
+__global__ void __launch_bounds__(kThreads, kForwardBlocks<HDP>) fa2_forward_kernel(ForwardArgs a, Packed p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr int ld = HDP + 8, TB = kTileBytes<HDP>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -256,7 +299,8 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(ForwardArgs a, Pa
 
   const int i0 = t.q0 + warp * 16 + g, i1 = i0 + 8;
   const int32_t qdoc0 = docs && i0 < d.T ? docs[i0] : 0, qdoc1 = docs && i1 < d.T ? docs[i1] : 0;
-  OnlineSoftmax st0, st1;
+  const float sl2 = d.scale * kLog2e;
+  RowSoftmax2 st0, st1;
   float o[HDP / 8][4];
   zero_acc<HDP>(o);
 
@@ -284,35 +328,37 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(ForwardArgs a, Pa
         mma16816(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
 
+    // The diagonal tile (the last; keys past T live only there) and document tiles need the mask.
+    if (docs != nullptr || kt == kt_last) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int jj = 8 * j + 2 * tq + e, key = k0 + jj;
+          const int32_t kdj = docs ? kd[jj] : 0;
+          if (!cuda_math::attention_visible(i0, key, d.T, docs != nullptr, qdoc0, kdj)) s[j][e] = -INFINITY;
+          if (!cuda_math::attention_visible(i1, key, d.T, docs != nullptr, qdoc1, kdj)) s[j][2 + e] = -INFINITY;
+        }
+    }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int jj = 8 * j + 2 * tq + e, key = k0 + jj;
-        const int32_t kdj = docs ? kd[jj] : 0;
-        const bool v0 = cuda_math::attention_visible(i0, key, d.T, docs != nullptr, qdoc0, kdj);
-        const bool v1 = cuda_math::attention_visible(i1, key, d.T, docs != nullptr, qdoc1, kdj);
-        s[j][e] = v0 ? s[j][e] * d.scale : -INFINITY;
-        s[j][2 + e] = v1 ? s[j][2 + e] * d.scale : -INFINITY;
-        mx0 = fmaxf(mx0, s[j][e]);
-        mx1 = fmaxf(mx1, s[j][2 + e]);
-      }
+    for (int j = 0; j < 8; ++j) {
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
     mx0 = warp_max<4>(mx0);
     mx1 = warp_max<4>(mx1);
-    const float alpha0 = st0.rescale(mx0), alpha1 = st1.rescale(mx1);
-    float sum0 = 0.0f, sum1 = 0.0f;
+    const float alpha0 = st0.rescale(mx0, sl2), alpha1 = st1.rescale(mx1, sl2);
+    const float b0 = st0.bias(), b1 = st1.bias();
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        s[j][e] = st0.prob(s[j][e]);
-        s[j][2 + e] = st1.prob(s[j][2 + e]);
-        sum0 += s[j][e];
-        sum1 += s[j][2 + e];
+        s[j][e] = ex2(fmaf(s[j][e], sl2, b0));
+        s[j][2 + e] = ex2(fmaf(s[j][2 + e], sl2, b1));
+        st0.l += s[j][e];
+        st1.l += s[j][2 + e];
       }
-    st0.add(warp_sum<4>(sum0));
-    st1.add(warp_sum<4>(sum1));
 #pragma unroll
     for (int n = 0; n < HDP / 8; ++n) {
       o[n][0] *= alpha0, o[n][1] *= alpha0;
@@ -324,6 +370,8 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(ForwardArgs a, Pa
     __syncthreads();  // the next tile has landed; this one is no longer read
   }
 
+  st0.finish();
+  st1.finish();
   store_rows<HDP>(o, i0, i1, d.T, d.HD, st0.inv_sum(), st1.inv_sum(),
                   [&](int i) { return a.out + d.q_index(t.b, i, t.h); });
   if (tq == 0) {
@@ -338,7 +386,7 @@ __global__ void __launch_bounds__(kThreads) fa2_forward_kernel(ForwardArgs a, Pa
 // ---- backward: dK, dV -------------------------------------------------------------------------
 
 template <int HDP>
-__global__ void __launch_bounds__(kThreads) fa2_backward_dkv_kernel(BackwardArgs a, Packed p) {
+__global__ void __launch_bounds__(kThreads, kDkvBlocks<HDP>) fa2_backward_dkv_kernel(BackwardArgs a, Packed p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr int ld = HDP + 8, TB = kTileBytes<HDP>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -347,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dkv_kernel(BackwardArgs
   bf16_t* Vs = reinterpret_cast<bf16_t*>(smem + TB);
   bf16_t* Qs = reinterpret_cast<bf16_t*>(smem + 2 * TB);   // [2] tiles
   bf16_t* dOs = reinterpret_cast<bf16_t*>(smem + 4 * TB);  // [2] tiles
-  float* lse_s = reinterpret_cast<float*>(smem + 6 * TB);  // [2][64]
+  float* lse_s = reinterpret_cast<float*>(smem + 6 * TB);  // [2][64], lse·log2(e)
   float* delta_s = lse_s + 2 * kTile;                      // [2][64]
   int32_t* qdoc_s = reinterpret_cast<int32_t*>(delta_s + 2 * kTile);  // [2][64]
 
@@ -368,7 +416,7 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dkv_kernel(BackwardArgs
     load_tile_async<HDP>(dOs + buf * kTile * ld, p.dout + p.q_tile(d, b, h, q0));
     for (int i = threadIdx.x; i < kTile; i += kThreads) {
       const bool in = q0 + i < d.T;
-      lse_s[buf * kTile + i] = in ? a.lse[d.lse_index(b, h, q0 + i)] : 0.0f;
+      lse_s[buf * kTile + i] = in ? a.lse[d.lse_index(b, h, q0 + i)] * kLog2e : 0.0f;  // log2 units
       delta_s[buf * kTile + i] = in ? a.delta[d.lse_index(b, h, q0 + i)] : 0.0f;
       qdoc_s[buf * kTile + i] = docs && in ? docs[q0 + i] : 0;
     }
@@ -381,6 +429,7 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dkv_kernel(BackwardArgs
   __syncthreads();
 
   const int j0 = k0 + warp * 16 + g, j1 = j0 + 8;  // this thread's key rows
+  const float sl2 = d.scale * kLog2e;
   const int32_t kdoc0 = docs && j0 < d.T ? docs[j0] : 0, kdoc1 = docs && j1 < d.T ? docs[j1] : 0;
   float dk[HDP / 8][4], dv[HDP / 8][4];
   zero_acc<HDP>(dk);
@@ -402,16 +451,28 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dkv_kernel(BackwardArgs
     float s[8][4], dp[8][4];                     // Sᵀ, dPᵀ: this warp's 16 keys × 64 queries
     product_rows<HDP>(s, Ks, warp * 16, Qb);     // Sᵀ = K·Qᵀ
     product_rows<HDP>(dp, Vs, warp * 16, dOb);   // dPᵀ = V·dOᵀ
+    // Invisible pairs exist only in the diagonal tile, the tile reaching past T, or with documents.
+    if (docs != nullptr || q0 == k0 || q0 + kTile > d.T) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int qc = 8 * j + 2 * tq + e, i = q0 + qc;
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            if (!cuda_math::attention_visible(i, r ? j1 : j0, d.T, docs != nullptr, qd[qc], r ? kdoc1 : kdoc0))
+              s[j][2 * r + e] = -INFINITY;
+        }
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int qc = 8 * j + 2 * tq + e, i = q0 + qc;
+        const int qc = 8 * j + 2 * tq + e;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const int c = 2 * r + e;
-          const bool vis = cuda_math::attention_visible(i, r ? j1 : j0, d.T, docs != nullptr, qd[qc], r ? kdoc1 : kdoc0);
-          const float pr = cuda_math::attention_prob(vis ? s[j][c] * d.scale : -INFINITY, lse_b[qc]);
+          const float pr = ex2(fmaf(s[j][c], sl2, -lse_b[qc]));  // exp(s·scale - lse); 0 where masked
           dp[j][c] = cuda_math::attention_dscore(pr, dp[j][c], delta_b[qc]);
           s[j][c] = pr;
         }
@@ -433,7 +494,7 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dkv_kernel(BackwardArgs
 // ---- backward: dQ -----------------------------------------------------------------------------
 
 template <int HDP>
-__global__ void __launch_bounds__(kThreads) fa2_backward_dq_kernel(BackwardArgs a, Packed p) {
+__global__ void __launch_bounds__(kThreads, kDqBlocks<HDP>) fa2_backward_dq_kernel(BackwardArgs a, Packed p) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr int ld = HDP + 8, TB = kTileBytes<HDP>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -463,7 +524,9 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dq_kernel(BackwardArgs 
   const int i0 = t.q0 + warp * 16 + g, i1 = i0 + 8;
   const bool in0 = i0 < d.T, in1 = i1 < d.T;
   const int32_t qdoc0 = docs && in0 ? docs[i0] : 0, qdoc1 = docs && in1 ? docs[i1] : 0;
-  const float lse0 = in0 ? a.lse[d.lse_index(t.b, t.h, i0)] : 0.0f, lse1 = in1 ? a.lse[d.lse_index(t.b, t.h, i1)] : 0.0f;
+  const float sl2 = d.scale * kLog2e;  // the scores and lse in log2 units
+  const float lse0 = in0 ? a.lse[d.lse_index(t.b, t.h, i0)] * kLog2e : 0.0f;
+  const float lse1 = in1 ? a.lse[d.lse_index(t.b, t.h, i1)] * kLog2e : 0.0f;
   const float dd0 = in0 ? a.delta[d.lse_index(t.b, t.h, i0)] : 0.0f, dd1 = in1 ? a.delta[d.lse_index(t.b, t.h, i1)] : 0.0f;
   float dq[HDP / 8][4];
   zero_acc<HDP>(dq);
@@ -482,16 +545,22 @@ __global__ void __launch_bounds__(kThreads) fa2_backward_dq_kernel(BackwardArgs 
     float s[8][4], dp[8][4];
     product_rows<HDP>(s, Qs, warp * 16, Kb);    // S = Q·Kᵀ
     product_rows<HDP>(dp, dOs, warp * 16, Vb);  // dP = dO·Vᵀ
+    if (docs != nullptr || kt == kt_last) {     // as in the forward: only these tiles hold masked pairs
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int jj = 8 * j + 2 * tq + e, key = k0 + jj;
+          const int32_t kdj = docs ? kd[jj] : 0;
+          if (!cuda_math::attention_visible(i0, key, d.T, docs != nullptr, qdoc0, kdj)) s[j][e] = -INFINITY;
+          if (!cuda_math::attention_visible(i1, key, d.T, docs != nullptr, qdoc1, kdj)) s[j][2 + e] = -INFINITY;
+        }
+    }
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int jj = 8 * j + 2 * tq + e, key = k0 + jj;
-        const int32_t kdj = docs ? kd[jj] : 0;
-        const bool v0 = cuda_math::attention_visible(i0, key, d.T, docs != nullptr, qdoc0, kdj);
-        const bool v1 = cuda_math::attention_visible(i1, key, d.T, docs != nullptr, qdoc1, kdj);
-        const float p0 = cuda_math::attention_prob(v0 ? s[j][e] * d.scale : -INFINITY, lse0);
-        const float p1 = cuda_math::attention_prob(v1 ? s[j][2 + e] * d.scale : -INFINITY, lse1);
+        const float p0 = ex2(fmaf(s[j][e], sl2, -lse0)), p1 = ex2(fmaf(s[j][2 + e], sl2, -lse1));
         dp[j][e] = cuda_math::attention_dscore(p0, dp[j][e], dd0);
         dp[j][2 + e] = cuda_math::attention_dscore(p1, dp[j][2 + e], dd1);
       }

@@ -1,25 +1,30 @@
 // LM head fused with softmax cross-entropy (+ z-loss), chunked over rows (kernels/backend.h):
 //   logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ (rows < V only); x and weight share f32 or bf16;
 //   losses[N] f32 (written) = lse - logit[target] + z_loss·lse², 0 where target == ignore_index;
-//   dx[N,C] f32 (overwrite, optional), dweight[Vp,C] f32 (+=, rows >= V untouched, optional): the
+//   dx[N,C] f32 (overwrite, optional), dweight[Vp,C] f32 (+=, rows >= V unchanged, optional): the
 //   gradients of grad_scale · Σ losses, from the same logits pass.
 //
+// The products run over Vg vocabulary rows: Vld = V rounded up to 64 where the weight (and dweight)
+// have that many rows, as the model's padded vocabulary does (vocab_pad_to, rows >= V kept zero), else
+// V. GPT-2's V = 50257 as a GEMM extent or leading dimension leaves cuBLASLt misaligned rows and
+// ragged tiles; 50304 does not. The padding rows must be finite (any values: their logits are never
+// read, and their dlogits are written as zeros, so dx gains exact zeros and dweight's padding rows
+// gain += 0).
+//
 // Per chunk of R rows [r0, r0 + R):
-//   1. gemm: logits[R,V] f32 (scratch) = x[rows] · weight[0:V]ᵀ;
-//   2. ce_rows_kernel, one block per row: an online (max, Σexp) over the row, lse, the loss; then,
-//      when gradients are wanted, the row is overwritten in place by
-//      dlogit = grad_scale·(softmax·(1 + 2·z·lse) - onehot) (math/cross_entropy_math.h), zero for an
-//      ignored row; with bf16 operands it also writes a bf16 copy (GEMM operands share a dtype);
-//   3. gemm: dx[rows] = dlogits · weight[0:V]  (beta 0);
-//   4. gemm: dweight[0:V] += dlogitsᵀ · x[rows]  (beta 1).
+//   1. gemm: logits[R,Vg] f32 (scratch, row stride Vld) = x[rows] · weight[0:Vg]ᵀ;
+//   2. ce_rows_kernel, one block per row: an online (max, Σexp) over columns [0, V), lse, the loss;
+//      then, when gradients are wanted, dlogit = grad_scale·(softmax·(1 + 2·z·lse) - onehot)
+//      (math/cross_entropy_math.h), zero for an ignored row and for columns [V, Vg): in place over
+//      the f32 logits, or with bf16 operands into a bf16 buffer only (GEMM operands share a dtype);
+//   3. gemm: dx[rows] = dlogits · weight[0:Vg]  (beta 0);
+//   4. gemm: dweight[0:Vg] += dlogitsᵀ · x[rows]  (beta 1).
 // The logits are read twice by the row kernel (statistics, then gradient) and written once.
 //
 // R = max(opts.chunk_rows, 4096), at most N: GPU GEMMs need a large M to run near peak, and the
 // dweight GEMM's K (= R) is the reduction over tokens, so a small chunk would also mean many small
-// accumulating GEMMs. The logits rows are V columns in a row of Vld = V rounded up to 64 elements:
-// GPT-2's V = 50257 as a leading dimension leaves the rows misaligned for cuBLASLt. On an H100
-// (gpt2-124m, B16 T1024) the padding took the head from 38.4 to 31.5 ms a step; it still runs at
-// about 120 TFLOP/s against Llama's 560 (V = 128256), so the odd extent itself costs too (docs/CUDA.md).
+// accumulating GEMMs. On an H100 (gpt2-124m, B16 T1024) the head took 38.4 ms a step with V-wide
+// rows, 31.5 ms with the logits rows padded to Vld (docs/CUDA.md, docs/PERFORMANCE.md).
 // Scratch (one ctx.scratch call per invocation): R·Vld·4 bytes of f32 logits, plus R·Vld·2 bytes of
 // bf16 dlogits when x is bf16 and gradients are wanted (e.g. R = 4096, V = 128256: 2.1 GB + 1.05 GB).
 // gemm() uses ctx.lt_workspace, not ctx.scratch, so the carve stays valid.
@@ -63,11 +68,12 @@ __device__ __forceinline__ void block_online_merge(float& m, float& s, float* sh
   }
 }
 
-// logits [R,V] f32 (row stride ld): read, then (want_grad) overwritten by dlogits; dlogits_bf16
-// [R,V] (row stride ld) optional. Columns [V, ld) are neither read nor written.
+// logits [R, cols] f32 (row stride ld >= cols >= V): columns [0, V) are read. With want_grad, the
+// row's dlogits replace them, in dlogits_bf16 [R, cols] (row stride ld) when given, else in place
+// in logits; columns [V, cols) of that buffer are zeroed (they enter the padded products as zeros).
 __global__ void __launch_bounds__(kCeThreads)
     ce_rows_kernel(float* logits, uint16_t* dlogits_bf16, float* losses, const int32_t* targets, int64_t R, int64_t V,
-                   int64_t ld, int32_t ignore_index, float z_loss, float grad_scale, bool want_grad) {
+                   int64_t cols, int64_t ld, int32_t ignore_index, float z_loss, float grad_scale, bool want_grad) {
   __shared__ float sh_m[32], sh_s[32];
   for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
     float* l = logits + row * ld;
@@ -77,9 +83,9 @@ __global__ void __launch_bounds__(kCeThreads)
     if (t == ignore_index || t < 0 || t >= V) {
       if (threadIdx.x == 0) losses[row] = t == ignore_index ? 0.0f : NAN;
       if (want_grad) {
-        for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-          l[v] = 0.0f;
+        for (int64_t v = threadIdx.x; v < cols; v += blockDim.x) {
           if (lb != nullptr) lb[v] = 0;
+          else l[v] = 0.0f;
         }
       }
       continue;
@@ -93,10 +99,15 @@ __global__ void __launch_bounds__(kCeThreads)
     if (threadIdx.x == 0) losses[row] = cm::ce_loss(lse, logit_t, z_loss);
     if (want_grad) {
       const float factor = cm::ce_grad_factor(lse, z_loss);
+      // Only the buffer the products read is written (bf16 runs skip the f32 row: 4 bytes an element).
       for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
         const float d = cm::ce_dlogit(l[v], lse, factor, v == t, grad_scale);
-        l[v] = d;
         if (lb != nullptr) lb[v] = cm::bf16_round(d);
+        else l[v] = d;
+      }
+      for (int64_t v = V + threadIdx.x; v < cols; v += blockDim.x) {
+        if (lb != nullptr) lb[v] = 0;
+        else l[v] = 0.0f;
       }
     }
   }
@@ -127,6 +138,9 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
   int64_t R = opts.chunk_rows > kMinChunkRows ? opts.chunk_rows : kMinChunkRows;
   if (R > N) R = N;
   const int64_t Vld = (V + 63) / 64 * 64;  // the logits' row stride (aligned rows for cuBLASLt)
+  // The products' vocabulary extent: Vld where the weight (and dweight) hold those padding rows (the
+  // model's vocab_pad_to), else V. See the top of the file.
+  const int64_t Vg = weight.dim(0) >= Vld && (dwp == nullptr || dweight.dim(0) >= Vld) ? Vld : V;
   const size_t logits_bytes = align256(static_cast<size_t>(R) * static_cast<size_t>(Vld) * sizeof(float));
   const size_t bf16_bytes =
       bf16 && want_grad ? align256(static_cast<size_t>(R) * static_cast<size_t>(Vld) * sizeof(uint16_t)) : 0;
@@ -140,8 +154,8 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
     const int64_t rows = N - r0 < R ? N - r0 : R;
     const void* x_rows = xb + static_cast<size_t>(r0) * static_cast<size_t>(C) * elem;
 
-    GemmArgs lg;  // logits[rows,V] = x[rows,C] · weight[0:V,C]ᵀ
-    lg.M = rows, lg.N = V, lg.K = C;
+    GemmArgs lg;  // logits[rows,Vg] = x[rows,C] · weight[0:Vg,C]ᵀ
+    lg.M = rows, lg.N = Vg, lg.K = C;
     lg.A = x_rows, lg.lda = C;
     lg.B = wp, lg.ldb = C, lg.trans_b = true;
     lg.C = logits, lg.ldc = Vld;
@@ -149,15 +163,16 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
     gemm(ctx, lg);
 
     const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
-    ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V, Vld,
-                                                          opts.ignore_index, opts.z_loss, opts.grad_scale, want_grad);
+    ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V, Vg,
+                                                          Vld, opts.ignore_index, opts.z_loss, opts.grad_scale,
+                                                          want_grad);
     LMT_CUDA_LAUNCHED();
     if (!want_grad) continue;
     const void* dl = bf16 ? static_cast<const void*>(dlogits_bf16) : static_cast<const void*>(logits);
 
-    if (dxp != nullptr) {  // dx[rows,C] = dlogits[rows,V] · weight[0:V,C]
+    if (dxp != nullptr) {  // dx[rows,C] = dlogits[rows,Vg] · weight[0:Vg,C]
       GemmArgs g;
-      g.M = rows, g.N = C, g.K = V;
+      g.M = rows, g.N = C, g.K = Vg;
       g.A = dl, g.lda = Vld;
       g.B = wp, g.ldb = C;
       g.C = dxp + r0 * C, g.ldc = C;
@@ -165,9 +180,9 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
       g.beta = 0.0f;
       gemm(ctx, g);
     }
-    if (dwp != nullptr) {  // dweight[0:V,C] += dlogits[rows,V]ᵀ · x[rows,C]
+    if (dwp != nullptr) {  // dweight[0:Vg,C] += dlogits[rows,Vg]ᵀ · x[rows,C]
       GemmArgs g;
-      g.M = V, g.N = C, g.K = rows;
+      g.M = Vg, g.N = C, g.K = rows;
       g.A = dl, g.lda = Vld, g.trans_a = true;
       g.B = x_rows, g.ldb = C;
       g.C = dwp, g.ldc = C;
