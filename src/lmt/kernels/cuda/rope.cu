@@ -8,9 +8,14 @@
 // so the result matches ref to f32 rounding even at positions in the hundreds of thousands, where an
 // f32 angle would be off by whole radians' worth of ulps.
 //
-// One thread per work item of a head: rotary_dim/2 pair items, then HD - rotary_dim pass-through
-// items (skipped when out aliases inp); a grid-stride loop over N·NH·items (any shape).
-// Scratch: the inv_freq table as f64, copied from the host on ctx.stream (rotary_dim/2 · 8 bytes).
+// Two kernels: the first computes the (cos, sin) pair of each row's position and each frequency once,
+// cs[N, half] as f64 (one per row, not per head: the heads share it); the second, one thread per work
+// item of a head (rotary_dim/2 pair items, then HD - rotary_dim pass-through items, skipped when out
+// aliases inp), rotates with the table, in a grid-stride loop over N·NH·items (any shape; 32-bit
+// index arithmetic when that count fits). The f64 trigonometry dominated a kernel that computed it
+// per head (docs/CUDA.md).
+// Scratch (one call): the inv_freq table as f64, copied from the host on ctx.stream (half · 8 bytes),
+// and the (cos, sin) table (N · half · 16 bytes: 4 MB for 8192 rows of 32 pairs).
 #include <cstdint>
 #include <limits>
 
@@ -25,31 +30,45 @@ namespace cm = lmt::kernels::cuda_math;
 
 constexpr int kThreads = 256;
 
+// cs[n·half + j] = scaled (cos, sin) of positions[n]·inv_freq[j] (negated angle when inverse).
 __global__ void __launch_bounds__(kThreads)
-    rope_kernel(float* out, const float* inp, const int32_t* positions, const double* inv_freq, int64_t N, int64_t NH,
-                int64_t HD, int64_t half, double scaling, bool inverse) {
-  const int64_t items = HD - half;  // half pairs + (HD - 2·half) pass-through dims
-  const int64_t total = N * NH * items;
-  const bool copy_tail = out != inp;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+    rope_table_kernel(double2* cs, const int32_t* positions, const double* inv_freq, int64_t N, int64_t half,
+                      double scaling, bool inverse) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < N * half;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t head_row = idx / items;  // n·NH + h
-    const int64_t j = idx - head_row * items;
-    const int64_t base = head_row * HD;
+    const int64_t n = idx / half, j = idx - n * half;
+    double c, s;
+    cm::rope_cos_sin(static_cast<double>(positions[n]), inv_freq[j], scaling, inverse, c, s);
+    cs[idx] = make_double2(c, s);
+  }
+}
+
+// Index is uint32_t when N·NH·items fits in it (cheaper division), else int64_t.
+template <typename Index>
+__global__ void __launch_bounds__(kThreads)
+    rope_kernel(float* out, const float* inp, const double2* cs, Index N, Index NH, Index HD, Index half) {
+  const Index items = HD - half;  // half pairs + (HD - 2·half) pass-through dims
+  const Index total = N * NH * items;
+  const bool copy_tail = out != inp;
+  for (Index idx = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<Index>(gridDim.x) * blockDim.x) {
+    const Index head_row = idx / items;  // n·NH + h
+    const Index j = idx - head_row * items;
+    const int64_t base = static_cast<int64_t>(head_row) * HD;
     if (j < half) {
-      const int64_t n = head_row / NH;
-      double c, s;
-      cm::rope_cos_sin(static_cast<double>(positions[n]), inv_freq[j], scaling, inverse, c, s);
+      const double2 t = cs[static_cast<int64_t>(head_row / NH) * half + j];
       float o1, o2;
-      cm::rope_rotate(inp[base + j], inp[base + j + half], c, s, o1, o2);
+      cm::rope_rotate(inp[base + j], inp[base + j + half], t.x, t.y, o1, o2);
       out[base + j] = o1;
       out[base + j + half] = o2;
     } else if (copy_tail) {
-      const int64_t i = j + half;  // in [2·half, HD)
+      const Index i = j + half;  // in [2·half, HD)
       out[base + i] = inp[base + i];
     }
   }
 }
+
+size_t align256(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
 }  // namespace
 
@@ -65,12 +84,22 @@ void rope(Context& ctx, const TensorView& out, const TensorView& inp, const Tens
   LMT_CHECK(N <= std::numeric_limits<int64_t>::max() / (NH * HD)) << "cuda rope: shape too large";
   // cudaMemcpyAsync from pageable memory returns once the source has been staged, so the table may
   // be a temporary; the kernel after it on the stream sees the copy.
-  double* table = static_cast<double*>(ctx.scratch(static_cast<size_t>(half) * sizeof(double)));
+  const size_t freq_bytes = align256(static_cast<size_t>(half) * sizeof(double));
+  char* sc = static_cast<char*>(ctx.scratch(freq_bytes + static_cast<size_t>(N * half) * sizeof(double2)));
+  double* table = reinterpret_cast<double*>(sc);
+  double2* cs = reinterpret_cast<double2*>(sc + freq_bytes);
   LMT_CUDA_CHECK(cudaMemcpyAsync(table, freqs.inv_freq.data(), static_cast<size_t>(half) * sizeof(double),
                                  cudaMemcpyHostToDevice, ctx.stream));
+  rope_table_kernel<<<blocks_for(N * half, kThreads), kThreads, 0, ctx.stream>>>(cs, pos, table, N, half,
+                                                                                 freqs.attention_scaling, inverse);
+  LMT_CUDA_LAUNCHED();
   const int64_t total = N * NH * (HD - half);
-  rope_kernel<<<blocks_for(total, kThreads), kThreads, 0, ctx.stream>>>(o, x, pos, table, N, NH, HD, half,
-                                                                        freqs.attention_scaling, inverse);
+  if (total < (int64_t{1} << 31))
+    rope_kernel<uint32_t><<<blocks_for(total, kThreads), kThreads, 0, ctx.stream>>>(
+        o, x, cs, static_cast<uint32_t>(N), static_cast<uint32_t>(NH), static_cast<uint32_t>(HD),
+        static_cast<uint32_t>(half));
+  else
+    rope_kernel<int64_t><<<blocks_for(total, kThreads), kThreads, 0, ctx.stream>>>(o, x, cs, N, NH, HD, half);
   LMT_CUDA_LAUNCHED();
 }
 
