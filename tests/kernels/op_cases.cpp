@@ -160,7 +160,9 @@ void add_embedding_cases(std::vector<OpCase>& out) {
 }
 
 void add_norm_cases(std::vector<OpCase>& out) {
-  for (auto [N, C] : {std::pair{1, 1}, {1, 7}, {5, 33}, {64, 768}, {130, 64}})
+  // C = 2048 and 2052 reach the cuda float4 row kernels' widest register caches (and 2052 the backward's
+  // general path).
+  for (auto [N, C] : {std::pair{1, 1}, {1, 7}, {5, 33}, {64, 768}, {130, 64}, {3, 2048}, {2, 2052}})
     for (int accumulate = 0; accumulate < 2; ++accumulate) {
       for (int bias = 0; bias < 2; ++bias) {
         OpCase c;

@@ -3,8 +3,9 @@
 // overwritten, or accumulated when `accumulate`; bias/dbias are optional. The per-element math is
 // math/norm_math.h (the host test runs it against the ref backend).
 //
-// Row kernels: one warp per row, kRowWarps rows per block, a grid-stride loop over rows (any N). Each
-// lane caches its columns lane + 32·j, j < K, in registers (K from C, at most 32, so C <= 1024 is read
+// Row kernels: one warp per row, kRowWarps rows per block, a grid-stride loop over rows (any N). Where
+// C % 4 == 0 and the rows are 16-byte aligned (forward up to C = 4096, backward up to 2048), float4
+// kernels hold the whole row in registers. Otherwise (the general path) each lane caches its columns lane + 32·j, j < K, in registers (K from C, at most 32, so C <= 1024 is read
 // from memory once); columns beyond 32·K are re-read from global memory (L1/L2) in each pass, which
 // keeps one code path correct for any C. Statistics are f32 two-pass (mean, then Σ(x - mean)²).
 // Backward recomputes the mean from inp (as the ref and cpu backends do) and takes rstd as given.
@@ -97,6 +98,139 @@ __global__ void __launch_bounds__(kRowThreads)
       if (mean_out != nullptr) mean_out[row] = mean;
       rstd_out[row] = rstd;
     }
+  }
+}
+
+// ---- float4 row kernels: C % 4 == 0 and 16-byte aligned rows (every model width) -----------------
+// The same math and one warp per row, but each lane holds float4s lane + 32·j, j < K4, so a row of up
+// to 128·K4 columns is read from memory once, in 16-byte loads. The per-lane sums run over each
+// float4's 4 columns, then the float4s in order, then the warp's butterfly: deterministic, in a
+// different order than the scalar kernels (agreement within f32 rounding).
+__device__ __forceinline__ float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+template <int K4, bool kCentered>
+__global__ void __launch_bounds__(kRowThreads)
+    norm_forward_vec_kernel(float* out, float* mean_out, float* rstd_out, const float* inp, const float* weight,
+                            const float* bias, int64_t N, int C, float eps) {
+  const int lane = threadIdx.x & 31, C4 = C / 4;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowWarps;
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  const float4* b4 = reinterpret_cast<const float4*>(bias);
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5); row < N; row += stride) {
+    const float4* x = reinterpret_cast<const float4*>(inp + row * C);
+    float4 v[K4];
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K4; ++j) {
+      const int c = lane + 32 * j;
+      v[j] = c < C4 ? x[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      sum += sum4(v[j]);
+    }
+    const float mean = kCentered ? cm::norm_mean(warp_sum(sum), C) : 0.0f;
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K4; ++j) {
+      if (lane + 32 * j < C4) {
+        const float4 d = make_float4(v[j].x - mean, v[j].y - mean, v[j].z - mean, v[j].w - mean);
+        sq += (d.x * d.x + d.y * d.y) + (d.z * d.z + d.w * d.w);
+      }
+    }
+    const float rstd = cm::norm_rstd(warp_sum(sq), C, eps);
+    float4* y = reinterpret_cast<float4*>(out + row * C);
+#pragma unroll
+    for (int j = 0; j < K4; ++j) {
+      const int c = lane + 32 * j;
+      if (c < C4) {
+        const float4 w = w4[c], b = bias != nullptr ? b4[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        y[c] = make_float4(cm::norm_forward(v[j].x, mean, rstd, w.x, b.x), cm::norm_forward(v[j].y, mean, rstd, w.y, b.y),
+                           cm::norm_forward(v[j].z, mean, rstd, w.z, b.z), cm::norm_forward(v[j].w, mean, rstd, w.w, b.w));
+      }
+    }
+    if (lane == 0) {
+      if (mean_out != nullptr) mean_out[row] = mean;
+      rstd_out[row] = rstd;
+    }
+  }
+}
+
+template <int K4, bool kCentered>
+__global__ void __launch_bounds__(kRowThreads)
+    norm_backward_rows_vec_kernel(float* dinp, float* mean_save, const float* dout, const float* inp,
+                                  const float* weight, const float* rstd_in, int64_t N, int C, bool accumulate) {
+  const int lane = threadIdx.x & 31, C4 = C / 4;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowWarps;
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5); row < N; row += stride) {
+    const float4* x = reinterpret_cast<const float4*>(inp + row * C);
+    const float4* dy = reinterpret_cast<const float4*>(dout + row * C);
+    float4 vx[K4], vg[K4];  // inputs, then dxhat = dy·w
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K4; ++j) {
+      const int c = lane + 32 * j;
+      const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      vx[j] = c < C4 ? x[c] : zero;
+      if (c < C4) {
+        const float4 d = dy[c], w = w4[c];
+        vg[j] = make_float4(cm::norm_dxhat(d.x, w.x), cm::norm_dxhat(d.y, w.y), cm::norm_dxhat(d.z, w.z),
+                            cm::norm_dxhat(d.w, w.w));
+      } else {
+        vg[j] = zero;
+      }
+      sum += sum4(vx[j]);
+    }
+    const float mean = kCentered ? cm::norm_mean(warp_sum(sum), C) : 0.0f;
+    const float r = rstd_in[row];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma unroll
+    for (int j = 0; j < K4; ++j) {
+      if (lane + 32 * j < C4) {
+        sum_g += sum4(vg[j]);
+        sum_gx += (vg[j].x * cm::norm_xhat(vx[j].x, mean, r) + vg[j].y * cm::norm_xhat(vx[j].y, mean, r)) +
+                  (vg[j].z * cm::norm_xhat(vx[j].z, mean, r) + vg[j].w * cm::norm_xhat(vx[j].w, mean, r));
+      }
+    }
+    const float mean_g = kCentered ? cm::norm_mean(warp_sum(sum_g), C) : 0.0f;
+    const float mean_gx = cm::norm_mean(warp_sum(sum_gx), C);
+    float4* dx = reinterpret_cast<float4*>(dinp + row * C);
+#pragma unroll
+    for (int j = 0; j < K4; ++j) {
+      const int c = lane + 32 * j;
+      if (c < C4) {
+        float4 g = make_float4(cm::norm_dinp(cm::norm_xhat(vx[j].x, mean, r), vg[j].x, r, mean_g, mean_gx),
+                               cm::norm_dinp(cm::norm_xhat(vx[j].y, mean, r), vg[j].y, r, mean_g, mean_gx),
+                               cm::norm_dinp(cm::norm_xhat(vx[j].z, mean, r), vg[j].z, r, mean_g, mean_gx),
+                               cm::norm_dinp(cm::norm_xhat(vx[j].w, mean, r), vg[j].w, r, mean_g, mean_gx));
+        if (accumulate) {
+          const float4 o = dx[c];
+          g = make_float4(o.x + g.x, o.y + g.y, o.z + g.z, o.w + g.w);
+        }
+        dx[c] = g;
+      }
+    }
+    if (kCentered && lane == 0) mean_save[row] = mean;
+  }
+}
+
+// The float4 kernels' width K4 for C columns (C % 4 == 0): 0 where C is wider than max_k4 float4s a lane.
+int vec_width(int64_t C, int max_k4) {
+  const int64_t need = (C / 4 + 31) / 32;
+  for (int k4 = 1; k4 <= max_k4; k4 *= 2)
+    if (need <= k4) return k4;
+  return 0;
+}
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Calls f(std::integral_constant<int, K4>) for K4 = k4 (a power of two up to 32).
+template <typename F>
+void with_vec_width(int k4, F&& f) {
+  switch (k4) {
+    case 1: f(std::integral_constant<int, 1>{}); return;
+    case 2: f(std::integral_constant<int, 2>{}); return;
+    case 4: f(std::integral_constant<int, 4>{}); return;
+    case 8: f(std::integral_constant<int, 8>{}); return;
+    case 16: f(std::integral_constant<int, 16>{}); return;
+    default: f(std::integral_constant<int, 32>{}); return;
   }
 }
 
@@ -231,6 +365,18 @@ void norm_forward(Context& ctx, const TensorView& out, const TensorView& mean, c
   const float* x = dptr<const float>(inp);
   const float* w = dptr<const float>(weight);
   const float* b = dptr<const float>(bias);
+  const int k4 = C % 4 == 0 && aligned16(o) && aligned16(x) && aligned16(w) && (b == nullptr || aligned16(b))
+                     ? vec_width(C, 32)
+                     : 0;
+  if (k4 > 0) {
+    with_vec_width(k4, [&](auto k) {
+      if constexpr (decltype(k)::value <= 32)
+        norm_forward_vec_kernel<decltype(k)::value, kCentered>
+            <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(o, m, r, x, w, b, N, static_cast<int>(C), eps);
+      LMT_CUDA_LAUNCHED();
+    });
+    return;
+  }
   with_cache_width(C, [&](auto k) {
     norm_forward_kernel<decltype(k)::value, kCentered>
         <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(o, m, r, x, w, b, N, static_cast<int>(C), eps);
@@ -263,11 +409,22 @@ void norm_backward(Context& ctx, const TensorView& dinp, const TensorView& dweig
   float* part_w = need_cols ? reinterpret_cast<float*>(scratch + mean_bytes) : nullptr;
   float* part_b = db != nullptr ? reinterpret_cast<float*>(scratch + mean_bytes + part_bytes) : nullptr;
 
-  with_cache_width(C, [&](auto k) {
-    norm_backward_rows_kernel<decltype(k)::value, kCentered>
-        <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(dx, mean_save, dy, x, w, r, N, static_cast<int>(C), accumulate);
-    LMT_CUDA_LAUNCHED();
-  });
+  // float4 rows up to C = 2048 (x and dy·w of a row in registers: 2·4·K4 floats a lane).
+  const int k4 = C % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(w) ? vec_width(C, 16) : 0;
+  if (k4 > 0) {
+    with_vec_width(k4, [&](auto k) {
+      if constexpr (decltype(k)::value <= 16)
+        norm_backward_rows_vec_kernel<decltype(k)::value, kCentered><<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(
+            dx, mean_save, dy, x, w, r, N, static_cast<int>(C), accumulate);
+      LMT_CUDA_LAUNCHED();
+    });
+  } else {
+    with_cache_width(C, [&](auto k) {
+      norm_backward_rows_kernel<decltype(k)::value, kCentered><<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(
+          dx, mean_save, dy, x, w, r, N, static_cast<int>(C), accumulate);
+      LMT_CUDA_LAUNCHED();
+    });
+  }
   if (!need_cols) return;
   // part_w is computed even if only dbias were wanted (backend.h makes dweight required anyway).
   const dim3 grid(static_cast<unsigned>((C + cm::kNormColTile - 1) / cm::kNormColTile),
