@@ -227,11 +227,12 @@ void add_activation_cases(std::vector<OpCase>& out) {
 
 void add_rope_cases(std::vector<OpCase>& out) {
   // scaled: a non-uniform frequency table (the upper half of the pairs slowed down 8x, as Llama 3's
-  // and YaRN's low frequencies are) with YaRN-style attention scaling of cos/sin.
+  // and YaRN's low frequencies are) with YaRN-style attention scaling of cos/sin. HD 264: 130 pairs,
+  // more frequencies than the cuda backend passes as a kernel argument.
   struct R { int64_t T, NH, HD, rot; float theta; bool scaled; };
   for (R r : {R{1, 1, 2, 2, 10000.f, false}, R{9, 3, 16, 16, 10000.f, false}, R{33, 4, 64, 32, 500000.f, false},
               R{130, 2, 80, 20, 10000.f, false}, R{300, 2, 128, 128, 1e6f, false}, R{9, 3, 16, 16, 10000.f, true},
-              R{70, 2, 48, 32, 500000.f, true}}) {
+              R{70, 2, 48, 32, 500000.f, true}, R{5, 1, 264, 260, 10000.f, false}}) {
     RopeFreqs freqs = RopeFreqs::from_theta(r.theta, r.rot);
     if (r.scaled) {
       for (size_t i = freqs.inv_freq.size() / 2; i < freqs.inv_freq.size(); ++i) freqs.inv_freq[i] /= 8.0;

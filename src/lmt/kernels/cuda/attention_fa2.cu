@@ -229,8 +229,10 @@ struct Packed {
   }
 };
 
-// dst[b][h][t][0:HDP] = bf16(src[b][t][h][0:HD]), zero where t >= T or d >= HD; 8 elements a thread.
-__global__ void pack_bf16_kernel(bf16_t* dst, const float* src, int B, int T, int H, int HD, int Tp, int HDP) {
+// dst[b][h][t][0:HDP] = bf16(src[b][t][h][0:HD]), zero where t >= T or d >= HD; 8 elements a thread,
+// read as two float4s where `vec` (src 16-byte aligned, HD % 4 == 0) and the 8 lie inside the row.
+__global__ void pack_bf16_kernel(bf16_t* dst, const float* src, int B, int T, int H, int HD, int Tp, int HDP,
+                                 bool vec) {
   const int per_row = HDP / 8;
   const int64_t n = int64_t(B) * H * Tp * per_row;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -240,10 +242,17 @@ __global__ void pack_bf16_kernel(bf16_t* dst, const float* src, int B, int T, in
     const int64_t bh = row / Tp;
     const int h = static_cast<int>(bh % H), b = static_cast<int>(bh / H);
     float v[8];
+    const float* row_src = src + ((int64_t(b) * T + t) * H + h) * HD;
+    if (vec && t < T && c * 8 + 8 <= HD) {  // two 16-byte loads
+      const float4 lo = reinterpret_cast<const float4*>(row_src + c * 8)[0];
+      const float4 hi = reinterpret_cast<const float4*>(row_src + c * 8)[1];
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    } else {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int dd = c * 8 + e;
-      v[e] = t < T && dd < HD ? src[((int64_t(b) * T + t) * H + h) * HD + dd] : 0.0f;
+      for (int e = 0; e < 8; ++e) {
+        const int dd = c * 8 + e;
+        v[e] = t < T && dd < HD ? row_src[dd] : 0.0f;
+      }
     }
     *reinterpret_cast<uint4*>(dst + row * HDP + c * 8) =
         make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]), pack_bf16(v[6], v[7]));
@@ -587,7 +596,8 @@ size_t packed_bytes(const Dims& d, int H, int Tp, int HDP) {
 
 void pack(Context& ctx, bf16_t* dst, const float* src, const Dims& d, int H, int Tp, int HDP) {
   const int64_t n = int64_t(d.B) * H * Tp * (HDP / 8);
-  pack_bf16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(dst, src, d.B, d.T, H, d.HD, Tp, HDP);
+  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && d.HD % 4 == 0;
+  pack_bf16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(dst, src, d.B, d.T, H, d.HD, Tp, HDP, vec);
   LMT_CUDA_LAUNCHED();
 }
 

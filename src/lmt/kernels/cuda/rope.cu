@@ -14,8 +14,9 @@
 // aliases inp), rotates with the table, in a grid-stride loop over N·NH·items (any shape; 32-bit
 // index arithmetic when that count fits). The f64 trigonometry dominated a kernel that computed it
 // per head (docs/CUDA.md).
-// Scratch (one call): the inv_freq table as f64, copied from the host on ctx.stream (half · 8 bytes),
-// and the (cos, sin) table (N · half · 16 bytes: 4 MB for 8192 rows of 32 pairs).
+// The frequencies reach the device as the table kernel's argument (up to 128 of them: no copy, no
+// staging), else through a copy into scratch. Scratch (one call): that copy where needed and the
+// (cos, sin) table (N · half · 16 bytes: 4 MB for 8192 rows of 32 pairs).
 #include <cstdint>
 #include <limits>
 
@@ -30,15 +31,24 @@ namespace cm = lmt::kernels::cuda_math;
 
 constexpr int kThreads = 256;
 
-// cs[n·half + j] = scaled (cos, sin) of positions[n]·inv_freq[j] (negated angle when inverse).
+// Up to this many frequencies travel to the table kernel as its argument (HD <= 256: every head the
+// attention kernels take); more go through a copy into scratch.
+constexpr int kArgFreqs = 128;
+struct FreqArg {
+  double v[kArgFreqs];
+};
+
+// cs[n·half + j] = scaled (cos, sin) of positions[n]·inv_freq[j] (negated angle when inverse);
+// inv_freq from `copied` when given, else from `arg`.
 __global__ void __launch_bounds__(kThreads)
-    rope_table_kernel(double2* cs, const int32_t* positions, const double* inv_freq, int64_t N, int64_t half,
-                      double scaling, bool inverse) {
+    rope_table_kernel(double2* cs, const int32_t* positions, FreqArg arg, const double* copied, int64_t N,
+                      int64_t half, double scaling, bool inverse) {
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < N * half;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = idx / half, j = idx - n * half;
     double c, s;
-    cm::rope_cos_sin(static_cast<double>(positions[n]), inv_freq[j], scaling, inverse, c, s);
+    cm::rope_cos_sin(static_cast<double>(positions[n]), copied != nullptr ? copied[j] : arg.v[j], scaling, inverse,
+                     c, s);
     cs[idx] = make_double2(c, s);
   }
 }
@@ -82,16 +92,22 @@ void rope(Context& ctx, const TensorView& out, const TensorView& inp, const Tens
   const int32_t* pos = dptr<const int32_t>(positions);
   if (N == 0 || NH == 0) return;
   LMT_CHECK(N <= std::numeric_limits<int64_t>::max() / (NH * HD)) << "cuda rope: shape too large";
-  // cudaMemcpyAsync from pageable memory returns once the source has been staged, so the table may
-  // be a temporary; the kernel after it on the stream sees the copy.
-  const size_t freq_bytes = align256(static_cast<size_t>(half) * sizeof(double));
+  const bool by_arg = half <= kArgFreqs;
+  const size_t freq_bytes = by_arg ? 0 : align256(static_cast<size_t>(half) * sizeof(double));
   char* sc = static_cast<char*>(ctx.scratch(freq_bytes + static_cast<size_t>(N * half) * sizeof(double2)));
-  double* table = reinterpret_cast<double*>(sc);
   double2* cs = reinterpret_cast<double2*>(sc + freq_bytes);
-  LMT_CUDA_CHECK(cudaMemcpyAsync(table, freqs.inv_freq.data(), static_cast<size_t>(half) * sizeof(double),
-                                 cudaMemcpyHostToDevice, ctx.stream));
-  rope_table_kernel<<<blocks_for(N * half, kThreads), kThreads, 0, ctx.stream>>>(cs, pos, table, N, half,
-                                                                                 freqs.attention_scaling, inverse);
+  FreqArg arg{};
+  double* copied = nullptr;
+  if (by_arg) {
+    for (int64_t j = 0; j < half; ++j) arg.v[j] = freqs.inv_freq[static_cast<size_t>(j)];
+  } else {
+    // From pageable memory: returns once the source is staged, so the vector may be a temporary.
+    copied = reinterpret_cast<double*>(sc);
+    LMT_CUDA_CHECK(cudaMemcpyAsync(copied, freqs.inv_freq.data(), static_cast<size_t>(half) * sizeof(double),
+                                   cudaMemcpyHostToDevice, ctx.stream));
+  }
+  rope_table_kernel<<<blocks_for(N * half, kThreads), kThreads, 0, ctx.stream>>>(
+      cs, pos, arg, copied, N, half, freqs.attention_scaling, inverse);
   LMT_CUDA_LAUNCHED();
   const int64_t total = N * NH * (HD - half);
   if (total < (int64_t{1} << 31))
