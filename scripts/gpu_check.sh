@@ -2,9 +2,10 @@
 # One command for a machine with an NVIDIA GPU (docs/CUDA.md): builds lmtrain with the CUDA backend,
 # runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
 # training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU, Muon's
-# Newton–Schulz against the CPU, bf16 tensor-core attention against ref), then benchmarks full
-# training steps and prints one JSON line per run: tokens/s, MFU against the device's dense bf16
-# peak, and peak device memory, each followed by its time split by op family.
+# Newton–Schulz against the CPU, bf16 tensor-core attention against ref, the activations' bf16
+# outputs against convert()), then benchmarks full training steps and prints one JSON line per run:
+# tokens/s, MFU against the device's dense bf16 peak, and peak device memory, each followed by its
+# time split by op family.
 #
 #   scripts/gpu_check.sh                  build (build-gpu/, the GPU's own architecture), test, bench
 #   scripts/gpu_check.sh --pack DIR       build here, then pack the binaries, the non-system shared
@@ -34,7 +35,8 @@ while (($#)); do
   esac
 done
 
-targets=(lmtrain cuda_op_test cuda_attention_test cuda_model_test cuda_trainer_test cuda_muon_test cuda_math_test)
+targets=(lmtrain cuda_op_test cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test
+         cuda_math_test)
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -96,7 +98,7 @@ if ((tests)); then
     run_isolated cuda_op_test || status=1
     status=1
   fi
-  for t in cuda_attention_test cuda_model_test cuda_trainer_test cuda_muon_test; do
+  for t in cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test; do
     echo "== $t"
     OMP_WAIT_POLICY=passive timeout 120 "$bin/$t" --gtest_brief=1 || status=1
   done

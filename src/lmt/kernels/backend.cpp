@@ -275,7 +275,7 @@ void Backend::activation_forward(Activation act, const TensorView& out, const Te
   LMT_OP_TRACE("op:activation");
   Ctx x("activation_forward", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
-  x.same_dtype("inp", inp, "out", out);
+  x.out_dtype("inp", inp, "out", out);
   x.require(out.present() && inp.present() && out.shape() == inp.shape(), "out and inp must have one shape");
   activation_forward_impl(act, out, inp);
 }
@@ -285,7 +285,7 @@ void Backend::activation_backward(Activation act, const TensorView& dinp, const 
   LMT_OP_TRACE("op:activation");
   Ctx x("activation_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
-  x.same_dtype("inp", inp, "dinp", dinp);
+  x.out_dtype("inp", inp, "dinp", dinp);
   x.same_dtype("inp", inp, "dout", dout);
   x.require(dinp.present() && dout.present() && inp.present() && dinp.shape() == inp.shape() &&
                 dout.shape() == inp.shape(),
@@ -297,7 +297,7 @@ void Backend::glu_forward(Activation act, const TensorView& out, const TensorVie
   LMT_OP_TRACE("op:activation");
   Ctx x("glu_forward", LMT_ARG(out), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
-  x.same_dtype("inp", inp, "out", out);
+  x.out_dtype("inp", inp, "out", out);
   x.shape("out", out, {-1, -1});
   x.shape("inp", inp, {out.dim(0), 2 * out.dim(1)});
   glu_forward_impl(act, out, inp);
@@ -308,7 +308,7 @@ void Backend::glu_backward(Activation act, const TensorView& dinp, const TensorV
   LMT_OP_TRACE("op:activation");
   Ctx x("glu_backward", LMT_ARG(dinp), LMT_ARG(dout), LMT_ARG(inp));
   x.dtype("inp", inp, kAct);
-  x.same_dtype("inp", inp, "dinp", dinp);
+  x.out_dtype("inp", inp, "dinp", dinp);
   x.same_dtype("inp", inp, "dout", dout);
   x.shape("dout", dout, {-1, -1});
   x.shape("inp", inp, {dout.dim(0), 2 * dout.dim(1)});

@@ -183,6 +183,9 @@ class Backend {
 
   // ---- activations ------------------------------------------------------------------------------
   // out[n] = act(inp[n]) (same shapes, any rank); gelu is the tanh approximation.
+  // The four ops below take an output (out, dinp) of inp's dtype, or bf16 for an f32 inp: the f32
+  // result rounded once, bit for bit what convert() of the f32 output gives. bf16 runs feed it straight
+  // to a GEMM and skip the f32 round trip through memory (model/ffn_block.cpp).
   void activation_forward(Activation act, const TensorView& out, const TensorView& inp);
   // dinp = dout * act'(inp)  (overwrite)
   void activation_backward(Activation act, const TensorView& dinp, const TensorView& dout,

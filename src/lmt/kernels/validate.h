@@ -62,6 +62,11 @@ class Ctx {
   void same_dtype(const char* na, const TensorView& a, const char* nb, const TensorView& b) const {
     require(a.dtype() == b.dtype(), std::string(na) + " and " + nb + " must share a dtype");
   }
+  // An output that is the input's dtype, or bf16 for an f32 input (rounded once, as convert would).
+  void out_dtype(const char* nin, const TensorView& in, const char* nout, const TensorView& out) const {
+    require(out.dtype() == in.dtype() || (in.dtype() == DType::kF32 && out.dtype() == DType::kBF16),
+            std::string(nout) + " must be " + nin + "'s dtype, or bf16 for an f32 " + nin);
+  }
   void cpu(const TensorView& v) const {
     if (v.present()) require(v.device().is_host(), "tensor on a device this backend cannot reach");
   }

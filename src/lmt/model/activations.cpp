@@ -43,7 +43,6 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
 
   Scratch& s = p.scratch;
   s.f32_nc = a.allocate({N, C}, f, "f32_nc");
-  if (cd != f) s.f32_nh = a.allocate({N, H}, f, "f32_nh");
   s.dres = a.allocate({n, C}, f, "dres");
   s.dh = a.allocate({N, C}, f, "dh");
   s.da = a.allocate({N, H}, f, "da");

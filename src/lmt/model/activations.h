@@ -60,7 +60,6 @@ struct BlockActs {
 // Shared scratch for forward and backward (one of each, whatever the depth).
 struct Scratch {
   TensorView f32_nc;        // [N,C] f32: a norm output before conversion, or a projection output
-  TensorView f32_nh;        // [N,H] f32: the FFN activation before conversion (bf16 mode)
   TensorView dres;          // [n,C] gradient of the residual stream (n = N / sequence_shards rows)
   TensorView dh;            // [N,C] gradient of a norm output
   TensorView da;            // [N,H]

@@ -107,7 +107,7 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
   }
   FfnBlock(backend_, config(), tensor_parallel())
       .forward(plan_.residual[l + 1], a.res_mid, FfnWeights::of(w_.blocks[l], wc_.blocks[l]), a.ffn, pass.compute,
-               s.f32_nc, s.f32_nh, s.seq_nc);
+               s.f32_nc, s.seq_nc);
 }
 
 // s.dres holds d res_out on entry (from the next block or the final norm) and d res_in on exit.

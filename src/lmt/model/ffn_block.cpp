@@ -31,18 +31,17 @@ FfnActs FfnBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena
 }
 
 void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
-                       DType compute, const TensorView& f32_nc, const TensorView& f32_nh, const TensorView& seq_nc) {
+                       DType compute, const TensorView& f32_nc, const TensorView& seq_nc) {
   const bool bf16 = compute == DType::kBF16;
   const TensorView h = bf16 ? f32_nc : a.h;  // the norm output of all N rows, f32
   norm_all_rows(be_, c_, tp_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc, "the FFN norm's output");
   if (bf16) be_.convert(a.h, h);
   be_.linear_forward(a.u, a.h, w.up_w, w.up_b);
-  const TensorView act = bf16 ? f32_nh : a.a;
+  // a.a is bf16 in bf16 mode: the activation ops round their f32 result into it (backend.h).
   if (c_.ffn == FfnKind::kGlu)
-    be_.glu_forward(c_.activation, act, a.u);
+    be_.glu_forward(c_.activation, a.a, a.u);
   else
-    be_.activation_forward(c_.activation, act, a.u);
-  if (bf16) be_.convert(a.a, act);
+    be_.activation_forward(c_.activation, a.a, a.u);
   be_.linear_forward(f32_nc, a.a, w.down_w, row_parallel_bias(tp_, w.down_b));
   add_row_parallel_output(be_, tp_, res_out, res_in, f32_nc, seq_nc, "the FFN output");
 }
@@ -52,11 +51,16 @@ void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const Ffn
   const bool sp = sequence_parallel(tp_);
   if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the FFN sub-block");
   be_.linear_backward(s.da, g.down_w, g.down_b, gemm_input(be_, s.grad_c, sp ? s.dres_full : s.dres), a.a, w.down_w);
+  // In bf16 mode d u goes to the up projection's GEMMs as bf16: the activation backward rounds it
+  // straight into grad_c (what gemm_input would have converted it into).
+  const TensorView du = s.grad_c.present()
+                            ? TensorView(s.grad_c.data(), s.du.shape(), s.grad_c.dtype(), s.grad_c.device())
+                            : s.du;
   if (c_.ffn == FfnKind::kGlu)
-    be_.glu_backward(c_.activation, s.du, s.da, a.u);
+    be_.glu_backward(c_.activation, du, s.da, a.u);
   else
-    be_.activation_backward(c_.activation, s.du, s.da, a.u);
-  be_.linear_backward(s.dh, g.up_w, g.up_b, gemm_input(be_, s.grad_c, s.du), a.h, w.up_w);
+    be_.activation_backward(c_.activation, du, s.da, a.u);
+  be_.linear_backward(s.dh, g.up_w, g.up_b, du, a.h, w.up_w);
   const TensorView dh = column_parallel_input_grad(tp_, s.dh, s.seq_nc, "d h of the up projection");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);

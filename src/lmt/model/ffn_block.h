@@ -78,12 +78,12 @@ class FfnBlock {
   static FfnActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int64_t norm_rows = -1);
 
   // res_out[N,C] = res_in[N,C] + FFN output (backward reads res_in again: keep it). Saves `a`.
-  // Scratch: f32_nc [N,C] f32 (the norm output before conversion, down's output); f32_nh [N,H] f32
-  // (the activation before conversion; bf16 mode only, may be absent otherwise).
+  // Scratch: f32_nc [N,C] f32 (the norm output before conversion, down's output). In bf16 mode the
+  // activation is written straight into a.a as bf16.
   // seq_nc: [N/size, C] f32 scratch under sequence parallelism (res_in, res_out and the norm
   // statistics then hold this rank's rows; N is a.h's), else absent.
   void forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
-               DType compute, const TensorView& f32_nc, const TensorView& f32_nh, const TensorView& seq_nc = TensorView());
+               DType compute, const TensorView& f32_nc, const TensorView& seq_nc = TensorView());
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
   // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du, s.dh and

@@ -182,10 +182,12 @@ void dispatch(Activation act, const Fn& fn) {
   }
 }
 
-// Runs fn(begin, end) over [0, n) in cache-friendly blocks spread over the threads.
+// Multiple of 16: every block but the last is whole vectors. Also the staging length of bf16 outputs.
+constexpr int64_t kBlock = 4096;
+
+// Runs fn(begin, end) over [0, n) in cache-friendly blocks of at most kBlock spread over the threads.
 template <typename Fn>
 void parallel_blocks(int64_t n, const Fn& fn) {
-  constexpr int64_t kBlock = 4096;  // multiple of 16: every block but the last is whole vectors
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n >= kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) fn(b * kBlock, std::min(n, (b + 1) * kBlock));
@@ -193,34 +195,67 @@ void parallel_blocks(int64_t n, const Fn& fn) {
 
 }  // namespace
 
+// bf16 outputs (backend.h): each block or row segment is computed into f32 on the stack, then
+// rounded by the same conversion as convert(), so the bits equal convert() of the f32 output.
+namespace {
+uint16_t* bf16_out(const TensorView& t) {
+  return t.dtype() == DType::kBF16 ? static_cast<uint16_t*>(t.data()) : nullptr;
+}
+}  // namespace
+
 void CpuBackend::activation_forward_impl(Activation act, const TensorView& out,
                                          const TensorView& inp) {
   cpu_require_f32("activation_forward", inp);
-  float* y = out.as<float>();
+  uint16_t* y16 = bf16_out(out);
+  float* y = y16 != nullptr ? nullptr : out.as<float>();
   const float* x = inp.as<float>();
   dispatch(act, [&]<typename Act>() {
-    parallel_blocks(inp.numel(), [&](int64_t b, int64_t e) { forward_span<Act>(y + b, x + b, e - b); });
+    parallel_blocks(inp.numel(), [&](int64_t b, int64_t e) {
+      if (y16 == nullptr) return forward_span<Act>(y + b, x + b, e - b);
+      float staged[kBlock];
+      forward_span<Act>(staged, x + b, e - b);
+      cpu_f32_to_bf16(y16 + b, staged, e - b);
+    });
   });
 }
 
 void CpuBackend::activation_backward_impl(Activation act, const TensorView& dinp,
                                           const TensorView& dout, const TensorView& inp) {
   cpu_require_f32("activation_backward", inp);
-  float* dx = dinp.as<float>();
+  uint16_t* dx16 = bf16_out(dinp);
+  float* dx = dx16 != nullptr ? nullptr : dinp.as<float>();
   const float *g = dout.as<float>(), *x = inp.as<float>();
   dispatch(act, [&]<typename Act>() {
-    parallel_blocks(inp.numel(), [&](int64_t b, int64_t e) { backward_span<Act>(dx + b, g + b, x + b, e - b); });
+    parallel_blocks(inp.numel(), [&](int64_t b, int64_t e) {
+      if (dx16 == nullptr) return backward_span<Act>(dx + b, g + b, x + b, e - b);
+      float staged[kBlock];
+      backward_span<Act>(staged, g + b, x + b, e - b);
+      cpu_f32_to_bf16(dx16 + b, staged, e - b);
+    });
   });
 }
 
 void CpuBackend::glu_forward_impl(Activation act, const TensorView& out, const TensorView& inp) {
   cpu_require_f32("glu_forward", inp);
   const int64_t N = out.dim(0), H = out.dim(1);
-  float* y = out.as<float>();
+  uint16_t* y16 = bf16_out(out);
+  float* y = y16 != nullptr ? nullptr : out.as<float>();
   const float* x = inp.as<float>();
   dispatch(act, [&]<typename Act>() {
 #pragma omp parallel for schedule(static) if (N * H >= kParallelMin)
-    for (int64_t n = 0; n < N; ++n) glu_forward_row<Act>(y + n * H, x + n * 2 * H, x + n * 2 * H + H, H);
+    for (int64_t n = 0; n < N; ++n) {
+      const float* gate = x + n * 2 * H;
+      if (y16 == nullptr) {
+        glu_forward_row<Act>(y + n * H, gate, gate + H, H);
+        continue;
+      }
+      float staged[kBlock];
+      for (int64_t h = 0; h < H; h += kBlock) {
+        const int64_t len = std::min(kBlock, H - h);
+        glu_forward_row<Act>(staged, gate + h, gate + H + h, len);
+        cpu_f32_to_bf16(y16 + n * H + h, staged, len);
+      }
+    }
   });
 }
 
@@ -228,13 +263,24 @@ void CpuBackend::glu_backward_impl(Activation act, const TensorView& dinp, const
                                    const TensorView& inp) {
   cpu_require_f32("glu_backward", inp);
   const int64_t N = dout.dim(0), H = dout.dim(1);
-  float* dx = dinp.as<float>();
+  uint16_t* dx16 = bf16_out(dinp);
+  float* dx = dx16 != nullptr ? nullptr : dinp.as<float>();
   const float *g = dout.as<float>(), *x = inp.as<float>();
   dispatch(act, [&]<typename Act>() {
 #pragma omp parallel for schedule(static) if (N * H >= kParallelMin)
     for (int64_t n = 0; n < N; ++n) {
       const float* row = x + n * 2 * H;
-      glu_backward_row<Act>(dx + n * 2 * H, dx + n * 2 * H + H, g + n * H, row, row + H, H);
+      if (dx16 == nullptr) {
+        glu_backward_row<Act>(dx + n * 2 * H, dx + n * 2 * H + H, g + n * H, row, row + H, H);
+        continue;
+      }
+      float staged_gate[kBlock], staged_up[kBlock];
+      for (int64_t h = 0; h < H; h += kBlock) {
+        const int64_t len = std::min(kBlock, H - h);
+        glu_backward_row<Act>(staged_gate, staged_up, g + n * H + h, row + h, row + H + h, len);
+        cpu_f32_to_bf16(dx16 + n * 2 * H + h, staged_gate, len);
+        cpu_f32_to_bf16(dx16 + n * 2 * H + H + h, staged_up, len);
+      }
     }
   });
 }

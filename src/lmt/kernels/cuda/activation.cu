@@ -6,6 +6,9 @@
 //   glu_backward: dinp[N, 0:H] = dout·up·act'(gate), dinp[N, H:2H] = dout·act(gate)   (overwrite)
 // The per-element math is math/activation_math.h (the host test runs it against the ref backend).
 //
+// The output (out, dinp) is f32 or bf16 (OutT float or uint16_t): bf16 is rounded by the same
+// bf16_round as convert(), so the bits equal convert() of the f32 output (backend.h).
+//
 // Memory-bound: each element is read and written once. Grid-stride loops (any n); float4 loads and
 // stores when every pointer is 16-byte aligned (and, for GLU, H % 4 == 0 so every row stays aligned),
 // else scalar. Each thread reads an element before writing the same element, so out may alias inp
@@ -29,6 +32,21 @@ static_assert(static_cast<int>(cm::Act::kGeluTanh) == static_cast<int>(Activatio
 constexpr int kThreads = 256;
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Four outputs at once: 16 bytes of f32 or 8 of bf16 (aligned_out says whether p allows it).
+bool aligned_out(const float* p) { return aligned16(p); }
+bool aligned_out(const uint16_t* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
+__device__ __forceinline__ void store4(float* p, int64_t i4, float4 v) { reinterpret_cast<float4*>(p)[i4] = v; }
+__device__ __forceinline__ void store4(uint16_t* p, int64_t i4, float4 v) {
+  reinterpret_cast<uint2*>(p)[i4] =
+      make_uint2(uint32_t(cuda_math::bf16_round(v.x)) | (uint32_t(cuda_math::bf16_round(v.y)) << 16),
+                 uint32_t(cuda_math::bf16_round(v.z)) | (uint32_t(cuda_math::bf16_round(v.w)) << 16));
+}
+// Calls f(pointer) with t's data as float* or uint16_t* (bf16).
+template <typename F>
+void with_out(const TensorView& t, F&& f) {
+  if (is_bf16(t)) f(dptr<uint16_t>(t));
+  else f(dptr<float>(t));
+}
 
 template <typename F>
 void with_act(Activation a, F&& f) {
@@ -52,23 +70,23 @@ __device__ __forceinline__ float4 fwd4(float4 v) {
                      cm::act_forward<A>(v.w));
 }
 
-template <cm::Act A, bool kVec>
-__global__ void __launch_bounds__(kThreads) act_forward_kernel(float* out, const float* inp, int64_t n) {
+template <cm::Act A, bool kVec, typename OutT>
+__global__ void __launch_bounds__(kThreads) act_forward_kernel(OutT* out, const float* inp, int64_t n) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t tail = 0;
   if constexpr (kVec) {
     const int64_t n4 = n / 4;
     for (int64_t i = first; i < n4; i += stride)
-      reinterpret_cast<float4*>(out)[i] = fwd4<A>(reinterpret_cast<const float4*>(inp)[i]);
+      store4(out, i, fwd4<A>(reinterpret_cast<const float4*>(inp)[i]));
     tail = 4 * n4;
   }
-  for (int64_t i = tail + first; i < n; i += stride) out[i] = cm::act_forward<A>(inp[i]);
+  for (int64_t i = tail + first; i < n; i += stride) store_f(out, i, cm::act_forward<A>(inp[i]));
 }
 
-template <cm::Act A, bool kVec>
+template <cm::Act A, bool kVec, typename OutT>
 __global__ void __launch_bounds__(kThreads)
-    act_backward_kernel(float* dinp, const float* dout, const float* inp, int64_t n) {
+    act_backward_kernel(OutT* dinp, const float* dout, const float* inp, int64_t n) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t tail = 0;
@@ -77,40 +95,40 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i = first; i < n4; i += stride) {
       const float4 x = reinterpret_cast<const float4*>(inp)[i];
       const float4 d = reinterpret_cast<const float4*>(dout)[i];
-      reinterpret_cast<float4*>(dinp)[i] = make_float4(d.x * cm::act_grad<A>(x.x), d.y * cm::act_grad<A>(x.y),
-                                                       d.z * cm::act_grad<A>(x.z), d.w * cm::act_grad<A>(x.w));
+      store4(dinp, i, make_float4(d.x * cm::act_grad<A>(x.x), d.y * cm::act_grad<A>(x.y), d.z * cm::act_grad<A>(x.z),
+                                  d.w * cm::act_grad<A>(x.w)));
     }
     tail = 4 * n4;
   }
-  for (int64_t i = tail + first; i < n; i += stride) dinp[i] = dout[i] * cm::act_grad<A>(inp[i]);
+  for (int64_t i = tail + first; i < n; i += stride) store_f(dinp, i, dout[i] * cm::act_grad<A>(inp[i]));
 }
 
 // GLU: blockIdx.y strides rows, x-threads stride the H columns (in float4 units when kVec).
-template <cm::Act A, bool kVec>
-__global__ void __launch_bounds__(kThreads) glu_forward_kernel(float* out, const float* inp, int64_t N, int64_t H) {
+template <cm::Act A, bool kVec, typename OutT>
+__global__ void __launch_bounds__(kThreads) glu_forward_kernel(OutT* out, const float* inp, int64_t N, int64_t H) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t H4 = H / 4;
   for (int64_t row = blockIdx.y; row < N; row += gridDim.y) {
     const float* gate = inp + row * 2 * H;
     const float* up = gate + H;
-    float* o = out + row * H;
+    OutT* o = out + row * H;
     if constexpr (kVec) {
       for (int64_t h = first; h < H4; h += stride) {
         const float4 g = reinterpret_cast<const float4*>(gate)[h];
         const float4 u = reinterpret_cast<const float4*>(up)[h];
-        reinterpret_cast<float4*>(o)[h] = make_float4(cm::glu_forward<A>(g.x, u.x), cm::glu_forward<A>(g.y, u.y),
-                                                      cm::glu_forward<A>(g.z, u.z), cm::glu_forward<A>(g.w, u.w));
+        store4(o, h, make_float4(cm::glu_forward<A>(g.x, u.x), cm::glu_forward<A>(g.y, u.y),
+                                 cm::glu_forward<A>(g.z, u.z), cm::glu_forward<A>(g.w, u.w)));
       }
     } else {
-      for (int64_t h = first; h < H; h += stride) o[h] = cm::glu_forward<A>(gate[h], up[h]);
+      for (int64_t h = first; h < H; h += stride) store_f(o, h, cm::glu_forward<A>(gate[h], up[h]));
     }
   }
 }
 
-template <cm::Act A, bool kVec>
+template <cm::Act A, bool kVec, typename OutT>
 __global__ void __launch_bounds__(kThreads)
-    glu_backward_kernel(float* dinp, const float* dout, const float* inp, int64_t N, int64_t H) {
+    glu_backward_kernel(OutT* dinp, const float* dout, const float* inp, int64_t N, int64_t H) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t H4 = H / 4;
@@ -118,8 +136,8 @@ __global__ void __launch_bounds__(kThreads)
     const float* gate = inp + row * 2 * H;
     const float* up = gate + H;
     const float* d = dout + row * H;
-    float* dgate = dinp + row * 2 * H;
-    float* dup = dgate + H;
+    OutT* dgate = dinp + row * 2 * H;
+    OutT* dup = dgate + H;
     if constexpr (kVec) {
       for (int64_t h = first; h < H4; h += stride) {
         const float4 g = reinterpret_cast<const float4*>(gate)[h];
@@ -130,15 +148,15 @@ __global__ void __launch_bounds__(kThreads)
         cm::glu_backward<A>(g.y, u.y, dd.y, dg.y, du.y);
         cm::glu_backward<A>(g.z, u.z, dd.z, dg.z, du.z);
         cm::glu_backward<A>(g.w, u.w, dd.w, dg.w, du.w);
-        reinterpret_cast<float4*>(dgate)[h] = dg;
-        reinterpret_cast<float4*>(dup)[h] = du;
+        store4(dgate, h, dg);
+        store4(dup, h, du);
       }
     } else {
       for (int64_t h = first; h < H; h += stride) {
         float dg, du;
         cm::glu_backward<A>(gate[h], up[h], d[h], dg, du);
-        dgate[h] = dg;
-        dup[h] = du;
+        store_f(dgate, h, dg);
+        store_f(dup, h, du);
       }
     }
   }
@@ -155,16 +173,18 @@ dim3 glu_grid(int64_t N, int64_t cols) {
 void activation_forward(Context& ctx, Activation act, const TensorView& out, const TensorView& inp) {
   const int64_t n = inp.numel();
   if (n == 0) return;
-  float* o = dptr<float>(out);
   const float* x = dptr<const float>(inp);
-  const bool vec = aligned16(o) && aligned16(x);
-  with_act(act, [&](auto a) {
-    constexpr cm::Act A = decltype(a)::value;
-    if (vec)
-      act_forward_kernel<A, true><<<blocks_for(n / 4 + 1, kThreads), kThreads, 0, ctx.stream>>>(o, x, n);
-    else
-      act_forward_kernel<A, false><<<blocks_for(n, kThreads), kThreads, 0, ctx.stream>>>(o, x, n);
-    LMT_CUDA_LAUNCHED();
+  with_out(out, [&](auto* o) {
+    using OutT = std::remove_pointer_t<decltype(o)>;
+    const bool vec = aligned_out(o) && aligned16(x);
+    with_act(act, [&](auto a) {
+      constexpr cm::Act A = decltype(a)::value;
+      if (vec)
+        act_forward_kernel<A, true, OutT><<<blocks_for(n / 4 + 1, kThreads), kThreads, 0, ctx.stream>>>(o, x, n);
+      else
+        act_forward_kernel<A, false, OutT><<<blocks_for(n, kThreads), kThreads, 0, ctx.stream>>>(o, x, n);
+      LMT_CUDA_LAUNCHED();
+    });
   });
 }
 
@@ -172,50 +192,56 @@ void activation_backward(Context& ctx, Activation act, const TensorView& dinp, c
                          const TensorView& inp) {
   const int64_t n = inp.numel();
   if (n == 0) return;
-  float* dx = dptr<float>(dinp);
   const float* dy = dptr<const float>(dout);
   const float* x = dptr<const float>(inp);
-  const bool vec = aligned16(dx) && aligned16(dy) && aligned16(x);
-  with_act(act, [&](auto a) {
-    constexpr cm::Act A = decltype(a)::value;
-    if (vec)
-      act_backward_kernel<A, true><<<blocks_for(n / 4 + 1, kThreads), kThreads, 0, ctx.stream>>>(dx, dy, x, n);
-    else
-      act_backward_kernel<A, false><<<blocks_for(n, kThreads), kThreads, 0, ctx.stream>>>(dx, dy, x, n);
-    LMT_CUDA_LAUNCHED();
+  with_out(dinp, [&](auto* dx) {
+    using OutT = std::remove_pointer_t<decltype(dx)>;
+    const bool vec = aligned_out(dx) && aligned16(dy) && aligned16(x);
+    with_act(act, [&](auto a) {
+      constexpr cm::Act A = decltype(a)::value;
+      if (vec)
+        act_backward_kernel<A, true, OutT><<<blocks_for(n / 4 + 1, kThreads), kThreads, 0, ctx.stream>>>(dx, dy, x, n);
+      else
+        act_backward_kernel<A, false, OutT><<<blocks_for(n, kThreads), kThreads, 0, ctx.stream>>>(dx, dy, x, n);
+      LMT_CUDA_LAUNCHED();
+    });
   });
 }
 
 void glu_forward(Context& ctx, Activation act, const TensorView& out, const TensorView& inp) {
   const int64_t N = out.dim(0), H = out.dim(1);
   if (N == 0 || H == 0) return;
-  float* o = dptr<float>(out);
   const float* x = dptr<const float>(inp);
-  const bool vec = H % 4 == 0 && aligned16(o) && aligned16(x);
-  with_act(act, [&](auto a) {
-    constexpr cm::Act A = decltype(a)::value;
-    if (vec)
-      glu_forward_kernel<A, true><<<glu_grid(N, H / 4), kThreads, 0, ctx.stream>>>(o, x, N, H);
-    else
-      glu_forward_kernel<A, false><<<glu_grid(N, H), kThreads, 0, ctx.stream>>>(o, x, N, H);
-    LMT_CUDA_LAUNCHED();
+  with_out(out, [&](auto* o) {
+    using OutT = std::remove_pointer_t<decltype(o)>;
+    const bool vec = H % 4 == 0 && aligned_out(o) && aligned16(x);
+    with_act(act, [&](auto a) {
+      constexpr cm::Act A = decltype(a)::value;
+      if (vec)
+        glu_forward_kernel<A, true, OutT><<<glu_grid(N, H / 4), kThreads, 0, ctx.stream>>>(o, x, N, H);
+      else
+        glu_forward_kernel<A, false, OutT><<<glu_grid(N, H), kThreads, 0, ctx.stream>>>(o, x, N, H);
+      LMT_CUDA_LAUNCHED();
+    });
   });
 }
 
 void glu_backward(Context& ctx, Activation act, const TensorView& dinp, const TensorView& dout, const TensorView& inp) {
   const int64_t N = dout.dim(0), H = dout.dim(1);
   if (N == 0 || H == 0) return;
-  float* dx = dptr<float>(dinp);
   const float* dy = dptr<const float>(dout);
   const float* x = dptr<const float>(inp);
-  const bool vec = H % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x);
-  with_act(act, [&](auto a) {
-    constexpr cm::Act A = decltype(a)::value;
-    if (vec)
-      glu_backward_kernel<A, true><<<glu_grid(N, H / 4), kThreads, 0, ctx.stream>>>(dx, dy, x, N, H);
-    else
-      glu_backward_kernel<A, false><<<glu_grid(N, H), kThreads, 0, ctx.stream>>>(dx, dy, x, N, H);
-    LMT_CUDA_LAUNCHED();
+  with_out(dinp, [&](auto* dx) {
+    using OutT = std::remove_pointer_t<decltype(dx)>;
+    const bool vec = H % 4 == 0 && aligned_out(dx) && aligned16(dy) && aligned16(x);
+    with_act(act, [&](auto a) {
+      constexpr cm::Act A = decltype(a)::value;
+      if (vec)
+        glu_backward_kernel<A, true, OutT><<<glu_grid(N, H / 4), kThreads, 0, ctx.stream>>>(dx, dy, x, N, H);
+      else
+        glu_backward_kernel<A, false, OutT><<<glu_grid(N, H), kThreads, 0, ctx.stream>>>(dx, dy, x, N, H);
+      LMT_CUDA_LAUNCHED();
+    });
   });
 }
 
