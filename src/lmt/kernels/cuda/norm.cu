@@ -5,9 +5,10 @@
 //
 // Row kernels: one warp per row, kRowWarps rows per block, a grid-stride loop over rows (any N). Where
 // C % 4 == 0 and the rows are 16-byte aligned (forward up to C = 4096, backward up to 2048), float4
-// kernels hold the whole row in registers. Otherwise (the general path) each lane caches its columns lane + 32·j, j < K, in registers (K from C, at most 32, so C <= 1024 is read
-// from memory once); columns beyond 32·K are re-read from global memory (L1/L2) in each pass, which
-// keeps one code path correct for any C. Statistics are f32 two-pass (mean, then Σ(x - mean)²).
+// kernels hold the whole row in registers. Otherwise (the general path) each lane caches its columns
+// lane + 32·j, j < K, in registers (K from C, at most 32, so C <= 1024 is read from memory once);
+// columns beyond 32·K are re-read from global memory (L1/L2) in each pass, which keeps one code path
+// correct for any C. Statistics are f32 two-pass (mean, then Σ(x - mean)²).
 // Backward recomputes the mean from inp (as the ref and cpu backends do) and takes rstd as given.
 //
 // Column sums (dweight, dbias): no float atomics. A second kernel tiles [N,C] into 32-column tiles and
