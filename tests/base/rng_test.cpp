@@ -30,5 +30,22 @@ TEST(Rng, NormalHasUnitMomentsAndBelowStaysInRange) {
   for (int i = 0; i < 1000; ++i) EXPECT_LT(r.below(17), 17u);
 }
 
+TEST(Rng, AdvanceEqualsThatManyDraws) {
+  for (uint64_t k : {uint64_t{0}, uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{63}, uint64_t{64}, uint64_t{1000},
+                     uint64_t{123457}, uint64_t{1} << 20}) {
+    Rng stepped(99), jumped(99);
+    for (uint64_t i = 0; i < k; ++i) stepped.next_u64();
+    jumped.advance(k);
+    EXPECT_EQ(jumped.state(), stepped.state()) << "after " << k << " draws";
+    EXPECT_EQ(jumped.next_u64(), stepped.next_u64());
+  }
+  // Jumps compose, and a jump far beyond what a loop could check agrees with two halves.
+  Rng a(5), b(5);
+  a.advance((uint64_t{1} << 40) + 12345);
+  b.advance(uint64_t{1} << 40);
+  b.advance(12345);
+  EXPECT_EQ(a.state(), b.state());
+}
+
 }  // namespace
 }  // namespace lmt

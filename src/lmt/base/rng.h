@@ -33,6 +33,11 @@ class Rng {
     state_[3] = rotl(state_[3], 45);
     return result;
   }
+  // Moves the state on as `draws` calls of next_u64 would, in O(log draws) steps: xoshiro's state
+  // update is linear over GF(2), so the state after 2^j draws is a fixed 256x256 bit matrix (tabled
+  // once, rng.cpp) times the state. Lets threads start mid-stream (model/params.cpp's init). normal()
+  // takes 2 draws, uniform() 1.
+  void advance(uint64_t draws);
   // Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
