@@ -1,7 +1,10 @@
 #include "lmt/model/params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "lmt/base/rng.h"
 
@@ -224,7 +227,16 @@ ModelViews ParamLayout::views(void* base, DType dtype, Device device) const {
 void init_params(const ParamLayout& layout, float* params, uint64_t seed) {
   std::memset(params, 0, static_cast<size_t>(layout.total_numel()) * sizeof(float));
   const int64_t V = layout.config().vocab_size, C = layout.config().d_model;
-  Rng rng(seed);
+  // The random tensors, in layout order, share one stream of normal draws from Rng(seed): element e
+  // of the stream takes the generator's draws [2e, 2e + 2).
+  struct Span {
+    float* w;
+    int64_t n;
+    double std;
+    int64_t first;  // the stream index of w[0]
+  };
+  std::vector<Span> spans;
+  int64_t total = 0;
   for (const ParamInfo& p : layout.params()) {
     float* w = params + p.offset;
     switch (p.role) {
@@ -235,10 +247,40 @@ void init_params(const ParamLayout& layout, float* params, uint64_t seed) {
       default: {
         // Embeddings: only the real vocabulary rows; padding rows stay zero.
         const int64_t n = (p.role == ParamRole::kEmbedding || p.role == ParamRole::kLmHead) ? V * C : p.numel;
-        for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(rng.normal() * p.init_std);
+        spans.push_back({w, n, p.init_std, total});
+        total += n;
       }
     }
   }
+  // Chunks of the stream, each from a generator advanced to its first draw (Rng::advance), over the
+  // cores: the values of one sequential pass, whatever the thread count. A 1B-parameter model took
+  // about 40 s on one core.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  const int64_t chunks = (total + kChunk - 1) / kChunk;
+  auto fill_chunk = [&](int64_t c) {
+    const int64_t begin = c * kChunk, end = std::min(total, begin + kChunk);
+    Rng rng(seed);
+    rng.advance(2 * static_cast<uint64_t>(begin));
+    // The last span starting at or before `begin`.
+    auto it = std::upper_bound(spans.begin(), spans.end(), begin,
+                               [](int64_t e, const Span& s) { return e < s.first; }) - 1;
+    for (int64_t e = begin; e < end; ++it) {
+      const int64_t i1 = std::min(it->n, end - it->first);
+      for (int64_t i = e - it->first; i < i1; ++i) it->w[i] = static_cast<float>(rng.normal() * it->std);
+      e = it->first + i1;
+    }
+  };
+  const int64_t threads = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 1) {
+    for (int64_t c = 0; c < chunks; ++c) fill_chunk(c);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int64_t c = t; c < chunks; c += threads) fill_chunk(c);
+    });
+  for (std::thread& th : pool) th.join();
 }
 
 }  // namespace lmt::model
