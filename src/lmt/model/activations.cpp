@@ -46,7 +46,7 @@ ActivationPlan plan_activations(const ModelConfig& c, int64_t B, int64_t T, cons
   s.dres = a.allocate({n, C}, f, "dres");
   s.dh = a.allocate({N, C}, f, "dh");
   s.da = a.allocate({N, H}, f, "da");
-  s.du = a.allocate({N, U}, f, "du");
+  if (cd == f) s.du = a.allocate({N, U}, f, "du");  // bf16 runs write d u as bf16 into grad_c
   s.datt = a.allocate({B, T, NH, HD}, f, "datt");
   s.dq = a.allocate({B, T, NH, HD}, f, "dq");
   s.dk = a.allocate({B, T, G, HD}, f, "dk");

@@ -63,7 +63,7 @@ struct Scratch {
   TensorView dres;          // [n,C] gradient of the residual stream (n = N / sequence_shards rows)
   TensorView dh;            // [N,C] gradient of a norm output
   TensorView da;            // [N,H]
-  TensorView du;            // [N,U]
+  TensorView du;            // [N,U] (fp32/f64 runs only; bf16 runs write d u into grad_c)
   TensorView datt;          // [B,T,NH,HD]
   TensorView dq, dk, dv;    // gradients of q, k, v
   TensorView dq_pre, dk_pre;  // QK-norm input gradients (qk_norm only)

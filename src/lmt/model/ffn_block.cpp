@@ -54,7 +54,7 @@ void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const Ffn
   // In bf16 mode d u goes to the up projection's GEMMs as bf16: the activation backward rounds it
   // straight into grad_c (what gemm_input would have converted it into).
   const TensorView du = s.grad_c.present()
-                            ? TensorView(s.grad_c.data(), s.du.shape(), s.grad_c.dtype(), s.grad_c.device())
+                            ? TensorView(s.grad_c.data(), a.u.shape(), s.grad_c.dtype(), s.grad_c.device())
                             : s.du;
   if (c_.ffn == FfnKind::kGlu)
     be_.glu_backward(c_.activation, du, s.da, a.u);

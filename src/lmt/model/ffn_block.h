@@ -86,8 +86,8 @@ class FfnBlock {
                DType compute, const TensorView& f32_nc, const TensorView& seq_nc = TensorView());
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
-  // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du, s.dh and
-  // s.grad_c as scratch.
+  // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du (absent in
+  // bf16 mode: d u goes to s.grad_c), s.dh and s.grad_c as scratch.
   void backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a, Scratch& s);
 
   // x[n,C] += FFN output of n new tokens, in f32: forward over rows [0, n) of chunk scratch `a`;
