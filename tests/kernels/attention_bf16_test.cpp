@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend_under_test.h"
 #include "op_compare.h"
 #include "lmt/base/rng.h"
 #include "lmt/kernels/cpu/attention_bf16_tiles.h"
@@ -39,14 +40,8 @@ using testing::relative_distance;
 
 constexpr std::string_view kBackend = LMT_ATTENTION_TEST_BACKEND;
 
-kernels::Backend* backend_under_test() {
-  StatusOr<kernels::Backend*> be = kernels::find_backend(kBackend);
-  return be.ok() ? *be : nullptr;
-}
-
-#define SKIP_WITHOUT_BACKEND()                                   \
-  if (backend_under_test() == nullptr)                          \
-  GTEST_SKIP() << kernels::find_backend(kBackend).status().ToString()
+kernels::Backend* backend_under_test() { return testing::backend_or_null(kBackend); }
+#define SKIP_WITHOUT_BACKEND() LMT_SKIP_WITHOUT_BACKEND(kBackend)
 
 // Whether compute bf16 takes a bf16 path on this backend and machine.
 bool has_bf16_path() { return kBackend == "cuda" || kernels::cpu_bf16::kAvailable; }

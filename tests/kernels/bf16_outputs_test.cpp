@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backend_under_test.h"
 #include "lmt/base/rng.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
@@ -30,14 +31,8 @@ using kernels::Activation;
 
 constexpr std::string_view kBackend = LMT_BF16_OUTPUTS_TEST_BACKEND;
 
-kernels::Backend* backend_under_test() {
-  StatusOr<kernels::Backend*> be = kernels::find_backend(kBackend);
-  return be.ok() ? *be : nullptr;
-}
-
-#define SKIP_WITHOUT_BACKEND()          \
-  if (backend_under_test() == nullptr) \
-  GTEST_SKIP() << kernels::find_backend(kBackend).status().ToString()
+kernels::Backend* backend_under_test() { return testing::backend_or_null(kBackend); }
+#define SKIP_WITHOUT_BACKEND() LMT_SKIP_WITHOUT_BACKEND(kBackend)
 
 Tensor upload(kernels::Backend& be, std::vector<float> values, Shape shape) {
   Tensor t(shape, DType::kF32, be.allocator());
