@@ -224,15 +224,15 @@ Status run_attention(const AttentionArgs& a) {
                         {"machine", metrics::machine_summary()}, {"device", be.device_description()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
+    const std::string compute_name(compute_dtype_name(compute));
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
     std::printf("attention %s (%s) B=%lld NH=%lld G=%lld T=%lld HD=%lld: forward %.3f ms (%.1f GFLOP/s), "
                 "backward %.3f ms (%.1f GFLOP/s), forward+backward %.3f ms, %.1f GFLOP/s, "
                 "%.1f%% of %s peak %.0f GFLOP/s; workspace %.2f MiB\n",
-                a.attention.c_str(), std::string(compute_dtype_name(compute)).c_str(), static_cast<long long>(B), static_cast<long long>(NH),
+                a.attention.c_str(), compute_name.c_str(), static_cast<long long>(B), static_cast<long long>(NH),
                 static_cast<long long>(G), static_cast<long long>(T), static_cast<long long>(HD),
                 tf.median * 1e3, flops_fwd / tf.median * 1e-9, tb.median * 1e3,
-                2.5 * flops_fwd / tb.median * 1e-9, secs * 1e3, gflops, frac * 100,
-                std::string(compute_dtype_name(compute)).c_str(), peak,
+                2.5 * flops_fwd / tb.median * 1e-9, secs * 1e3, gflops, frac * 100, compute_name.c_str(), peak,
                 static_cast<double>(ws) / (1 << 20));
   }
   return Status::Ok();

@@ -3,24 +3,17 @@
 // precision bounds are written in (op_compare.h).
 #pragma once
 
-#include <gtest/gtest.h>
-
+#include "../backend_under_test.h"
 #include "../op_compare.h"
-#include "lmt/kernels/registry.h"
 
 namespace lmt::gpu_test {
 
 // The registered cuda backend, or nullptr where it is not built or no GPU is visible.
-inline kernels::Backend* cuda() {
-  StatusOr<kernels::Backend*> be = kernels::find_backend("cuda");
-  return be.ok() ? *be : nullptr;
-}
+inline kernels::Backend* cuda() { return testing::backend_or_null("cuda"); }
 
 using testing::relative_distance;  // op_compare.h
 
 }  // namespace lmt::gpu_test
 
 // Skips the current test, with the backend's reason, where no GPU is visible.
-#define SKIP_WITHOUT_GPU()                 \
-  if (::lmt::gpu_test::cuda() == nullptr) \
-  GTEST_SKIP() << ::lmt::kernels::find_backend("cuda").status().ToString()
+#define SKIP_WITHOUT_GPU() LMT_SKIP_WITHOUT_BACKEND("cuda")

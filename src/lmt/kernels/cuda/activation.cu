@@ -31,15 +31,12 @@ static_assert(static_cast<int>(cm::Act::kGeluTanh) == static_cast<int>(Activatio
 
 constexpr int kThreads = 256;
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 // Four outputs at once: 16 bytes of f32 or 8 of bf16 (aligned_out says whether p allows it).
-bool aligned_out(const float* p) { return aligned16(p); }
-bool aligned_out(const uint16_t* p) { return reinterpret_cast<uintptr_t>(p) % 8 == 0; }
+bool aligned_out(const float* p) { return aligned(p, 16); }
+bool aligned_out(const uint16_t* p) { return aligned(p, 8); }
 __device__ __forceinline__ void store4(float* p, int64_t i4, float4 v) { reinterpret_cast<float4*>(p)[i4] = v; }
 __device__ __forceinline__ void store4(uint16_t* p, int64_t i4, float4 v) {
-  reinterpret_cast<uint2*>(p)[i4] =
-      make_uint2(uint32_t(cuda_math::bf16_round(v.x)) | (uint32_t(cuda_math::bf16_round(v.y)) << 16),
-                 uint32_t(cuda_math::bf16_round(v.z)) | (uint32_t(cuda_math::bf16_round(v.w)) << 16));
+  reinterpret_cast<uint2*>(p)[i4] = bf16x4(v);
 }
 // Calls f(pointer) with t's data as float* or uint16_t* (bf16).
 template <typename F>
@@ -176,7 +173,7 @@ void activation_forward(Context& ctx, Activation act, const TensorView& out, con
   const float* x = dptr<const float>(inp);
   with_out(out, [&](auto* o) {
     using OutT = std::remove_pointer_t<decltype(o)>;
-    const bool vec = aligned_out(o) && aligned16(x);
+    const bool vec = aligned_out(o) && aligned(x, 16);
     with_act(act, [&](auto a) {
       constexpr cm::Act A = decltype(a)::value;
       if (vec)
@@ -196,7 +193,7 @@ void activation_backward(Context& ctx, Activation act, const TensorView& dinp, c
   const float* x = dptr<const float>(inp);
   with_out(dinp, [&](auto* dx) {
     using OutT = std::remove_pointer_t<decltype(dx)>;
-    const bool vec = aligned_out(dx) && aligned16(dy) && aligned16(x);
+    const bool vec = aligned_out(dx) && aligned(dy, 16) && aligned(x, 16);
     with_act(act, [&](auto a) {
       constexpr cm::Act A = decltype(a)::value;
       if (vec)
@@ -214,7 +211,7 @@ void glu_forward(Context& ctx, Activation act, const TensorView& out, const Tens
   const float* x = dptr<const float>(inp);
   with_out(out, [&](auto* o) {
     using OutT = std::remove_pointer_t<decltype(o)>;
-    const bool vec = H % 4 == 0 && aligned_out(o) && aligned16(x);
+    const bool vec = H % 4 == 0 && aligned_out(o) && aligned(x, 16);
     with_act(act, [&](auto a) {
       constexpr cm::Act A = decltype(a)::value;
       if (vec)
@@ -233,7 +230,7 @@ void glu_backward(Context& ctx, Activation act, const TensorView& dinp, const Te
   const float* x = dptr<const float>(inp);
   with_out(dinp, [&](auto* dx) {
     using OutT = std::remove_pointer_t<decltype(dx)>;
-    const bool vec = H % 4 == 0 && aligned_out(dx) && aligned16(dy) && aligned16(x);
+    const bool vec = H % 4 == 0 && aligned_out(dx) && aligned(dy, 16) && aligned(x, 16);
     with_act(act, [&](auto a) {
       constexpr cm::Act A = decltype(a)::value;
       if (vec)

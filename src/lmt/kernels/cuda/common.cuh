@@ -54,6 +54,9 @@ T* dptr(const TensorView& v) {
 // The cuda backend computes in f32 and bf16 (f64 is the ref oracle's).
 inline bool is_bf16(const TensorView& v) { return v.dtype() == DType::kBF16; }
 
+// Whether p is a multiple of `bytes` (the vector kernels' 16-byte float4 and 8-byte bf16x4 accesses).
+inline bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
 inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   int64_t b = (n + threads - 1) / threads;
   if (b < 1) b = 1;
@@ -66,6 +69,11 @@ __device__ __forceinline__ float load_f(const float* p, int64_t i) { return p[i]
 __device__ __forceinline__ float load_f(const uint16_t* p, int64_t i) { return cuda_math::bf16_to_f32(p[i]); }
 __device__ __forceinline__ void store_f(float* p, int64_t i, float x) { p[i] = x; }
 __device__ __forceinline__ void store_f(uint16_t* p, int64_t i, float x) { p[i] = cuda_math::bf16_round(x); }
+// Four floats rounded to bf16 as one 8-byte word, the first in the lowest half (convert()'s rounding).
+__device__ __forceinline__ uint2 bf16x4(float4 v) {
+  return make_uint2(uint32_t(cuda_math::bf16_round(v.x)) | (uint32_t(cuda_math::bf16_round(v.y)) << 16),
+                    uint32_t(cuda_math::bf16_round(v.z)) | (uint32_t(cuda_math::bf16_round(v.w)) << 16));
+}
 
 // Sum / max over groups of `Lanes` consecutive lanes (32: the warp; 16: each half-warp, since xor
 // offsets below 16 never cross a half); every lane of a group gets its group's result.

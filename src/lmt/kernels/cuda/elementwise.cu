@@ -36,8 +36,6 @@ __global__ void scale_x4_kernel(float4* x, float s, int64_t n4) {
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 __global__ void f32_to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {
   LMT_GRID_STRIDE(i, n) out[i] = cuda_math::bf16_round(in[i]);
 }
@@ -46,9 +44,7 @@ __global__ void f32_to_bf16_kernel(uint16_t* out, const float* in, int64_t n) {
 // a conversion is pure memory traffic, and the scalar kernel's 2-byte stores leave bandwidth unused.
 __global__ void f32_to_bf16_x4_kernel(uint2* out, const float4* in, int64_t n4) {
   LMT_GRID_STRIDE(i, n4) {
-    const float4 x = in[i];
-    out[i] = make_uint2(uint32_t(cuda_math::bf16_round(x.x)) | (uint32_t(cuda_math::bf16_round(x.y)) << 16),
-                        uint32_t(cuda_math::bf16_round(x.z)) | (uint32_t(cuda_math::bf16_round(x.w)) << 16));
+    out[i] = bf16x4(in[i]);
   }
 }
 
@@ -60,8 +56,8 @@ __global__ void bf16_to_f32_x4_kernel(float4* out, const uint2* in, int64_t n4) 
   }
 }
 
-bool aligned_x4(const void* out, const void* in, int64_t n, size_t out_align, size_t in_align) {
-  return n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % out_align == 0 && reinterpret_cast<uintptr_t>(in) % in_align == 0;
+bool aligned_x4(const void* out, const void* in, int64_t n, uintptr_t out_align, uintptr_t in_align) {
+  return n % 4 == 0 && aligned(out, out_align) && aligned(in, in_align);
 }
 
 __global__ void bf16_to_f32_kernel(float* out, const uint16_t* in, int64_t n) {
@@ -108,9 +104,7 @@ __global__ void adamw_x4_kernel(float4* w, const float4* g, float4* m, float4* v
     w[i] = wi;
     m[i] = mi;
     v[i] = vi;
-    if (w16 != nullptr)
-      w16[i] = make_uint2(uint32_t(cuda_math::bf16_round(wi.x)) | (uint32_t(cuda_math::bf16_round(wi.y)) << 16),
-                          uint32_t(cuda_math::bf16_round(wi.z)) | (uint32_t(cuda_math::bf16_round(wi.w)) << 16));
+    if (w16 != nullptr) w16[i] = bf16x4(wi);
   }
 }
 
@@ -142,7 +136,7 @@ void add(Context& ctx, const TensorView& out, const TensorView& a, const TensorV
   float* o = dptr<float>(out);
   const float* x = dptr<const float>(a);
   const float* y = dptr<const float>(b);
-  if (n % 4 == 0 && aligned16(o) && aligned16(x) && aligned16(y))
+  if (aligned_x4(o, x, n, 16, 16) && aligned(y, 16))
     add_x4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, ctx.stream>>>(
         reinterpret_cast<float4*>(o), reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(y), n / 4);
   else
@@ -197,7 +191,7 @@ double sum_squares(Context& ctx, const TensorView& x) {
 void scale(Context& ctx, const TensorView& x, float s) {
   const int64_t n = x.numel();
   float* p = dptr<float>(x);
-  if (n % 4 == 0 && aligned16(p))
+  if (n % 4 == 0 && aligned(p, 16))
     scale_x4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, ctx.stream>>>(reinterpret_cast<float4*>(p), s, n / 4);
   else
     scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, ctx.stream>>>(p, s, n);
@@ -227,8 +221,7 @@ void adamw_update(Context& ctx, const TensorView& param, const TensorView& grad,
   float* mp = dptr<float>(m);
   float* vp = dptr<float>(v);
   uint16_t* w16 = dptr<uint16_t>(param_bf16);
-  if (n % 4 == 0 && aligned16(w) && aligned16(g) && aligned16(mp) && aligned16(vp) &&
-      reinterpret_cast<uintptr_t>(w16) % 8 == 0) {
+  if (aligned_x4(w, g, n, 16, 16) && aligned(mp, 16) && aligned(vp, 16) && aligned(w16, 8)) {
     adamw_x4_kernel<<<blocks_for(n / 4, kThreads), kThreads, 0, ctx.stream>>>(
         reinterpret_cast<float4*>(w), reinterpret_cast<const float4*>(g), reinterpret_cast<float4*>(mp),
         reinterpret_cast<float4*>(vp), reinterpret_cast<uint2*>(w16), c, n / 4);

@@ -143,8 +143,10 @@ __global__ void __launch_bounds__(kRowThreads)
       const int c = lane + 32 * j;
       if (c < C4) {
         const float4 w = w4[c], b = bias != nullptr ? b4[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        y[c] = make_float4(cm::norm_forward(v[j].x, mean, rstd, w.x, b.x), cm::norm_forward(v[j].y, mean, rstd, w.y, b.y),
-                           cm::norm_forward(v[j].z, mean, rstd, w.z, b.z), cm::norm_forward(v[j].w, mean, rstd, w.w, b.w));
+        y[c] = make_float4(cm::norm_forward(v[j].x, mean, rstd, w.x, b.x),
+                           cm::norm_forward(v[j].y, mean, rstd, w.y, b.y),
+                           cm::norm_forward(v[j].z, mean, rstd, w.z, b.z),
+                           cm::norm_forward(v[j].w, mean, rstd, w.w, b.w));
       }
     }
     if (lane == 0) {
@@ -220,7 +222,6 @@ int vec_width(int64_t C, int max_k4) {
     if (need <= k4) return k4;
   return 0;
 }
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Calls f(std::integral_constant<int, K4>) for K4 = k4 (a power of two up to 32).
 template <typename F>
@@ -366,7 +367,7 @@ void norm_forward(Context& ctx, const TensorView& out, const TensorView& mean, c
   const float* x = dptr<const float>(inp);
   const float* w = dptr<const float>(weight);
   const float* b = dptr<const float>(bias);
-  const int k4 = C % 4 == 0 && aligned16(o) && aligned16(x) && aligned16(w) && (b == nullptr || aligned16(b))
+  const int k4 = C % 4 == 0 && aligned(o, 16) && aligned(x, 16) && aligned(w, 16) && (b == nullptr || aligned(b, 16))
                      ? vec_width(C, 32)
                      : 0;
   if (k4 > 0) {
@@ -411,7 +412,8 @@ void norm_backward(Context& ctx, const TensorView& dinp, const TensorView& dweig
   float* part_b = db != nullptr ? reinterpret_cast<float*>(scratch + mean_bytes + part_bytes) : nullptr;
 
   // float4 rows up to C = 2048 (x and dy·w of a row in registers: 2·4·K4 floats a lane).
-  const int k4 = C % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(w) ? vec_width(C, 16) : 0;
+  const int k4 =
+      C % 4 == 0 && aligned(dx, 16) && aligned(dy, 16) && aligned(x, 16) && aligned(w, 16) ? vec_width(C, 16) : 0;
   if (k4 > 0) {
     with_vec_width(k4, [&](auto k) {
       if constexpr (decltype(k)::value <= 16)
