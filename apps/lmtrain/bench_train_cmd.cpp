@@ -64,6 +64,7 @@ struct TrainBenchArgs {
   std::string backend = "cpu";
   int64_t batch = 4, seq = 256, accum = 1;
   int warmup = 1, iters = 5, zero = 0, tp = 1, pp = 1;
+  int64_t zero3_vocab_rows = 0;  // --zero3-vocab-rows (dist.zero3_vocab_rows)
   double bucket_mb = 25;
   double peak_gflops = 0;  // --peak-flops; 0: this machine's peak
   CLI::Option* peak_flag = nullptr;
@@ -149,7 +150,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                          model_split.split() ? 0 : static_cast<int64_t>(a.bucket_mb * 1024 * 1024));
   model_split.add_groups(dp, m.layout());
   if (a.shared_memory) LMT_RETURN_IF_ERROR(dp.use_shared_memory(m));
-  LMT_RETURN_IF_ERROR(dp.shard_parameters(m));  // --zero 3
+  LMT_RETURN_IF_ERROR(dp.shard_parameters(m, a.zero3_vocab_rows));  // --zero 3
   train::StepEngineConfig ec;
   ec.grad_clip = 1.0f;
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<train::StepEngine> engine, train::StepEngine::create(m, dp, oc, ec));
@@ -271,7 +272,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
     nlohmann::json j = {{"bench", "train"}, {"preset", a.preset}, {"dense_peer", a.dense_peer}, {"model", label}, {"backend", a.backend}, {"batch", a.batch}, {"seq", a.seq}, {"accum", a.accum},
                         {"dtype", a.dtype}, {"optimizer", a.optimizer}, {"recompute", a.recompute},
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
-                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"sp", a.sp}, {"pp", a.pp}, {"zero", a.zero},
+                        {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"sp", a.sp}, {"pp", a.pp}, {"zero", a.zero}, {"zero3_vocab_streamed", dp.zero3_streamed()},
                         {"pp_bubble", pp ? pp->bubble_fraction(a.accum) : 0.0},
                         {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
                         {"memory_per_rank", memory},
@@ -317,8 +318,8 @@ Status run_train_bench(const TrainBenchArgs& a) {
                   "neighbour stages (this is rank 0: the first stage)\n",
                   a.pp, static_cast<long long>(a.accum), 100 * pp->bubble_fraction(a.accum), median(t_pp) * 1e3);
     if (a.zero == 3)
-      std::printf("ZeRO 3: %.1f ms/step in block gathers and reduce-scatters (inside forward and backward)\n",
-                  median(t_z3) * 1e3);
+      std::printf("ZeRO 3: %.1f ms/step in gathers and reduce-scatters (inside forward and backward); the vocabulary %s\n",
+                  median(t_z3) * 1e3, dp.zero3_streamed() ? "streamed in chunks" : "gathered whole");
     if (dp_size > 1)
       std::printf("gradient reduction over %s: %.1f ms exposed after backward; %.1f ms alone; %.1f ms hidden by overlap\n",
                   dp.shared_memory() ? "shared memory" : "MPI messages", exposed * 1e3, alone * 1e3, hidden * 1e3);
@@ -361,6 +362,11 @@ void add_train_bench(CLI::App* bench, Runner& runner) {
   t->add_flag("--shared-memory,!--no-shared-memory", tb.shared_memory,
               "under mpirun on one node: reduce through shared memory (default), or with --no-shared-memory through MPI "
               "messages (dist.shared_memory)");
+  t->add_option("--zero3-vocab-rows", tb.zero3_vocab_rows,
+                 "--zero 3: vocabulary rows per streamed chunk of the embedding and LM head; 0 automatic, -1 gathered "
+                 "whole (dist.zero3_vocab_rows)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 40))
+      ->capture_default_str();
   t->add_option("--bucket-mb", tb.bucket_mb, "gradient all-reduce bucket size in MiB (0: one after backward)")->capture_default_str();
   t->add_flag("--contend", tb.contend,
               "run a busy-loop process beside the benchmark: each round times one idle and one contended step; reports "

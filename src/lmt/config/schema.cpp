@@ -127,6 +127,7 @@ std::vector<KeyInfo> build() {
       optional_model("parallel.zero", Type::kInt, between(0, 3), "alias of train.zero (the ZeRO stage); set one of the two, or both to the same value"),
       // dist
       key("dist.shared_memory", true, "ranks on one node keep params and gradients in shared memory and reduce them by reading each other's buffers (false: MPI messages)"),
+      key("dist.zero3_vocab_rows", I{0}, between(-1, 1LL << 40), "train.zero = 3: the token embedding and LM head stream through the ranks in chunks of this many vocabulary rows, and no rank holds either whole nor its gradient (the head's logits are computed twice for all chunks but the last); 0: automatic (several ranks: chunks of one block's size; one process: whole, equal to ZeRO 0 bit for bit); -1: gathered whole (faster LM head, more memory; docs/DIST.md)"),
       key("dist.bucket_mb", 25.0, between(0, 1e6), "message passing (several nodes, or dist.shared_memory = false): all-reduce gradients in buckets of about this many MiB as backward finishes blocks (0: one all-reduce after backward)"),
       // runtime: what the run computes on, not what it computes
       key("runtime.backend", std::string("cpu"), "kernel backend by name: \"cpu\" (fast) or \"ref\" (the test oracle: plain fp64 loops, slow); `--backend` sets it"),

@@ -176,6 +176,12 @@ void Transformer::bind_ends(const ModelViews& w, const ModelViews& g, const Mode
   ends(wc_, wc);
 }
 
+void Transformer::set_streamed_vocab(StreamedVocab* vocab) {
+  LMT_CHECK(vocab == nullptr || (backend_.device().is_host() && !tp_.enabled()))
+      << "a streamed vocabulary needs a host backend and no tensor parallelism";
+  vocab_stream_ = vocab;
+}
+
 void Transformer::release_storage() {
   LMT_CHECK(params_needed_ != nullptr) << "release_storage() without a set_params_needed() hook";
   params_ = Tensor();
@@ -284,7 +290,8 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
       << " for a tensor-parallel group of " << tp_.size << (tp_.sequence_parallel ? " with" : " without")
       << " sequence parallelism";
   if (role_.first) {  // else residual[0] holds the previous stage's output (stage_input())
-    if (tp_.enabled()) vocab_parallel_embedding_forward();
+    if (vocab_stream_) vocab_stream_->embed(plan_.residual[0], tokens_);
+    else if (tp_.enabled()) vocab_parallel_embedding_forward();
     else backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
     if (config().positions == PositionKind::kLearned)
       backend_.embedding_forward(plan_.residual[0], sequence_rows(s.positions), w_.pos_embed, true);
@@ -311,6 +318,7 @@ TensorView Transformer::sequence_rows(const TensorView& all) const {
 void Transformer::logits(const int32_t* tokens, const int32_t* doc_ids, const TensorView& out,
                          const int32_t* positions) {
   LMT_CHECK(role_.first && role_.last && !tp_.enabled()) << "logits() of a pipeline stage or a tensor-parallel part";
+  LMT_CHECK(vocab_stream_ == nullptr) << "logits() of a model whose LM head is streamed in chunks (ZeRO-3 over several ranks)";
   forward_trunk(tokens, doc_ids, positions);
   have_train_forward_ = false;
   backend_.linear_forward(out, plan_.scratch.final_h, wc_.lm_head.slice_rows(0, config().vocab_size), TensorView());
@@ -345,8 +353,12 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   }
   have_train_forward_ = train;
   LMT_TRACE_SCOPE("lm_head_loss");
-  backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
-                                 train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
+  if (vocab_stream_)
+    streamed_lm_head_loss(backend_, *vocab_stream_, config().vocab_size, s.losses, s.final_h, targets_, xo,
+                          train ? s.dfinal : TensorView(), head_scratch_);
+  else
+    backend_.lm_head_cross_entropy(s.losses, s.final_h, wc_.lm_head, targets_, xo,
+                                   train ? s.dfinal : TensorView(), train ? gw_.lm_head : TensorView());
   // d h of the LM head is this rank's vocabulary's part: summed here, or reduce-scattered to this
   // rank's rows at the start of backward() under sequence parallelism.
   if (train && !sequence_parallel(tensor_parallel())) tensor_parallel_sum(tensor_parallel(), s.dfinal, "d h of the LM head");
@@ -382,7 +394,8 @@ void Transformer::backward() {
     if (block_grads_ready_) block_grads_ready_(l);
   }
   if (!role_.first) return;  // s.dres is d input, for the previous stage (stage_grad())
-  if (tp_.enabled()) vocab_parallel_embedding_backward();
+  if (vocab_stream_) vocab_stream_->embed_backward(s.dres, tokens_);
+  else if (tp_.enabled()) vocab_parallel_embedding_backward();
   else backend_.embedding_backward(gw_.embed, s.dres, tokens_);
   if (config().positions == PositionKind::kLearned)
     backend_.embedding_backward(gw_.pos_embed, s.dres, sequence_rows(s.positions));

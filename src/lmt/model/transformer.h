@@ -27,6 +27,8 @@
 #include "lmt/model/activations.h"
 #include "lmt/model/config.h"
 #include "lmt/model/params.h"
+#include "lmt/model/streamed_head.h"
+#include "lmt/model/streamed_vocab.h"
 #include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/arena.h"
 #include "lmt/tensor/tensor.h"
@@ -173,6 +175,12 @@ class Transformer {
   // Needs set_params_needed() first.
   void release_storage();
   bool storage_released() const { return released_; }
+  // The token embedding and the LM head come from `vocab` in pieces (model/streamed_vocab.h; ZeRO-3
+  // over several ranks), not from bound views: forward's lookup and LM head loss and backward's
+  // embedding gradient go through it. Null: the bound views (the default). Host backends; not with
+  // tensor parallelism; logits() is then refused. `vocab` must outlive its use.
+  void set_streamed_vocab(StreamedVocab* vocab);
+  bool vocab_streamed() const { return vocab_stream_ != nullptr; }
   // Bytes of the flat params, grads and mirror this model holds (0 after release_storage()).
   int64_t storage_bytes() const;
 
@@ -225,6 +233,8 @@ class Transformer {
   // Sequence parallelism: this rank's rows of an [N, ...] view (all of it otherwise).
   TensorView sequence_rows(const TensorView& all) const;
   PipelineRole role_;                    // a whole model by default
+  StreamedVocab* vocab_stream_ = nullptr;  // set_streamed_vocab()
+  StreamedHeadScratch head_scratch_;       // ... its LM head's row statistics
 };
 
 }  // namespace lmt::model

@@ -136,9 +136,16 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
   const double ew_div = in.zero_stage >= 3 ? edp : 1, eg_div = in.zero_stage >= 2 ? edp : 1,
                eo_div = in.zero_stage >= 1 ? edp : 1;
 
-  // ZeRO-3 units besides the layers: the ends (embeddings, final norm, LM head) of this stage.
+  // ZeRO-3 units besides the layers: the ends (embeddings, final norm, LM head) of this stage. Over
+  // several ranks lmtrain streams the vocabulary tensors in chunks of at most a layer's size
+  // (docs/DIST.md): only the position embedding and the final norm remain.
+  const bool streamed = in.zero_stage >= 3 && in.dp > 1;
   double ends_first = 0, ends_last = 0;
-  if (in.config) {
+  if (in.config && streamed) {
+    const ParamSplit sp = split_params(*in.config);
+    const double pos = sp.embedding - static_cast<double>(in.config->vocab_size) * static_cast<double>(in.config->d_model);
+    ends_first = ends_last = pos + sp.final_norm;
+  } else if (in.config) {
     const ParamSplit sp = split_params(*in.config);
     const double tp_d = static_cast<double>(in.tp);
     const double head_copy = in.config->tied_embeddings ? sp.embedding : sp.head;
@@ -168,8 +175,9 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
                                          : m.stage_params / 32.0;  // no shape: assume ~32 layers
       // Two layers in flight (one computing, the next prefetched), and the ends as a unit of their
       // own: gathered for the pass, with their full gradient held until it is reduce-scattered
-      // (the embedding's is written at both ends of the pass when tied).
-      m.zero3_gather = sb.weights * (2 * per_layer + ends) + sb.grads * ends;
+      // (the embedding's is written at both ends of the pass when tied). Streamed (several ranks):
+      // the LM head's chunks pass through the layers' buffers, whose gradient slot then counts too.
+      m.zero3_gather = sb.weights * (2 * per_layer + ends) + sb.grads * ends + (streamed ? sb.grads * per_layer : 0);
     }
   };
   auto finish = [&](MemoryBreakdown& m, double activations) {
@@ -200,6 +208,11 @@ MemoryBreakdown estimate_memory(const MemoryInputs& in) {
   finish(first, chosen(first.activation_variants));
   finish(last, chosen(last.activation_variants));
   return last.total > first.total ? last : first;
+}
+
+int64_t zero3_head_chunks(const model::ModelConfig& c) {
+  const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(split_params(c).per_layer) / std::max<int64_t>(c.d_model, 1));
+  return (c.vocab_size + rows - 1) / rows;
 }
 
 }  // namespace lmt::plan

@@ -81,7 +81,9 @@ struct MemoryBreakdown {
   int64_t stage = 0;        // pipeline stage the figures are for (the larger of first and last)
   double weights = 0, grads = 0, master = 0, adam_m = 0, adam_v = 0;
   double zero3_gather = 0;  // ZeRO-3's gathered units: two layers' weights, and the ends (embeddings,
-                            // final norm, LM head) with their full gradient before its reduce-scatter
+                            // final norm, LM head) with their full gradient before its reduce-scatter;
+                            // over several ranks the vocabulary tensors stream through the layers'
+                            // buffers instead (one layer's gradient slot, the other ends)
   bool activations_known = false;  // false with a bare parameter count
   double activations = 0;          // the variant the inputs select (0 when unknown)
   ActivationVariants activation_variants;
@@ -108,5 +110,10 @@ double layer_activation_bytes(const model::ModelConfig& c, int64_t seq_len, int6
 
 // The per-device breakdown. Inputs are assumed valid (parallelism.h checks divisibility).
 MemoryBreakdown estimate_memory(const MemoryInputs& in);
+
+// ZeRO-3 over several ranks streams the token embedding and the LM head in chunks of about one
+// layer's parameters (train/zero3.h): the LM head runs over this many chunks of vocabulary rows,
+// all but the last of them twice (their logits are recomputed for the gradients).
+int64_t zero3_head_chunks(const model::ModelConfig& c);
 
 }  // namespace lmt::plan

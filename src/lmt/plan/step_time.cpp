@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "lmt/plan/memory.h"
+
 namespace lmt::plan {
 namespace {
 
@@ -113,7 +115,11 @@ StatusOr<StepTime> predict_step_time(const StepTimeInputs& in) {
   const int64_t m = in.global_batch / (in.micro_batch * in.dp);
   t.micro_batches = m;
   const double tokens = static_cast<double>(in.global_batch) * static_cast<double>(in.seq_len);
-  const double flops = in.flops_per_token * tokens * (in.recompute ? 4.0 / 3.0 : 1.0);
+  double flops = in.flops_per_token * tokens * (in.recompute ? 4.0 / 3.0 : 1.0);
+  if (in.zero_stage >= 3 && in.dp > 1 && in.model) {  // the streamed LM head's recomputed logits
+    const double k = static_cast<double>(zero3_head_chunks(*in.model));
+    flops += 2 * tokens * static_cast<double>(in.model->d_model) * static_cast<double>(in.model->vocab_size) * (k - 1) / k;
+  }
   t.compute = flops / (static_cast<double>(in.devices) * in.peak_flops_per_device * in.efficiency);
 
   // Activations crossing TP and PP boundaries: b·s·C elements per micro-batch.

@@ -4,7 +4,9 @@
 //   step = compute + tp_comm + pp_comm + bubble + dp_comm (exposed)
 //
 //   compute  = F / (devices · peak · efficiency), F = training FLOPs of the step
-//              (flops_per_token · global_batch · seq_len; × 4/3 with recompute: one more forward).
+//              (flops_per_token · global_batch · seq_len; × 4/3 with recompute: one more forward;
+//              ZeRO-3 over several ranks adds the streamed LM head's recomputed logits, 2·C·V·(K−1)/K
+//              per token for K chunks: plan/memory.h zero3_head_chunks).
 //   tp_comm  = per micro-batch and per block on this stage: 4 all-reduces (2 forward, 2 backward;
 //              6 with recompute) of the activations b·s·C·act_bytes over the TP group, on the
 //              intra-node link; never overlapped (they sit between the matmuls).

@@ -46,9 +46,9 @@ DataParallel::DataParallel(dist::Communicator& comm, const model::ParamLayout& l
 
 DataParallel::~DataParallel() = default;
 
-Status DataParallel::shard_parameters(model::Transformer& m) {
+Status DataParallel::shard_parameters(model::Transformer& m, int64_t vocab_rows) {
   if (zero_ != 3 || z3_) return Status::Ok();
-  LMT_ASSIGN_OR_RETURN(z3_, Zero3::create(comm_, m, cuts_));
+  LMT_ASSIGN_OR_RETURN(z3_, Zero3::create(comm_, m, cuts_, vocab_rows));
   return Status::Ok();
 }
 

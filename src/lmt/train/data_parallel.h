@@ -89,9 +89,11 @@ class DataParallel {
   Status use_shared_memory(model::Transformer& m);
   bool shared_memory() const { return grads_buf_ != nullptr; }
 
-  // ZeRO 3: collective; after m.prepare(). No-op for other stages.
-  Status shard_parameters(model::Transformer& m);
+  // ZeRO 3: collective; after m.prepare(). No-op for other stages. vocab_rows: Zero3::create's (the
+  // token embedding and LM head streamed in chunks of that many rows; 0 automatic, -1 whole).
+  Status shard_parameters(model::Transformer& m, int64_t vocab_rows = 0);
   bool zero3() const { return z3_ != nullptr; }
+  bool zero3_streamed() const { return z3_ != nullptr && z3_->streamed(); }  // the vocabulary in chunks
   // ZeRO 3: seconds in gathers and reduce-scatters since the last call (0 otherwise).
   double take_zero3_comm_seconds() { return z3_ ? z3_->take_comm_seconds() : 0.0; }
   // Zeroes the gradients the plan accumulates into (the model's, and the ZeRO-3 shard).

@@ -223,6 +223,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   const double bucket_mb = c.get_float("dist.bucket_mb");  // [0, 1e6] (schema)
   r.bucket_bytes = static_cast<int64_t>(bucket_mb * 1024 * 1024);
   r.shared_memory = c.get_bool("dist.shared_memory");
+  r.zero3_vocab_rows = c.get_int("dist.zero3_vocab_rows");
   r.peak_gflops = c.get_float("runtime.peak_gflops");
   {
     auto wp = runtime::parse_wait_policy(c.get_string("runtime.wait_policy"), "runtime.wait_policy");

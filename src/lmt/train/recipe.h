@@ -53,6 +53,7 @@ struct Recipe {
   int zero = 0;                 // ZeRO stage 0-3 (train.zero, or its alias parallel.zero); matters only with world > 1
   ParallelLayout parallel;      // parallel.dp/tp/pp/sp, checked against the model; the world is checked at start
   int64_t bucket_bytes = 25 << 20;  // dist.bucket_mb in bytes; 0: one all-reduce after backward
+  int64_t zero3_vocab_rows = 0;     // dist.zero3_vocab_rows (train/zero3.h)
   bool shared_memory = true;        // dist.shared_memory: symmetric memory when all ranks share a node
   double peak_gflops = 0;  // runtime.peak_gflops: the MFU denominator per device in GFLOP/s; 0: this machine's (metrics/peaks.h)
 };

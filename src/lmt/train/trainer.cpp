@@ -106,6 +106,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   t->comm_ = comm;
   t->root_ = comm->rank() == 0;
   // parallel.* against the world: tp/pp > 1 are Unimplemented, dp · tp · pp must be the world.
+  if (recipe.zero == 3 && !recipe.eval_tasks.empty())
+    return Unimplemented("eval.tasks with train.zero = 3: the tasks' decoder reads whole parameters, which ZeRO 3 shards",
+                         "score the run's checkpoints with `lmtrain eval`, or use train.zero = 0, 1 or 2 with eval.tasks");
   if (recipe.parallel.ep > 1 && recipe.zero == 3)
     return Unimplemented("parallel.ep = " + std::to_string(recipe.parallel.ep) +
                              " with train.zero = 3: expert parallelism is not combined with ZeRO-3 yet",
@@ -184,7 +187,7 @@ Status Trainer::setup(bool resume) {
     return InvalidArgument("metrics.layer_grad_norm_every needs the full gradients, which train.zero = " +
                                std::to_string(recipe_.zero) + " shards",
                            "use train.zero = 1, or set metrics.layer_grad_norm_every = 0");
-  LMT_RETURN_IF_ERROR(dp_->shard_parameters(*model_));  // ZeRO 3: the model keeps no full buffers
+  LMT_RETURN_IF_ERROR(dp_->shard_parameters(*model_, recipe_.zero3_vocab_rows));  // ZeRO 3: no full buffers
   StepEngineConfig step_config;
   step_config.grad_clip = recipe_.grad_clip;
   step_config.doc_masking = recipe_.doc_masking;
