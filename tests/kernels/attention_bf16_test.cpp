@@ -179,6 +179,35 @@ TEST(AttentionBf16, MatchesReferenceWithinBf16Rounding) {
   }
 }
 
+// The cpu K/V packers (vector conversions, then a transposed write) against cpu_bf16::pair() element
+// by element: every head-dim bucket (odd pair counts past HD included), keys past T as null rows.
+TEST(AttentionBf16, CpuPackersEqualElementwisePairs) {
+  if (kBackend != "cpu" || !kernels::cpu_bf16::kAvailable) GTEST_SKIP() << "the cpu backend's AVX512-BF16 packers";
+  Rng rng(3);
+  for (int64_t HD : {12, 40, 64, 80, 96, 128, 200}) {
+    SCOPED_TRACE("HD " + std::to_string(HD));
+    const int64_t HDp = (HD + 15) / 16 * 16, pairs = HDp / 2, keys = kernels::cpu_bf16::kKeyCols;
+    std::vector<float> src(static_cast<size_t>(keys * HD));
+    for (float& x : src) x = static_cast<float>(rng.normal());
+    const float* rows[kernels::cpu_bf16::kKeyCols];
+    for (int c = 0; c < keys; ++c) rows[c] = c < 50 ? src.data() + c * HD : nullptr;  // keys 50.. past T
+    std::vector<uint32_t> got(static_cast<size_t>(pairs * keys), 0xdeadbeef);
+    kernels::cpu_bf16::key_tile_pairs(got.data(), rows, HD, pairs);
+    for (int64_t k = 0; k < pairs; ++k)
+      for (int c = 0; c < keys; ++c) {
+        const float lo = rows[c] && 2 * k < HD ? rows[c][2 * k] : 0.0f, hi = rows[c] && 2 * k + 1 < HD ? rows[c][2 * k + 1] : 0.0f;
+        ASSERT_EQ(got[static_cast<size_t>(k * keys + c)], kernels::cpu_bf16::pair(lo, hi)) << "pair " << k << ", key " << c;
+      }
+    std::vector<uint32_t> two(static_cast<size_t>(HDp), 0xdeadbeef);
+    for (const float* r1 : {rows[1], static_cast<const float*>(nullptr)}) {
+      kernels::cpu_bf16::interleave_two_rows(two.data(), rows[0], r1, HD, HDp);
+      for (int64_t e = 0; e < HDp; ++e)
+        ASSERT_EQ(two[static_cast<size_t>(e)], kernels::cpu_bf16::pair(e < HD ? rows[0][e] : 0.0f, r1 && e < HD ? r1[e] : 0.0f))
+            << "element " << e;
+    }
+  }
+}
+
 TEST(AttentionBf16, CudaHeadDimsAbove128FallBackToF32) {
   if (kBackend != "cuda") GTEST_SKIP() << "the cuda backend's limit; the cpu backend takes any head dim in bf16";
   SKIP_WITHOUT_BACKEND();

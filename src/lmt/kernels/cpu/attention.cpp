@@ -348,13 +348,12 @@ void pack_key_tiles_transposed(float* dst, const float* src, const Problem& p, i
 // compute bf16 (cpu_bf16::kAvailable): B pairs of key tiles transposed, dst[tile][k][c] =
 // (src[b, tile·kKeyTile + c, g, 2k], ...[2k + 1]) for k < HDp/2, zero past T and HD.
 void pack_key_tile_pairs(uint32_t* dst, const float* src, const Problem& p, int64_t b, int64_t g) {
+  static_assert(kKeyTile == cpu_bf16::kKeyCols);
   const int64_t H2 = padded_head_dim(p.HD) / 2;
-  std::fill(dst, dst + padded_length(p.T) * H2, 0u);
-  for (int64_t t = 0; t < p.T; ++t) {
-    uint32_t* tile = dst + (t / kKeyTile) * kKeyTile * H2 + t % kKeyTile;
-    const float* row = src + p.kv_offset(b, t, g);
-    for (int64_t k = 0; k < H2; ++k)
-      tile[k * kKeyTile] = cpu_bf16::pair(2 * k < p.HD ? row[2 * k] : 0.0f, 2 * k + 1 < p.HD ? row[2 * k + 1] : 0.0f);
+  for (int64_t j0 = 0; j0 < padded_length(p.T); j0 += kKeyTile) {
+    const float* rows[kKeyTile];
+    for (int c = 0; c < kKeyTile; ++c) rows[c] = j0 + c < p.T ? src + p.kv_offset(b, j0 + c, g) : nullptr;
+    cpu_bf16::key_tile_pairs(dst + j0 * H2, rows, p.HD, H2);
   }
 }
 
@@ -362,11 +361,11 @@ void pack_key_tile_pairs(uint32_t* dst, const float* src, const Problem& p, int6
 // k < Tp/2, e < HDp, zero past T and HD.
 void pack_row_pairs(uint32_t* dst, const float* src, const Problem& p, int64_t b, int64_t g) {
   const int64_t HDp = padded_head_dim(p.HD);
-  std::fill(dst, dst + padded_length(p.T) / 2 * HDp, 0u);
-  for (int64_t k = 0; 2 * k < p.T; ++k) {
-    const float* r0 = src + p.kv_offset(b, 2 * k, g);
+  for (int64_t k = 0; 2 * k < padded_length(p.T); ++k) {
+    const float* r0 = 2 * k < p.T ? src + p.kv_offset(b, 2 * k, g) : nullptr;
     const float* r1 = 2 * k + 1 < p.T ? src + p.kv_offset(b, 2 * k + 1, g) : nullptr;
-    for (int64_t e = 0; e < p.HD; ++e) dst[k * HDp + e] = cpu_bf16::pair(r0[e], r1 ? r1[e] : 0.0f);
+    if (r0 == nullptr) std::fill(dst + k * HDp, dst + (k + 1) * HDp, 0u);
+    else cpu_bf16::interleave_two_rows(dst + k * HDp, r0, r1, p.HD, HDp);
   }
 }
 

@@ -98,6 +98,52 @@ inline void accumulate_block(float* c, const uint32_t* w, int64_t w_row, int64_t
     for (int e = 0; e < kVecs; ++e) _mm512_storeu_ps(c + r * width + e * 16, acc[r][e]);
 }
 
+// The packers of K and V (attention.cpp packs them once per (batch, kv head)); rounding as
+// _mm512_cvtneps_pbh, like every operand here.
+// Lanes [0, n) of a 16-lane mask (n clamped to [0, 16]).
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// dst[k] = pair(src[2k], src[2k + 1]) for k < pairs (a multiple of 8), the floats past n zeros.
+inline void row_to_pairs(uint32_t* dst, const float* src, int64_t n, int64_t pairs) {
+  for (int64_t k = 0; k < pairs; k += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k),
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first_lanes(n - 2 * k), src + 2 * k)));
+}
+
+// The B pairs of one tile of kKeyCols keys: dst[k][c] = pair(rows[c][2k], rows[c][2k + 1]) for
+// k < pairs (a multiple of 8), c < kKeyCols; floats past n, and null rows (keys past T), are zeros.
+// Each key's pairs are made with vector conversions into a small [key][pair] block, which is then
+// written transposed (the direct element-by-element packing took a quarter of attention at T = 256).
+inline constexpr int kKeyCols = 64;
+inline void key_tile_pairs(uint32_t* dst, const float* const* rows, int64_t n, int64_t pairs) {
+  constexpr int64_t kChunk = 32;  // pairs per pass: the block is kKeyCols × kChunk × 4 B = 8 KiB
+  alignas(64) uint32_t block[kKeyCols][kChunk];
+  for (int64_t k0 = 0; k0 < pairs; k0 += kChunk) {
+    const int64_t kn = pairs - k0 < kChunk ? pairs - k0 : kChunk;
+    for (int c = 0; c < kKeyCols; ++c) {
+      if (rows[c] != nullptr) row_to_pairs(block[c], rows[c] + 2 * k0, n - 2 * k0, kn);
+      else
+        for (int64_t k = 0; k < kn; ++k) block[c][k] = 0;
+    }
+    for (int64_t k = 0; k < kn; ++k)
+      for (int c = 0; c < kKeyCols; ++c) dst[(k0 + k) * kKeyCols + c] = block[c][k];
+  }
+}
+
+// dst[e] = pair(r0[e], r1[e]) for e < width (a multiple of 16); elements past n, and a null r1, zeros.
+inline void interleave_two_rows(uint32_t* dst, const float* r0, const float* r1, int64_t n, int64_t width) {
+  for (int64_t e = 0; e < width; e += 16) {
+    const __mmask16 m = first_lanes(n - e);
+    const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r0 + e)));
+    const __m512i hi = r1 != nullptr
+                           ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r1 + e)))
+                           : _mm512_setzero_si512();
+    _mm512_storeu_si512(dst + e, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+  }
+}
+
 inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
                             int64_t width, int64_t inner, int rows) {
   for (int r0 = 0; r0 < rows; r0 += kRowBlock)
@@ -118,6 +164,9 @@ inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t 
 inline void tile_scores(float*, const uint32_t*, int64_t, const uint32_t*, int64_t, int) { __builtin_trap(); }
 inline void to_bf16_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
 inline void interleave_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
+inline constexpr int kKeyCols = 64;
+inline void key_tile_pairs(uint32_t*, const float* const*, int64_t, int64_t) { __builtin_trap(); }
+inline void interleave_two_rows(uint32_t*, const float*, const float*, int64_t, int64_t) { __builtin_trap(); }
 inline void tile_accumulate(float*, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t, int64_t, int) {
   __builtin_trap();
 }
