@@ -166,8 +166,9 @@ TEST(BatchedOps, MatmulBatchedSymmetricIsTheProductMadeSymmetric) {
                 }
                 const float v = got[i * nc + r * M + c];
                 ASSERT_NEAR(v, want, 1e-4 * (1 + std::fabs(want))) << i << ": " << r << "," << c;
-                if (b == &cpu_backend() && M >= 2 * Backend::kSymmetricBlockMin)
+                if (b == &cpu_backend() && M >= 2 * Backend::kSymmetricBlockMin) {
                   ASSERT_EQ(v, got[i * nc + c * M + r]) << "not symmetric at " << r << "," << c;
+                }
               }
         }
       }

@@ -48,7 +48,7 @@ TEST_P(AttentionBlockDecode, CacheHoldsForwardsKeysAndValuesAndOutputMatches) {
   Arena arena(measuring.peak());
   const AttentionActs acts = AttentionBlock::plan(c, 1, T, DType::kF32, DType::kF32, arena);
   Tensor res_out({T, C}, DType::kF32), f32_nc({T, C}, DType::kF32);
-  const BlockPass pass{DType::kF32, kernels::AttentionBackend::kNaive, positions.view(), TensorView()};
+  const BlockPass pass{DType::kF32, kernels::AttentionBackend::kNaive, positions.view(), TensorView(), TensorView()};
   block.forward(res_out, res_in, aw, acts, pass, f32_nc);
 
   // Decode the same rows: 5 at once, then one at a time.

@@ -113,8 +113,11 @@ TEST(StreamedHead, EqualsTheOnePassHeadForEveryChunkSize) {
         streamed_lm_head_loss(b, vocab, kV, loss.view(), x.view(), targets.view(), o, train ? dx.view() : TensorView(), scratch);
 
         expect_close(loss_ref.view(), loss.view(), 1e-6, "losses");
-        for (int64_t n = 0; n < kN; ++n)
-          if (targets.as<int32_t>()[n] == -100) EXPECT_EQ(loss.as<float>()[n], 0.0f) << "ignored row " << n;
+        for (int64_t n = 0; n < kN; ++n) {
+          if (targets.as<int32_t>()[n] == -100) {
+            EXPECT_EQ(loss.as<float>()[n], 0.0f) << "ignored row " << n;
+          }
+        }
         for (int64_t k = 0; k < vocab.chunks(); ++k)
           EXPECT_EQ(vocab.ready()[static_cast<size_t>(k)], train ? 1 : 0) << "chunk " << k << "'s gradient handed back";
         if (!train) continue;

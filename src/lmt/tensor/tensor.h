@@ -42,7 +42,12 @@ class Tensor {
 };
 
 // Host memory: allocates `bytes` aligned to `alignment` (a power of two); freed with aligned_free.
-// What HostAllocator uses; code that means "any device" takes an Allocator instead.
+// What HostAllocator uses; code that means "any device" takes an Allocator instead. From
+// kHugePageMinBytes up the block is aligned to and rounded up to 2 MiB and asked to be backed by
+// transparent huge pages (madvise): parameters, gradients, optimizer state, the activation arena
+// and the kernels' workspaces then take 512× fewer TLB entries (docs/PERFORMANCE.md).
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+inline constexpr size_t kHugePageMinBytes = size_t{4} << 20;
 void* aligned_alloc_bytes(size_t bytes, size_t alignment = 64);
 void aligned_free(void* p);
 
