@@ -71,6 +71,15 @@ void expect_fused_equals_convert(kernels::Backend& be, const Tensor& f32, const 
     ASSERT_EQ(got[i], want[i]) << what << ": element " << i << " of " << got.size() << " differs from convert()";
 }
 
+// op(out) into an f32 and into a poisoned bf16 output of `shape`: the bf16 must be convert() of the f32.
+template <typename Op>
+void expect_bf16_output_rounds_like_convert(kernels::Backend& be, Shape shape, Op op, const std::string& what) {
+  Tensor f32(shape, DType::kF32, be.allocator()), b16 = poisoned_bf16(be, shape);
+  op(f32.view());
+  op(b16.view());
+  expect_fused_equals_convert(be, f32, b16, what);
+}
+
 constexpr Activation kActs[] = {Activation::kGeluTanh, Activation::kSilu, Activation::kRelu};
 
 std::string act_name(Activation a) {
@@ -85,14 +94,10 @@ TEST(Bf16Outputs, PointwiseActivationsRoundLikeConvert) {
       const std::string what = act_name(act) + " n=" + std::to_string(n);
       const Shape s{n};
       Tensor x = random_f32(be, s, 11 + n, 2.0f), dy = random_f32(be, s, 12 + n, 1.0f);
-      Tensor y(s, DType::kF32, be.allocator()), dx(s, DType::kF32, be.allocator());
-      Tensor y16 = poisoned_bf16(be, s), dx16 = poisoned_bf16(be, s);
-      be.activation_forward(act, y, x);
-      be.activation_forward(act, y16, x);
-      expect_fused_equals_convert(be, y, y16, "activation_forward " + what);
-      be.activation_backward(act, dx, dy, x);
-      be.activation_backward(act, dx16, dy, x);
-      expect_fused_equals_convert(be, dx, dx16, "activation_backward " + what);
+      expect_bf16_output_rounds_like_convert(
+          be, s, [&](const TensorView& y) { be.activation_forward(act, y, x); }, "activation_forward " + what);
+      expect_bf16_output_rounds_like_convert(
+          be, s, [&](const TensorView& dx) { be.activation_backward(act, dx, dy, x); }, "activation_backward " + what);
     }
 }
 
@@ -105,14 +110,10 @@ TEST(Bf16Outputs, GatedLinearUnitsRoundLikeConvert) {
       const std::string what = act_name(act) + " N=" + std::to_string(d.N) + " H=" + std::to_string(d.H);
       const Shape su{d.N, 2 * d.H}, sa{d.N, d.H};
       Tensor u = random_f32(be, su, 21 + d.H, 2.0f), da = random_f32(be, sa, 22 + d.H, 1.0f);
-      Tensor a(sa, DType::kF32, be.allocator()), du(su, DType::kF32, be.allocator());
-      Tensor a16 = poisoned_bf16(be, sa), du16 = poisoned_bf16(be, su);
-      be.glu_forward(act, a, u);
-      be.glu_forward(act, a16, u);
-      expect_fused_equals_convert(be, a, a16, "glu_forward " + what);
-      be.glu_backward(act, du, da, u);
-      be.glu_backward(act, du16, da, u);
-      expect_fused_equals_convert(be, du, du16, "glu_backward " + what);
+      expect_bf16_output_rounds_like_convert(
+          be, sa, [&](const TensorView& a) { be.glu_forward(act, a, u); }, "glu_forward " + what);
+      expect_bf16_output_rounds_like_convert(
+          be, su, [&](const TensorView& du) { be.glu_backward(act, du, da, u); }, "glu_backward " + what);
     }
 }
 

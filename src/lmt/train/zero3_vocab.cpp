@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "lmt/base/check.h"
 #include "lmt/base/timer.h"
@@ -62,8 +63,10 @@ void Zero3::embed(const TensorView& out, const TensorView& ids) {
   const int64_t N = ids.numel(), C = C_, X = std::max<int64_t>(1, gslot_.numel() / (W * C));  // rows per round
   const int32_t* all = ids_.as<int32_t>();
   float* send = gslot_.as<float>();  // [W][n][C]: the rows of rank k's tokens that this rank owns
+  std::vector<int64_t> counts(static_cast<size_t>(W));
   for (int64_t r0 = 0; r0 < N; r0 += X) {
     const int64_t n = std::min(X, N - r0);
+    std::fill(counts.begin(), counts.end(), n * C);
     std::fill_n(send, W * n * C, -0.0f);  // x + -0 == x for every x, +0 and -0 included
     for (int k = 0; k < W; ++k)
       for (int64_t j = 0; j < n; ++j) {
@@ -79,7 +82,7 @@ void Zero3::embed(const TensorView& out, const TensorView& ids) {
         if (a < b)
           std::memcpy(send + (k * n + j) * C + (a - row), shard_at(pshard_.as<float>(), a), static_cast<size_t>(b - a) * 4);
       }
-    keep(comm_.reduce_scatter_sum(send, out.as<float>() + r0 * C, std::vector<int64_t>(W, n * C)));
+    keep(comm_.reduce_scatter_sum(send, out.as<float>() + r0 * C, counts));
   }
   comm_seconds_ += t.seconds();
 }
@@ -93,10 +96,12 @@ void Zero3::embed_backward(const TensorView& dout, const TensorView& ids) {
   const int32_t* all = ids_.as<int32_t>();
   float* buf = gslot_.as<float>();  // [W][n][C]: every rank's rows of d out
   float* g = gshard_.as<float>();
+  std::vector<int64_t> counts(static_cast<size_t>(W));
   for (int64_t r0 = 0; r0 < N; r0 += X) {
     const int64_t n = std::min(X, N - r0);
+    std::fill(counts.begin(), counts.end(), n * C);
     std::memcpy(buf + r * n * C, dout.as<float>() + r0 * C, static_cast<size_t>(n * C) * 4);
-    keep(comm_.all_gather(buf, std::vector<int64_t>(W, n * C)));
+    keep(comm_.all_gather(buf, counts));
     for (int k = 0; k < W; ++k)  // rank by rank, each in token order (one process: ZeRO 0's order)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t id = all[k * N + r0 + j];

@@ -78,12 +78,12 @@ struct GemmKey {
 
 // Whether an unbatched GEMM with B untransposed takes oneDNN's "gemm:jit" over `first`, the
 // implementation oneDNN lists first: only over brgemm on AVX512-BF16 without AMX. There (oneDNN 2.6,
-// Zen 5, bf16, both cores, cold caches) gemm:jit ran gpt2-124m's MLP projection weight gradient
-// dW[768, 3072] += doutᵀ·x at 81% of the peak against brgemm's 67% (5.4 vs 6.5 ms), the attention
-// output's at 75% against 65%, and the input gradients 2–4% faster (the LM head's 23.2 vs 24.1
-// ms per 256 rows); with B transposed (the forward passes) brgemm was as fast or faster. The
-// choice depends on the shape's flags only, so results stay reproducible; batched products keep
-// oneDNN's choice (a matrix's result must not depend on its batch).
+// Zen 5, bf16, both cores; `lmtrain bench matmul --form linear-dw|linear-dx`, docs/PERFORMANCE.md)
+// gemm:jit ran gpt2-124m's MLP projection weight gradient dW[768, 3072] += doutᵀ·x in 5.3 ms against
+// brgemm's 6.1 and the input gradients 1–3% faster; the forward passes (B transposed), where a
+// one-off timing found brgemm as fast or faster, keep oneDNN's choice. The choice depends on the
+// shape's flags only, so results stay reproducible; batched products keep oneDNN's choice (a
+// matrix's result must not depend on its batch).
 bool prefers_gemm_jit(const char* first) { return std::string(first).rfind("brg:avx512_core_bf16", 0) == 0; }
 
 struct GemmDescs {

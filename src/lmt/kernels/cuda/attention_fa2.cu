@@ -596,7 +596,7 @@ size_t packed_bytes(const Dims& d, int H, int Tp, int HDP) {
 
 void pack(Context& ctx, bf16_t* dst, const float* src, const Dims& d, int H, int Tp, int HDP) {
   const int64_t n = int64_t(d.B) * H * Tp * (HDP / 8);
-  const bool vec = reinterpret_cast<uintptr_t>(src) % 16 == 0 && d.HD % 4 == 0;
+  const bool vec = aligned(src, 16) && d.HD % 4 == 0;
   pack_bf16_kernel<<<blocks_for(n, 256), 256, 0, ctx.stream>>>(dst, src, d.B, d.T, H, d.HD, Tp, HDP, vec);
   LMT_CUDA_LAUNCHED();
 }
