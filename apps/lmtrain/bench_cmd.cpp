@@ -33,12 +33,15 @@ struct Timing {
   double median = 0, best = 0;
 };
 
-// Times fn on `be`, waiting for a device backend's queued work before each reading.
-Timing time_it(kernels::Backend& be, int warmup, int iters, const std::function<void()>& fn) {
+// Times fn on `be`, waiting for a device backend's queued work before each reading; `before`
+// (untimed) runs ahead of each timed repetition.
+Timing time_it(kernels::Backend& be, int warmup, int iters, const std::function<void()>& fn,
+               const std::function<void()>& before = nullptr) {
   for (int i = 0; i < warmup; ++i) fn();
   be.synchronize();
   std::vector<double> t;
   for (int i = 0; i < iters; ++i) {
+    if (before) before();
     Timer timer;
     fn();
     be.synchronize();
@@ -70,7 +73,18 @@ struct MatmulArgs {
   std::string backend = "cpu";
   int warmup = 3, iters = 10;
   bool json = false;
+  bool cold = false;
 };
+
+// Writes and reads 64 MiB (twice a 32 MiB L3) so that a GEMM's operands next come from memory,
+// as in a training step, where each layer's weights were last touched a step ago.
+void evict_caches() {
+  static std::vector<float> junk(16 << 20);
+  float sum = 0;
+  for (size_t i = 0; i < junk.size(); i += 16) sum += junk[i] += 1.0f;
+  static volatile float sink = 0;
+  sink = sink + sum;
+}
 
 Status run_matmul(const MatmulArgs& a) {
   LMT_ASSIGN_OR_RETURN(DType dtype, parse_compute_dtype(a.dtype, "--dtype"));
@@ -117,7 +131,9 @@ Status run_matmul(const MatmulArgs& a) {
     return InvalidArgument("--form '" + a.form + "' is unknown",
                            "use plain, linear-fwd, linear-dx or linear-dw");
   }
-  Timing t = time_it(be, a.warmup, a.iters, fn);
+  if (a.cold && !be.device().is_host())
+    return InvalidArgument("--cold evicts host caches", "use it with --backend cpu");
+  Timing t = time_it(be, a.warmup, a.iters, fn, a.cold ? std::function<void()>(evict_caches) : nullptr);
   const auto& peaks = metrics::measured_peaks();
   const double flops = 2.0 * a.m * a.k * a.n;
   const double gflops = flops / t.median * 1e-9;
@@ -129,7 +145,7 @@ Status run_matmul(const MatmulArgs& a) {
                         {"dtype", a.dtype}, {"form", a.form}, {"backend", a.backend}, {"iters", a.iters},
                         {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
                         {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
-                        {"fraction_of_peak", frac}, {"threads", metrics::cpu_info().threads},
+                        {"fraction_of_peak", frac}, {"cold", a.cold}, {"threads", metrics::cpu_info().threads},
                         {"gemm_isa", kernels::cpu_gemm_isa()}, {"machine", metrics::machine_summary()},
                         {"device", be.device_description()}};
     std::printf("%s\n", j.dump().c_str());
@@ -255,6 +271,7 @@ void add_bench_command(CLI::App& app, Runner& runner) {
                 "(x[M,K], W[N,K])")->capture_default_str();
   m->add_option("--warmup", mm.warmup, "untimed repetitions")->capture_default_str();
   m->add_option("--iters", mm.iters, "timed repetitions (the median is reported)")->capture_default_str();
+  m->add_flag("--cold", mm.cold, "evict the caches before each timed repetition (operands from memory, as in a step)");
   add_backend_flag(m, mm.backend);
   m->add_flag("--json", mm.json, "print one JSON object");
   m->callback([&runner] { runner.set(run_matmul(mm)); });

@@ -64,6 +64,18 @@ TEST(Cli, BenchMatmulJsonHasTheDocumentedKeys) {
   EXPECT_GT(j["peak_gflops"].get<double>(), 0.0);
 }
 
+// --cold evicts the caches before each timed repetition, and says so in its JSON.
+TEST(Cli, BenchMatmulColdSaysSo) {
+  Result r = run("bench matmul --m 64 --k 48 --n 80 --dtype bf16 --iters 2 --warmup 0 --cold --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["cold"].get<bool>());
+  EXPECT_GT(j["seconds"].get<double>(), 0.0);
+  Result warm = run("bench matmul --m 64 --k 48 --n 80 --dtype bf16 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(warm.code, 0) << warm.out;
+  EXPECT_FALSE(nlohmann::json::parse(warm.out)["cold"].get<bool>());
+}
+
 // On a CPU with AMX-BF16, bf16 GEMMs must run on AMX tiles (oneDNN's avx512_core_amx kernels).
 TEST(Cli, Bf16GemmsDispatchToAmxWhereTheCpuHasIt) {
   std::ifstream cpuinfo_file("/proc/cpuinfo");
