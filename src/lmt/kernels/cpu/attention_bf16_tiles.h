@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "lmt/base/bf16.h"
+#include "lmt/kernels/cpu/simd.h"
 
 #ifdef __AVX512BF16__
 #include <immintrin.h>
@@ -112,29 +113,6 @@ inline void row_to_pairs(uint32_t* dst, const float* src, int64_t n, int64_t pai
                         (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first_lanes(n - 2 * k), src + 2 * k)));
 }
 
-// r[i] ← column i of the 16 × 16 matrix of 32-bit words whose rows r[0..15] hold.
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 8; ++i) {  // per 128-bit lane L: t[2i], t[2i + 1] = rows 2i, 2i+1 of columns 4L..4L+3
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {  // u[4i + k], lane L: rows 4i..4i+3 of column 4L + k
-    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int k = 0; k < 4; ++k) {  // column 4L + k: lane L of u[k], u[4 + k], u[8 + k], u[12 + k]
-    const __m512i a = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), b = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);
-    const __m512i c = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88), d = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xdd);
-    r[k] = _mm512_shuffle_i32x4(a, c, 0x88);
-    r[8 + k] = _mm512_shuffle_i32x4(a, c, 0xdd);
-    r[4 + k] = _mm512_shuffle_i32x4(b, d, 0x88);
-    r[12 + k] = _mm512_shuffle_i32x4(b, d, 0xdd);
-  }
-}
-
 // The B pairs of one tile of kKeyCols keys: dst[k][c] = pair(rows[c][2k], rows[c][2k + 1]) for
 // k < pairs (a multiple of 8), c < kKeyCols; floats past n, and null rows (keys past T), are zeros.
 // Each key's pairs are made with vector conversions into a small [key][pair] block, which is then
@@ -155,7 +133,7 @@ inline void key_tile_pairs(uint32_t* dst, const float* const* rows, int64_t n, i
       for (int c0 = 0; c0 < kKeyCols; c0 += 16) {
         __m512i v[16];
         for (int i = 0; i < 16; ++i) v[i] = _mm512_load_si512(&block[c0 + i][q0]);  // within the 32-wide block
-        transpose16(v);  // v[q]: pair q0 + q of keys c0..c0+15
+        simd::transpose16(v);  // v[q]: pair q0 + q of keys c0..c0+15
         for (int64_t q = 0; q < 16 && q0 + q < kn; ++q) _mm512_storeu_si512(dst + (k0 + q0 + q) * kKeyCols + c0, v[q]);
       }
   }

@@ -9,6 +9,8 @@
 // -O3, any -march with AVX-512) rounds alike: tests that compare layouts to 1e-6 after several
 // Adam steps depend on it. Without AVX-512, vexp is written with GCC vector operators.
 // hsum(v): horizontal sum of 16 floats. Both have a scalar fallback for non-AVX-512 builds.
+// transpose16(r): a 16 × 16 matrix of 32-bit words (floats or bf16 pairs) transposed in registers
+// (AVX-512 only: its callers have scalar paths or exist only there).
 #pragma once
 
 #include <cmath>
@@ -86,6 +88,29 @@ using i32x16 = int32_t __attribute__((vector_size(64), __may_alias__));
 
 #ifdef __AVX512F__
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// r[i] ← column i of the 16 × 16 matrix of 32-bit words whose rows r[0..15] hold.
+[[gnu::always_inline]] inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane L: t[2i], t[2i + 1] = rows 2i, 2i+1 of columns 4L..4L+3
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // u[4i + k], lane L: rows 4i..4i+3 of column 4L + k
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {  // column 4L + k: lane L of u[k], u[4 + k], u[8 + k], u[12 + k]
+    const __m512i a = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x88), b = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x88), d = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xdd);
+    r[k] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[4 + k] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[12 + k] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
 #endif
 
 // out[i] = exp(in[i] - shift); returns Σ out[i]. in and out may alias.
