@@ -32,8 +32,8 @@ std::optional<NsMethod> parse_ns_method(std::string_view name) {
   return std::nullopt;
 }
 
-int64_t muon_batch_size(int64_t count, int64_t numel) {
-  return std::clamp<int64_t>(kMuonBatchElements / std::max<int64_t>(numel, 1), 1, std::max<int64_t>(count, 1));
+int64_t muon_batch_size(int64_t count, int64_t numel, int64_t max_elements) {
+  return std::clamp<int64_t>(max_elements / std::max<int64_t>(numel, 1), 1, std::max<int64_t>(count, 1));
 }
 
 MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, NsMethod method, Allocator& allocator)

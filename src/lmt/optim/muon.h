@@ -68,10 +68,16 @@ struct MuonStepParams {
 float muon_shape_scale(int64_t rows, int64_t cols);
 
 // How many of `count` matrices of `numel` elements one batch takes: all of them, capped so that a
-// batch's f32 scratch stays near kMuonBatchElements elements (at least one matrix). 2^23: gpt2-124m's
-// Muon step ran as fast as with 2^25 (batches of 4 and 3 instead of 12), with 200 MiB less RSS.
+// batch's f32 scratch stays near max_elements elements (at least one matrix).
+// - On a GPU, kMuonBatchElements (2^23): big batched GEMMs; on gpt2-124m's Muon step 2^23 ran as fast
+//   as 2^25 (batches of 4 and 3 instead of 12), with 200 MiB less memory.
+// - On the host, kMuonBatchElementsHost (2^21): one matrix at a time for gpt2-124m's rectangular
+//   shapes, three for its 768 × 768, so that a batch's operands and products stay in the last-level
+//   cache; gpt2-124m's Muon step −8.7% against 2^23 (Zen 5, 32 MiB L3, `lmtrain bench optim`,
+//   docs/PERFORMANCE.md).
+int64_t muon_batch_size(int64_t count, int64_t numel, int64_t max_elements);
 inline constexpr int64_t kMuonBatchElements = int64_t{1} << 23;
-int64_t muon_batch_size(int64_t count, int64_t numel);
+inline constexpr int64_t kMuonBatchElementsHost = int64_t{1} << 21;
 
 enum class NsMethod { kStandard, kGram, kGramEverywhere };
 inline constexpr int64_t kGramMinSide = 256;

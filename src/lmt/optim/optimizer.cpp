@@ -202,7 +202,7 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
   MuonCapacity cap;
   for (const auto& [shape, count] : muon_shapes) {
     const auto [R, C] = shape;
-    const int64_t nb = muon_batch_size(count, R * C), side = std::min(R, C);
+    const int64_t nb = muon_batch_size(count, R * C, muon_batch_elements()), side = std::min(R, C);
     cap.numel = std::max(cap.numel, nb * R * C);
     cap.gram = std::max(cap.gram, nb * side * side);
   }
@@ -286,7 +286,7 @@ void Optimizer::step_muon(const TensorView& params, const TensorView& grads, con
     for (size_t j = k; j < muon_matrices_.size(); ++j)
       count += !done[j] && mine(muon_matrices_[j]) && muon_matrices_[j].rows == first.rows &&
                muon_matrices_[j].cols == first.cols;
-    const size_t batch = static_cast<size_t>(muon_batch_size(count, first.rows * first.cols));
+    const size_t batch = static_cast<size_t>(muon_batch_size(count, first.rows * first.cols, muon_batch_elements()));
     muon_batch_.clear();
     for (size_t j = k; j < muon_matrices_.size(); ++j) {
       const MuonMatrix& m = muon_matrices_[j];

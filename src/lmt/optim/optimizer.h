@@ -131,6 +131,10 @@ class Optimizer {
                  float grad_scale, int64_t begin, int64_t end);
   // f32 view of state elements for parameter elements [begin, end).
   TensorView state_span(const Tensor& t, int64_t begin, int64_t end) const;
+  // Muon's batch cap for this backend's device (muon.h): cache-sized on the host, larger on a GPU.
+  int64_t muon_batch_elements() const {
+    return backend_.device().is_host() ? kMuonBatchElementsHost : kMuonBatchElements;
+  }
 
   OptimizerConfig config_;
   kernels::Backend& backend_;
