@@ -73,7 +73,7 @@ float muon_shape_scale(int64_t rows, int64_t cols);
 //   as 2^25 (batches of 4 and 3 instead of 12), with 200 MiB less memory.
 // - On the host, kMuonBatchElementsHost (2^21): one matrix at a time for gpt2-124m's rectangular
 //   shapes, three for its 768 × 768, so that a batch's operands and products stay in the last-level
-//   cache; gpt2-124m's Muon step −8.7% against 2^23 (Zen 5, 32 MiB L3, `lmtrain bench optim`,
+//   cache; gpt2-124m's Muon step −6.8% against 2^23 (Zen 5, 32 MiB L3, `lmtrain bench optim`,
 //   docs/PERFORMANCE.md).
 int64_t muon_batch_size(int64_t count, int64_t numel, int64_t max_elements);
 inline constexpr int64_t kMuonBatchElements = int64_t{1} << 23;

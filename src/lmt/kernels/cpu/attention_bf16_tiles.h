@@ -128,6 +128,7 @@ inline void key_tile_pairs(uint32_t* dst, const float* const* rows, int64_t n, i
       if (rows[c] != nullptr) row_to_pairs(block[c], rows[c] + 2 * k0, n - 2 * k0, kn);
       else
         for (int64_t k = 0; k < kn; ++k) block[c][k] = 0;
+      for (int64_t k = kn; k % 16 != 0; ++k) block[c][k] = 0;  // the last 16-word group's unused half
     }
     for (int64_t q0 = 0; q0 < kn; q0 += 16)  // kn is a multiple of 8: the last group may hold 8 pairs
       for (int c0 = 0; c0 < kKeyCols; c0 += 16) {
