@@ -15,6 +15,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/kernels/cpu/simd.h"
+#include "lmt/kernels/cpu/vector_loop.h"
 
 #ifdef __AVX512BF16__
 #include <immintrin.h>
@@ -100,17 +101,13 @@ inline void accumulate_block(float* c, const uint32_t* w, int64_t w_row, int64_t
 }
 
 // The packers of K and V (attention.cpp packs them once per (batch, kv head)); rounding as
-// _mm512_cvtneps_pbh, like every operand here.
-// Lanes [0, n) of a 16-lane mask (n clamped to [0, 16]).
-inline __mmask16 first_lanes(int64_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : n <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << n) - 1u);
-}
+// _mm512_cvtneps_pbh, like every operand here. Masks of the first lanes: simd::tail_mask.
 
 // dst[k] = pair(src[2k], src[2k + 1]) for k < pairs (a multiple of 8), the floats past n zeros.
 inline void row_to_pairs(uint32_t* dst, const float* src, int64_t n, int64_t pairs) {
   for (int64_t k = 0; k < pairs; k += 8)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k),
-                        (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first_lanes(n - 2 * k), src + 2 * k)));
+                        (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(simd::tail_mask(n - 2 * k), src + 2 * k)));
 }
 
 // The B pairs of one tile of kKeyCols keys: dst[k][c] = pair(rows[c][2k], rows[c][2k + 1]) for
@@ -125,10 +122,10 @@ inline void key_tile_pairs(uint32_t* dst, const float* const* rows, int64_t n, i
   for (int64_t k0 = 0; k0 < pairs; k0 += kChunk) {
     const int64_t kn = pairs - k0 < kChunk ? pairs - k0 : kChunk;
     for (int c = 0; c < kKeyCols; ++c) {
-      if (rows[c] != nullptr) row_to_pairs(block[c], rows[c] + 2 * k0, n - 2 * k0, kn);
-      else
-        for (int64_t k = 0; k < kn; ++k) block[c][k] = 0;
-      for (int64_t k = kn; k % 16 != 0; ++k) block[c][k] = 0;  // the last 16-word group's unused half
+      const int64_t made = rows[c] != nullptr ? kn : 0;
+      if (made > 0) row_to_pairs(block[c], rows[c] + 2 * k0, n - 2 * k0, kn);
+      // Zeros for a key past T, and for the last 16-word group's unused half (read below).
+      for (int64_t k = made; k < kn || k % 16 != 0; ++k) block[c][k] = 0;
     }
     for (int64_t q0 = 0; q0 < kn; q0 += 16)  // kn is a multiple of 8: the last group may hold 8 pairs
       for (int c0 = 0; c0 < kKeyCols; c0 += 16) {
@@ -143,7 +140,7 @@ inline void key_tile_pairs(uint32_t* dst, const float* const* rows, int64_t n, i
 // dst[e] = pair(r0[e], r1[e]) for e < width (a multiple of 16); elements past n, and a null r1, zeros.
 inline void interleave_two_rows(uint32_t* dst, const float* r0, const float* r1, int64_t n, int64_t width) {
   for (int64_t e = 0; e < width; e += 16) {
-    const __mmask16 m = first_lanes(n - e);
+    const __mmask16 m = simd::tail_mask(n - e);
     const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r0 + e)));
     const __m512i hi = r1 != nullptr
                            ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r1 + e)))

@@ -28,6 +28,7 @@
 #include "lmt/base/log.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/cpu/simd.h"
+#include "lmt/kernels/cpu/vector_loop.h"
 
 namespace lmt::kernels {
 
@@ -308,10 +309,6 @@ struct SymmetricBlocks {
   int64_t end_of_row(int64_t r) const { return end(std::min(r / size, count - 1)); }
 };
 
-#ifdef __AVX512F__
-__mmask16 lanes(int n) { return static_cast<__mmask16>((1u << n) - 1u); }  // the first n (<= 16) lanes
-#endif
-
 // c[i]'s upper triangle beyond each row block's computed columns ← the lower one, as transposed
 // 32 x 32 tiles (both tiles stay in L1; a row-by-row copy reads one cache line per element), each
 // in 16 × 16 register transposes (element by element it took 7% of Muon's step, `perf record` of
@@ -333,9 +330,9 @@ void mirror_lower(float* c, int64_t nb, const SymmetricBlocks& blocks) {
             const int nr = static_cast<int>(std::min<int64_t>(16, r1 - rr)), ncol = static_cast<int>(std::min<int64_t>(16, c1 - cc));
             __m512i v[16];
             for (int i = 0; i < 16; ++i)  // v[i] = row cc + i of the lower part, columns rr..rr+nr
-              v[i] = i < ncol ? _mm512_maskz_loadu_epi32(lanes(nr), m + (cc + i) * M + rr) : _mm512_setzero_si512();
+              v[i] = i < ncol ? _mm512_maskz_loadu_epi32(simd::tail_mask(nr), m + (cc + i) * M + rr) : _mm512_setzero_si512();
             simd::transpose16(v);
-            for (int j = 0; j < nr; ++j) _mm512_mask_storeu_epi32(m + (rr + j) * M + cc, lanes(ncol), v[j]);
+            for (int j = 0; j < nr; ++j) _mm512_mask_storeu_epi32(m + (rr + j) * M + cc, simd::tail_mask(ncol), v[j]);
           }
 #else
         for (int64_t col = c0; col < c1; ++col)  // read row `col` of the lower part contiguously

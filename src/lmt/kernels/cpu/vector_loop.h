@@ -15,9 +15,11 @@
 
 namespace lmt::kernels::simd {
 
+// Lanes [0, remaining) of a 16-lane mask: all 16 from 16 up, none at 0 or below.
 inline __mmask16 tail_mask(int64_t remaining) {
-  return remaining >= 16 ? static_cast<__mmask16>(0xffff)
-                         : static_cast<__mmask16>((1u << remaining) - 1u);
+  return remaining >= 16  ? static_cast<__mmask16>(0xffff)
+         : remaining <= 0 ? static_cast<__mmask16>(0)
+                          : static_cast<__mmask16>((1u << remaining) - 1u);
 }
 
 template <typename Body>
