@@ -1,6 +1,7 @@
 // `lmtrain bench optim`: the optimizer update alone of a preset's full parameter buffer (random
 // gradients, the bf16 mirror refreshed as in training): AdamW, then Muon (hidden matrices by
-// batched Newton–Schulz, AdamW for the rest), each warmed up and timed over --iters steps. Prints
+// batched Newton–Schulz, AdamW for the rest), each warmed up and timed over --iters steps, and the
+// two passes over the gradients every step makes beside the update (global norm, zeroing). Prints
 // the medians and Muon / AdamW, the figure issue #21 targets (<= 2 on gpt2-124m); with
 // --ns-method both (the default), Muon's Gram and standard Newton–Schulz side by side. On a device
 // backend (--backend cuda) the buffers live on the device and each step is timed to completion.
@@ -20,6 +21,7 @@
 #include "lmt/metrics/hardware.h"
 #include "lmt/model/params.h"
 #include "lmt/model/config.h"
+#include "lmt/optim/gradients.h"
 #include "lmt/optim/optimizer.h"
 #include "lmt/tensor/tensor.h"
 
@@ -31,6 +33,20 @@ struct OptimBenchArgs {
   int warmup = 1, iters = 5, ns_steps = 5;
   bool json = false;
 };
+
+// Median seconds of `pass` over the gradient buffer (warmed up like the steps).
+template <typename Pass>
+double time_gradient_pass(const OptimBenchArgs& a, kernels::Backend& be, const Pass& pass) {
+  std::vector<double> t;
+  be.synchronize();
+  for (int it = 0; it < a.warmup + a.iters; ++it) {
+    Timer timer;
+    pass();
+    be.synchronize();
+    if (it >= a.warmup) t.push_back(timer.seconds());
+  }
+  return median(t);
+}
 
 // Median seconds of one Optimizer::step of `name` over the whole buffer.
 StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name, const std::string& ns_method,
@@ -83,6 +99,14 @@ Status run_optim_bench(const OptimBenchArgs& a) {
   Rng rng(5);
   Tensor params = random_values(*be, n, rng, 0.02), grads = random_values(*be, n, rng, 1e-3);
   Tensor mirror(Shape{n}, DType::kBF16, be->allocator());
+  // The two passes over the gradients around every update: the global norm before it (clipping),
+  // and the zeroing that starts the next step (on a copy: the optimizers need the gradients).
+  const double grad_norm = time_gradient_pass(a, *be, [&] { optim::global_grad_norm(*be, grads); });
+  double zero_grads = 0;
+  {
+    Tensor scratch_grads(Shape{n}, DType::kF32, be->allocator());
+    zero_grads = time_gradient_pass(a, *be, [&] { be->fill(scratch_grads, 0.0); });
+  }
   LMT_ASSIGN_OR_RETURN(const double adamw, time_optimizer(a, "adamw", "gram", layout, *be, params, grads, mirror));
   // The method Muon runs by default (gram) first; with "both", then the standard iteration.
   const std::vector<std::string> methods =
@@ -97,6 +121,7 @@ Status run_optim_bench(const OptimBenchArgs& a) {
                         {"params", config.param_count()}, {"muon_ns_dtype", a.ns_dtype}, {"ns_steps", a.ns_steps},
                         {"muon_ns_method", methods[0]}, {"iters", a.iters},     {"adamw_seconds", adamw},
                         {"muon_seconds", muon[0]},    {"muon_over_adamw", muon[0] / adamw},
+                        {"grad_norm_seconds", grad_norm}, {"zero_grads_seconds", zero_grads},
                         {"threads", metrics::cpu_info().threads}, {"machine", metrics::machine_summary()}};
     if (muon.size() > 1) {
       j["muon_standard_seconds"] = muon[1];
@@ -107,6 +132,7 @@ Status run_optim_bench(const OptimBenchArgs& a) {
     std::printf("machine: %s\n", metrics::machine_summary().c_str());
     std::printf("optimizer step %s (%lld params), median of %d: AdamW %.1f ms\n", a.preset.c_str(),
                 static_cast<long long>(config.param_count()), a.iters, adamw * 1e3);
+    std::printf("  gradient passes: global norm %.1f ms, zeroing %.1f ms\n", grad_norm * 1e3, zero_grads * 1e3);
     for (size_t i = 0; i < methods.size(); ++i)
       std::printf("  Muon (Newton-Schulz %s, %s, %d steps) %.1f ms; Muon / AdamW = %.2fx\n", methods[i].c_str(),
                   a.ns_dtype.c_str(), a.ns_steps, muon[i] * 1e3, muon[i] / adamw);

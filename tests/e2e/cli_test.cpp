@@ -148,14 +148,17 @@ TEST(Cli, BenchModelJsonHasTokensPerSecondAndMfu) {
   EXPECT_NE(bad.out.find("valid presets:"), std::string::npos) << bad.out;
 }
 
-// `bench optim`: both optimizers' step times and their ratio; a bad --ns-dtype is an error.
+// `bench optim`: both optimizers' step times and their ratio, and the gradient passes beside them; a
+// bad --ns-dtype is an error.
 TEST(Cli, BenchOptimReportsAdamWMuonAndTheirRatio) {
   Result r = run("bench optim --preset tiny --iters 1 --warmup 0 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"adamw_seconds", "muon_seconds", "muon_over_adamw", "muon_ns_dtype", "machine"})
+  for (const char* key : {"adamw_seconds", "muon_seconds", "muon_over_adamw", "muon_ns_dtype", "machine",
+                          "grad_norm_seconds", "zero_grads_seconds"})
     EXPECT_TRUE(j.contains(key)) << key;
-  EXPECT_GT(j["adamw_seconds"].get<double>(), 0.0);
+  for (const char* key : {"adamw_seconds", "grad_norm_seconds", "zero_grads_seconds"})
+    EXPECT_GT(j[key].get<double>(), 0.0) << key;
   EXPECT_DOUBLE_EQ(j["muon_over_adamw"].get<double>(),
                    j["muon_seconds"].get<double>() / j["adamw_seconds"].get<double>());
   EXPECT_EQ(j["muon_ns_dtype"], "bf16");

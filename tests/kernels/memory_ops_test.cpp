@@ -38,6 +38,27 @@ TEST_P(MemoryOps, FillZeroWritesWhatMemsetWrites) {
   for (int64_t n = 0; n < 19; ++n) ASSERT_EQ(h.as<bf16>()[n].bits, bf16(1.0f).bits);
 }
 
+// The cpu backend streams f32 fills of 2^24 elements and more past the caches (the gradient buffer):
+// a view that starts off a cache line and ends in a partial vector is filled exactly, its neighbours
+// untouched.
+TEST_P(MemoryOps, LargeFillReachesEveryElementAndNoOther) {
+  const int64_t n = (int64_t{1} << 24) + 37;
+  Tensor buf({n + 10}, DType::kF32);
+  float* p = buf.as<float>();
+  std::fill_n(p, n + 10, -7.0f);
+  const TensorView view(p + 3, Shape{n}, DType::kF32);
+  be().fill(view, 0.25);
+  for (int64_t i = 0; i < 3; ++i) ASSERT_EQ(p[i], -7.0f) << i;
+  EXPECT_EQ(std::count(p + 3, p + 3 + n, 0.25f), n);
+  for (int64_t i = 3 + n; i < n + 10; ++i) ASSERT_EQ(p[i], -7.0f) << i;
+  be().fill(view, 0.0);  // and zero, bit for bit what memset writes
+  std::vector<float> zeros(1 << 20, 0.0f);
+  for (int64_t i = 0; i < n; i += int64_t(zeros.size())) {
+    const int64_t len = std::min<int64_t>(zeros.size(), n - i);
+    ASSERT_EQ(std::memcmp(p + 3 + i, zeros.data(), len * sizeof(float)), 0) << i;
+  }
+}
+
 TEST_P(MemoryOps, CopyIsByteForByte) {
   Tensor src({5, 1001}, DType::kF32), dst({5005}, DType::kF32);
   float* s = src.as<float>();

@@ -157,6 +157,23 @@ double sum_squares_span(const float* x, int64_t n) {
 #endif
 }
 
+// f32 fills of at least this many elements (64 MiB, twice the largest last-level cache a core of
+// these machines shares) stream their stores: the zeroed gradients, read next by the backward pass,
+// would not stay in the cache anyway, and streaming skips reading each line before writing it
+// (`lmtrain bench optim`: zeroing gpt2-124m's gradients 14 -> 6 ms on Zen 5).
+constexpr int64_t kStreamFillMin = int64_t{1} << 24;
+
+void stream_fill_span(float* p, float v, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512F__
+  for (; i < n && reinterpret_cast<uintptr_t>(p + i) % 64 != 0; ++i) p[i] = v;
+  const __m512 vv = _mm512_set1_ps(v);
+  for (; i + 16 <= n; i += 16) _mm512_stream_ps(p + i, vv);
+  _mm_sfence();  // visible to the other threads once this one leaves the parallel region
+#endif
+  for (; i < n; ++i) p[i] = v;
+}
+
 // AdamW constants in the form the inner loop wants.
 struct AdamWStep {
   float grad_scale, beta1, one_minus_beta1, beta2, one_minus_beta2;
@@ -334,6 +351,10 @@ void CpuBackend::fill_impl(const TensorView& x, double value) {
     case DType::kF32: {
       float* p = x.as<float>();
       const float v = static_cast<float>(value);
+      if (n >= kStreamFillMin) {
+        parallel_blocks(n, [&](int64_t i, int64_t e) { stream_fill_span(p + i, v, e - i); });
+        return;
+      }
       parallel_blocks(n, [&](int64_t i, int64_t e) { std::fill(p + i, p + e, v); });
       return;
     }
