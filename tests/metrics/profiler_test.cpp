@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -63,6 +64,43 @@ TEST(OpSplit, KernelEntryPointsRecordTheirFamily) {
   double sum = 0;
   for (const auto& [name, ms] : m) sum += ms;
   EXPECT_NEAR(sum, op_split(ev, "train_step", "op:", 1).step_ms, 1e-9);
+}
+
+// A linear layer's backward is two ranges: its input gradient (gemm_dx) and its weight and bias
+// gradients (gemm_dw), each recorded only when asked for; the results equal one call's.
+TEST(OpSplit, LinearBackwardSplitsInputAndWeightGradients) {
+  kernels::Backend& be = kernels::backend("ref");
+  Tensor x({4, 8}, DType::kF32), w({3, 8}, DType::kF32), dy({4, 3}, DType::kF32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  for (int64_t i = 0; i < w.numel(); ++i) w.as<float>()[i] = 0.125f * static_cast<float>(i % 5) - 0.25f;
+  for (int64_t i = 0; i < dy.numel(); ++i) dy.as<float>()[i] = 0.5f * static_cast<float>(i % 3) - 0.5f;
+  Tensor dx({4, 8}, DType::kF32), dw({3, 8}, DType::kF32), db({3}, DType::kF32);
+  Tensor dx1({4, 8}, DType::kF32), dw1({3, 8}, DType::kF32), db1({3}, DType::kF32);
+  be.fill(dw.view(), 0.0);
+  be.fill(db.view(), 0.0);
+  be.fill(dw1.view(), 0.0);
+  be.fill(db1.view(), 0.0);
+  Tracer::start();
+  {
+    TraceScope step("train_step");
+    be.linear_backward(dx.view(), dw.view(), db.view(), dy.view(), x.view(), w.view());
+    be.linear_backward(dx1.view(), TensorView(), TensorView(), dy.view(), x.view(), w.view());  // dx only
+  }
+  const std::vector<TraceEvent> ev = Tracer::stop();
+  int dx_events = 0, dw_events = 0;
+  for (const auto& e : ev) {
+    dx_events += std::string(e.name) == "op:gemm_dx";
+    dw_events += std::string(e.name) == "op:gemm_dw";
+  }
+  EXPECT_EQ(dx_events, 2);
+  EXPECT_EQ(dw_events, 1);
+  be.linear_backward(TensorView(), dw1.view(), db1.view(), dy.view(), x.view(), w.view());
+  for (int64_t i = 0; i < dx.numel(); ++i) EXPECT_EQ(dx.as<float>()[i], dx1.as<float>()[i]) << i;
+  for (int64_t i = 0; i < dw.numel(); ++i) EXPECT_EQ(dw.as<float>()[i], dw1.as<float>()[i]) << i;
+  for (int64_t i = 0; i < db.numel(); ++i) EXPECT_EQ(db.as<float>()[i], db1.as<float>()[i]) << i;
+  float s = 0;
+  for (int64_t i = 0; i < dw.numel(); ++i) s += std::abs(dw.as<float>()[i]);
+  EXPECT_GT(s, 0.0f);  // the inputs make a nonzero gradient
 }
 
 }  // namespace

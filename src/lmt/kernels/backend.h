@@ -151,7 +151,8 @@ class Backend {
                       const TensorView& bias);
   // dinp[N,C] = dout · weight (f32, overwrite; optional)
   // dweight[OC,C] += doutᵀ · inp (f32; optional);  dbias[OC] += Σ_n dout[n,:] (f32; optional)
-  // dout, inp and weight share a dtype (f32 or bf16).
+  // dout, inp and weight share a dtype (f32 or bf16). The input gradient and the weight/bias
+  // gradients are two linear_backward_impl calls (profile families gemm_dx and gemm_dw).
   void linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                        const TensorView& dout, const TensorView& inp, const TensorView& weight);
 
