@@ -346,7 +346,6 @@ void Backend::grouped_linear_forward_impl(const TensorView& out, const TensorVie
 void Backend::grouped_linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
                                       const TensorView& inp, const TensorView& weight,
                                       const std::vector<int64_t>& offsets) {
-  LMT_TRACE_SCOPE("op:gemm");
   Ctx x("grouped_linear_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dout), LMT_ARG(inp), LMT_ARG(weight));
   x.dtype("dout", dout, kGemmIn);
   x.same_dtype("dout", dout, "inp", inp);
@@ -364,7 +363,15 @@ void Backend::grouped_linear_backward(const TensorView& dinp, const TensorView& 
     x.require(dweight.dtype() == acc, "dweight must be f32 (f64 for f64 inputs)");
   }
   check_offsets(x, offsets, weight.dim(0), inp.dim(0));
-  grouped_linear_backward_impl(dinp, dweight, dout, inp, weight, offsets);
+  // Two calls, like linear_backward: the profile's gemm_dx and gemm_dw.
+  if (dinp.present()) {
+    LMT_TRACE_SCOPE("op:gemm_dx");
+    grouped_linear_backward_impl(dinp, TensorView(), dout, inp, weight, offsets);
+  }
+  if (dweight.present()) {
+    LMT_TRACE_SCOPE("op:gemm_dw");
+    grouped_linear_backward_impl(TensorView(), dweight, dout, inp, weight, offsets);
+  }
 }
 
 void Backend::grouped_linear_backward_impl(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
