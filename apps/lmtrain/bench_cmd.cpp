@@ -18,7 +18,6 @@
 #include "backend_flag.h"
 #include "commands.h"
 #include "lmt/base/rng.h"
-#include "lmt/base/timer.h"
 #include "lmt/kernels/backend.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/metrics/hardware.h"
@@ -28,27 +27,6 @@
 
 namespace lmt::cli {
 namespace {
-
-struct Timing {
-  double median = 0, best = 0;
-};
-
-// Times fn on `be`, waiting for a device backend's queued work before each reading; `before`
-// (untimed) runs ahead of each timed repetition.
-Timing time_it(kernels::Backend& be, int warmup, int iters, const std::function<void()>& fn,
-               const std::function<void()>& before = nullptr) {
-  for (int i = 0; i < warmup; ++i) fn();
-  be.synchronize();
-  std::vector<double> t;
-  for (int i = 0; i < iters; ++i) {
-    if (before) before();
-    Timer timer;
-    fn();
-    be.synchronize();
-    t.push_back(timer.seconds());
-  }
-  return {median(t), *std::min_element(t.begin(), t.end())};
-}
 
 // A zero-filled tensor where `be` computes.
 Tensor zeros(kernels::Backend& be, Shape shape, DType dtype) { return Tensor(shape, dtype, be.allocator()); }

@@ -36,12 +36,12 @@ struct DataBenchArgs {
   bool json = false;
 };
 
-struct Timing {
+struct Latency {
   double median_us = 0, mean_us = 0, max_us = 0;
 };
 
-Timing summarise(std::vector<double> us) {
-  Timing t;
+Latency summarise(std::vector<double> us) {
+  Latency t;
   t.median_us = median(us);
   t.max_us = *std::max_element(us.begin(), us.end());
   for (double u : us) t.mean_us += u / static_cast<double>(us.size());
@@ -68,7 +68,7 @@ void spin_for(double seconds) {
   }
 }
 
-Status time_next(const DataBenchArgs& a, bool prefetch, double* open_ms, Timing* out) {
+Status time_next(const DataBenchArgs& a, bool prefetch, double* open_ms, Latency* out) {
   data::LoaderOptions o;
   o.stages = {data::DataStage{0, {data::DataSource{a.data, 1.0}}}};
   o.split = a.split;
@@ -105,7 +105,7 @@ Status run_data_bench(const DataBenchArgs& a) {
                                            "batches of --micro-batch " + std::to_string(a.batch) + " x --seq-len " + std::to_string(a.seq),
                                            "lower --micro-batch or --seq-len"));
   double open_ms = 0, open_ms_prefetch = 0;
-  Timing build, wait;
+  Latency build, wait;
   LMT_RETURN_IF_ERROR(time_next(a, false, &open_ms, &build));
   LMT_RETURN_IF_ERROR(time_next(a, true, &open_ms_prefetch, &wait));
   if (a.json) {

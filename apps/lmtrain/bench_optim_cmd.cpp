@@ -17,7 +17,6 @@
 #include "commands.h"
 #include "lmt/base/limits.h"
 #include "lmt/base/rng.h"
-#include "lmt/base/timer.h"
 #include "lmt/metrics/hardware.h"
 #include "lmt/model/params.h"
 #include "lmt/model/config.h"
@@ -34,20 +33,6 @@ struct OptimBenchArgs {
   bool json = false;
 };
 
-// Median seconds of `pass` over the gradient buffer (warmed up like the steps).
-template <typename Pass>
-double time_gradient_pass(const OptimBenchArgs& a, kernels::Backend& be, const Pass& pass) {
-  std::vector<double> t;
-  be.synchronize();
-  for (int it = 0; it < a.warmup + a.iters; ++it) {
-    Timer timer;
-    pass();
-    be.synchronize();
-    if (it >= a.warmup) t.push_back(timer.seconds());
-  }
-  return median(t);
-}
-
 // Median seconds of one Optimizer::step of `name` over the whole buffer.
 StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name, const std::string& ns_method,
                                 const model::ParamLayout& layout, kernels::Backend& be, Tensor& params, Tensor& grads,
@@ -58,15 +43,8 @@ StatusOr<double> time_optimizer(const OptimBenchArgs& a, const std::string& name
   c.muon_ns_method = ns_method;
   c.muon_ns_steps = a.ns_steps;
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<optim::Optimizer> opt, optim::Optimizer::create(c, layout, be));
-  std::vector<double> t;
-  be.synchronize();
-  for (int it = 0; it < a.warmup + a.iters; ++it) {
-    Timer timer;
-    opt->step(params, grads, mirror, 1.0f, 1.0f, it + 1);
-    be.synchronize();  // a device backend's queued work belongs to the step
-    if (it >= a.warmup) t.push_back(timer.seconds());
-  }
-  return median(t);
+  int64_t update = 0;  // warm-up steps count as updates too
+  return time_it(be, a.warmup, a.iters, [&] { opt->step(params, grads, mirror, 1.0f, 1.0f, ++update); }).median;
 }
 
 // n values Normal(0, scale²) where `be` computes: made on the host (and copied to a device).
@@ -101,11 +79,11 @@ Status run_optim_bench(const OptimBenchArgs& a) {
   Tensor mirror(Shape{n}, DType::kBF16, be->allocator());
   // The two passes over the gradients around every update: the global norm before it (clipping),
   // and the zeroing that starts the next step (on a copy: the optimizers need the gradients).
-  const double grad_norm = time_gradient_pass(a, *be, [&] { optim::global_grad_norm(*be, grads); });
+  const double grad_norm = time_it(*be, a.warmup, a.iters, [&] { optim::global_grad_norm(*be, grads); }).median;
   double zero_grads = 0;
   {
     Tensor scratch_grads(Shape{n}, DType::kF32, be->allocator());
-    zero_grads = time_gradient_pass(a, *be, [&] { be->fill(scratch_grads, 0.0); });
+    zero_grads = time_it(*be, a.warmup, a.iters, [&] { be->fill(scratch_grads, 0.0); }).median;
   }
   LMT_ASSIGN_OR_RETURN(const double adamw, time_optimizer(a, "adamw", "gram", layout, *be, params, grads, mirror));
   // The method Muon runs by default (gram) first; with "both", then the standard iteration.
