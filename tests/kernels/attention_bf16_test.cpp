@@ -139,6 +139,25 @@ double rms_difference(const std::vector<float>& got, const std::vector<float>& w
   return std::sqrt(e / static_cast<double>(got.size()));
 }
 
+// The largest distance of one row of `width` floats (one query head's output or gradient, one key's
+// gradients) from the reference, relative to the reference's root-mean-square row: a product that a
+// kernel wrongly skips (e.g. a key that causal trimming drops from a query's row) moves its rows by
+// far more than bf16 rounding does, while the whole tensor's distance would dilute it. (Relative to
+// each row's own norm it would fail on rows that are ~0 exactly, e.g. dq of a document's first token.)
+double worst_row_distance(const std::vector<float>& got, const std::vector<float>& want, int64_t width) {
+  double worst = 0, norms = 0;
+  size_t rows = 0;
+  for (size_t r = 0; r + static_cast<size_t>(width) <= got.size(); r += static_cast<size_t>(width), ++rows) {
+    double d = 0;
+    for (size_t i = r; i < r + static_cast<size_t>(width); ++i) {
+      d += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norms += static_cast<double>(want[i]) * want[i];
+    }
+    worst = std::max(worst, d);
+  }
+  return norms > 0 ? std::sqrt(worst / (norms / static_cast<double>(rows))) : std::sqrt(worst);
+}
+
 void expect_all_finite(const std::vector<float>& x, const std::string& what) {
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_TRUE(std::isfinite(x[i])) << what << "[" << i << "] = " << x[i] << " (never written, or NaN)";
@@ -147,6 +166,8 @@ void expect_all_finite(const std::vector<float>& x, const std::string& what) {
 const Shape5 kShapes[] = {
     {2, 130, 4, 2, 64, true}, {1, 200, 8, 8, 128, false}, {1, 77, 6, 3, 80, true}, {2, 64, 2, 1, 12, false},
     {1, 1, 1, 1, 32, false},  {1, 300, 4, 1, 40, true},   {1, 1024, 12, 12, 64, false}, {1, 257, 4, 4, 96, true}};
+
+constexpr double kWorstRow = 0.1;
 
 TEST(AttentionBf16, MatchesReferenceWithinBf16Rounding) {
   SKIP_WITHOUT_BACKEND();
@@ -169,8 +190,14 @@ TEST(AttentionBf16, MatchesReferenceWithinBf16Rounding) {
       const double err = lse ? rms_difference(got.*field, want.*field) : relative_distance(got.*field, want.*field);
       EXPECT_LE(err, lse ? 1e-2 : 1.5e-2) << name << ": bf16 result " << err << (lse ? " (root mean square)" : " (relative, Frobenius)")
                                          << " from ref";
-      std::printf("%s %s: bf16 %.2e, f32 %.2e from ref\n", name_of(s).c_str(), name, err,
+      std::printf("%s %s: bf16 %.2e, f32 %.2e from ref", name_of(s).c_str(), name, err,
                   lse ? rms_difference(f32.*field, want.*field) : relative_distance(f32.*field, want.*field));
+      if (!lse) {  // row by row too: every query's output and every key's gradients
+        const double worst = worst_row_distance(got.*field, want.*field, s.HD);
+        std::printf(", worst row %.2e", worst);
+        EXPECT_LE(worst, kWorstRow) << name << ": a row of the bf16 result is " << worst << " from ref";
+      }
+      std::printf("\n");
     }
     // The bf16 path ran: rounding the inputs to bf16 moves out far beyond the f32 kernels' error.
     if (s.T > 1 && has_bf16_path()) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "lmt/base/bf16.h"
+#include "lmt/kernels/cpu/attention_causal_tile.h"
 #include "lmt/kernels/cpu/simd.h"
 #include "lmt/kernels/cpu/vector_loop.h"
 
@@ -36,25 +37,43 @@ inline uint32_t pair(float lo, float hi) {
 }
 
 #ifdef __AVX512BF16__
-constexpr int kRowBlock = 4;  // rows per register block (4 × 4 accumulators)
+using cpu_attention::kRowBlock;  // rows per register block (4 × 4 accumulators)
+
+// One block of kRowBlock rows × kVecs vectors of tile_scores.
+template <int kVecs>
+[[gnu::always_inline]] inline void score_block(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt, int64_t depth) {
+  __m512 acc[kRowBlock][kVecs];
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < depth; ++k) {
+    __m512bh b[kVecs];
+    for (int c = 0; c < kVecs; ++c) b[c] = (__m512bh)_mm512_loadu_si512(bt + k * 64 + c * 16);
+    for (int r = 0; r < kRowBlock; ++r) {
+      const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r * a_stride + k]));
+      for (int c = 0; c < kVecs; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], ar, b[c]);
+    }
+  }
+  for (int r = 0; r < kRowBlock; ++r)
+    for (int c = 0; c < kVecs; ++c) _mm512_storeu_ps(s + r * 64 + c * 16, acc[r][c]);
+}
 
 // s[r][0:64] = Σ_k a[r·a_stride + k] · bt[k][0:64] over k < depth (pairs): a tile of scores from A
-// pairs of the rows and B pairs of 64 keys, for r < rows (a multiple of 4).
-inline void tile_scores(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt, int64_t depth, int rows) {
+// pairs of the rows and B pairs of 64 keys, for r < rows (a multiple of 4). Only the keys that
+// `tile` leaves visible to each block of rows are computed; the other columns are set to 0.
+inline void tile_scores(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt, int64_t depth, int rows,
+                        const cpu_attention::CausalTile& tile = cpu_attention::kWholeTile) {
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
-    __m512 acc[kRowBlock][4];
-    for (int r = 0; r < kRowBlock; ++r)
-      for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < depth; ++k) {
-      __m512bh b[4];
-      for (int c = 0; c < 4; ++c) b[c] = (__m512bh)_mm512_loadu_si512(bt + k * 64 + c * 16);
-      for (int r = 0; r < kRowBlock; ++r) {
-        const __m512bh ar = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[(r0 + r) * a_stride + k]));
-        for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], ar, b[c]);
-      }
+    const int vecs = tile.key_vecs(r0 + kRowBlock - 1, 4, 16);
+    float* sb = s + r0 * 64;
+    const uint32_t* ab = a + r0 * a_stride;
+    switch (vecs) {
+      case 4: score_block<4>(sb, ab, a_stride, bt, depth); break;
+      case 3: score_block<3>(sb, ab, a_stride, bt, depth); break;
+      case 2: score_block<2>(sb, ab, a_stride, bt, depth); break;
+      default: score_block<1>(sb, ab, a_stride, bt, depth); break;
     }
     for (int r = 0; r < kRowBlock; ++r)
-      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(s + (r0 + r) * 64 + c * 16, acc[r][c]);
+      for (int c = vecs < 1 ? 1 : vecs; c < 4; ++c) _mm512_storeu_ps(sb + r * 64 + c * 16, _mm512_setzero_ps());
   }
 }
 
@@ -88,6 +107,7 @@ inline void accumulate_block(float* c, const uint32_t* w, int64_t w_row, int64_t
   __m512 acc[kRowBlock][kVecs];
   for (int r = 0; r < kRowBlock; ++r)
     for (int e = 0; e < kVecs; ++e) acc[r][e] = _mm512_loadu_ps(c + r * width + e * 16);
+#pragma GCC unroll 4
   for (int64_t k = 0; k < inner; ++k) {
     __m512bh xk[kVecs];
     for (int e = 0; e < kVecs; ++e) xk[e] = (__m512bh)_mm512_loadu_si512(x + k * width + e * 16);
@@ -149,30 +169,48 @@ inline void interleave_two_rows(uint32_t* dst, const float* r0, const float* r1,
   }
 }
 
+// tile_accumulate over the whole inner dimension, or with `span(r0)` (a cpu_attention::InnerSpan,
+// in pairs) the part of it that the block of rows [r0, r0 + 4) needs (causal trimming).
+template <typename Span>
 inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
-                            int64_t width, int64_t inner, int rows) {
-  for (int r0 = 0; r0 < rows; r0 += kRowBlock)
+                            int64_t width, int rows, const Span& span) {
+  for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
+    const cpu_attention::InnerSpan in = span(r0);
+    const uint32_t* wb = w + r0 * w_row + in.begin * w_inner;
+    const uint32_t* xb = x + in.begin * width;
+    const int64_t n = in.end - in.begin;
     for (int64_t d0 = 0; d0 < width; d0 += 64) {
       float* cb = c + r0 * width + d0;
-      const uint32_t* wb = w + r0 * w_row;
       switch ((width - d0) / 16 < 4 ? (width - d0) / 16 : 4) {
-        case 4: accumulate_block<4>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
-        case 3: accumulate_block<3>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
-        case 2: accumulate_block<2>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
-        default: accumulate_block<1>(cb, wb, w_row, w_inner, x + d0, width, inner); break;
+        case 4: accumulate_block<4>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
+        case 3: accumulate_block<3>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
+        case 2: accumulate_block<2>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
+        default: accumulate_block<1>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
       }
     }
+  }
+}
+inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
+                            int64_t width, int64_t inner, int rows) {
+  tile_accumulate(c, w, w_row, w_inner, x, width, rows, [inner](int64_t) { return cpu_attention::InnerSpan{0, inner}; });
 }
 #else
 // Without AVX512-BF16 nothing calls these (kAvailable is false); they exist so that call sites need
 // no preprocessor branches.
-inline void tile_scores(float*, const uint32_t*, int64_t, const uint32_t*, int64_t, int) { __builtin_trap(); }
+inline void tile_scores(float*, const uint32_t*, int64_t, const uint32_t*, int64_t, int,
+                        const cpu_attention::CausalTile& = cpu_attention::kWholeTile) {
+  __builtin_trap();
+}
 inline void to_bf16_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
 inline void interleave_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
 inline constexpr int kKeyCols = 64;
 inline void key_tile_pairs(uint32_t*, const float* const*, int64_t, int64_t) { __builtin_trap(); }
 inline void interleave_two_rows(uint32_t*, const float*, const float*, int64_t, int64_t) { __builtin_trap(); }
 inline void tile_accumulate(float*, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t, int64_t, int) {
+  __builtin_trap();
+}
+template <typename Span>
+inline void tile_accumulate(float*, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t, int, const Span&) {
   __builtin_trap();
 }
 #endif
