@@ -136,7 +136,7 @@ void Backend::linear_forward(const TensorView& out, const TensorView& inp, const
 
 void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
                               const TensorView& dbias, const TensorView& dout,
-                              const TensorView& inp, const TensorView& weight) {
+                              const TensorView& inp, const TensorView& weight, GradWrite dweight_write) {
   Ctx x("linear_backward", LMT_ARG(dinp), LMT_ARG(dweight), LMT_ARG(dbias), LMT_ARG(dout),
         LMT_ARG(inp), LMT_ARG(weight));
   x.dtype("dout", dout, kGemmIn);
@@ -165,8 +165,19 @@ void Backend::linear_backward(const TensorView& dinp, const TensorView& dweight,
   }
   if (dweight.present() || dbias.present()) {
     LMT_OP_TRACE("op:gemm_dw");
-    linear_backward_impl(TensorView(), dweight, dbias, dout, inp, weight);
+    if (dweight.present() && dweight_write == GradWrite::kOverwrite) {
+      linear_weight_grad_overwrite_impl(dweight, dout, inp, weight);
+      if (dbias.present()) linear_backward_impl(TensorView(), TensorView(), dbias, dout, inp, weight);
+    } else {
+      linear_backward_impl(TensorView(), dweight, dbias, dout, inp, weight);
+    }
   }
+}
+
+void Backend::linear_weight_grad_overwrite_impl(const TensorView& dweight, const TensorView& dout,
+                                                const TensorView& inp, const TensorView& weight) {
+  fill_impl(dweight, 0.0);
+  linear_backward_impl(TensorView(), dweight, TensorView(), dout, inp, weight);
 }
 
 void Backend::embedding_forward(const TensorView& out, const TensorView& ids,
@@ -483,6 +494,13 @@ void Backend::lm_head_cross_entropy(const TensorView& losses, const TensorView& 
   if (dweight.present()) {
     c.shape("dweight", dweight, {weight.dim(0), weight.dim(1)});
     c.require(dweight.dtype() == acc, "dweight must be f32 (f64 for f64 inputs)");
+  }
+  if (dweight.present() && opts.dweight_write == GradWrite::kOverwrite && !lm_head_writes_dweight_over()) {
+    fill_impl(dweight.slice_rows(0, opts.vocab_size), 0.0);
+    CrossEntropyOptions adding = opts;
+    adding.dweight_write = GradWrite::kAccumulate;
+    lm_head_cross_entropy_impl(losses, x, weight, targets, adding, dx, dweight);
+    return;
   }
   lm_head_cross_entropy_impl(losses, x, weight, targets, opts, dx, dweight);
 }

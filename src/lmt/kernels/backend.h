@@ -43,6 +43,8 @@ namespace lmt::kernels {
 
 enum class Activation : uint8_t { kGeluTanh, kSilu, kRelu };
 enum class AttentionBackend : uint8_t { kNaive, kFlash };
+// How a kernel writes a gradient it produces: added to what the buffer holds, or over it.
+enum class GradWrite : uint8_t { kAccumulate, kOverwrite };
 
 std::string_view activation_name(Activation a);
 std::string_view attention_backend_name(AttentionBackend a);
@@ -67,6 +69,9 @@ struct CrossEntropyOptions {
   int32_t ignore_index = -100;  // targets equal to this contribute no loss and no gradient
   float grad_scale = 1.0f;    // d(total objective)/d(loss of one token), e.g. 1/num_valid_tokens
   int64_t chunk_rows = 256;   // rows of logits materialised at a time (memory: chunk_rows * V floats)
+  // kOverwrite: dweight's rows [0, V) are written over, whatever they held (the first write of a
+  // gradient that model::Transformer::zero_grads left unzeroed), not added to.
+  GradWrite dweight_write = GradWrite::kAccumulate;
   // Vocabulary parallelism (model/tensor_parallel.h), host backends: the weight's rows [0, V) are the
   // global vocabulary ids [vocab_begin, vocab_begin + V) of a vocabulary split over ranks; a target
   // outside them is another rank's (no -1 in its gradient here). For each chunk of rows
@@ -151,10 +156,14 @@ class Backend {
                       const TensorView& bias);
   // dinp[N,C] = dout · weight (f32, overwrite; optional)
   // dweight[OC,C] += doutᵀ · inp (f32; optional);  dbias[OC] += Σ_n dout[n,:] (f32; optional)
+  // With dweight_write = GradWrite::kOverwrite, dweight = doutᵀ · inp instead, whatever dweight held
+  // (NaN included): the first write of a gradient that was not zeroed (model::Transformer::
+  // zero_grads); a GEMM that writes its output need not read it. dbias still accumulates.
   // dout, inp and weight share a dtype (f32 or bf16). The input gradient and the weight/bias
   // gradients are two linear_backward_impl calls (profile families gemm_dx and gemm_dw).
   void linear_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
-                       const TensorView& dout, const TensorView& inp, const TensorView& weight);
+                       const TensorView& dout, const TensorView& inp, const TensorView& weight,
+                       GradWrite dweight_write = GradWrite::kAccumulate);
 
   // ---- embedding --------------------------------------------------------------------------------
   // out[N,C] (= or += if accumulate) table[ids[n], :]; ids i32 in [0, V). Used for token and
@@ -251,8 +260,9 @@ class Backend {
   // logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ restricted to rows < V, computed chunk_rows at a time
   // so the N×V logits never exist at once. losses[N] (f32, written) = logsumexp - logit[target]
   // (+ z_loss·logsumexp²), 0 where target == ignore_index. Targets must be in [0, V) otherwise.
-  // If dx[N,C] (f32, overwrite) and/or dweight[Vp,C] (f32, +=; rows >= V untouched) are given, the
-  // gradients of grad_scale · Σ losses are computed in the same pass (no second logits pass).
+  // If dx[N,C] (f32, overwrite) and/or dweight[Vp,C] (f32, += or with opts.dweight_write = kOverwrite
+  // =; rows >= V untouched) are given, the gradients of grad_scale · Σ losses are computed in the
+  // same pass (no second logits pass).
   void lm_head_cross_entropy(const TensorView& losses, const TensorView& x, const TensorView& weight,
                              const TensorView& targets, const CrossEntropyOptions& opts,
                              const TensorView& dx, const TensorView& dweight);
@@ -346,6 +356,11 @@ class Backend {
   virtual void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
                                     const TensorView& dbias, const TensorView& dout,
                                     const TensorView& inp, const TensorView& weight) = 0;
+  // dweight = doutᵀ · inp written over dweight (linear_backward with GradWrite::kOverwrite). The
+  // default fills dweight with zeros, then adds the product through linear_backward_impl; a backend
+  // whose GEMM can write its output directly overrides it and skips both the fill and the read.
+  virtual void linear_weight_grad_overwrite_impl(const TensorView& dweight, const TensorView& dout,
+                                                 const TensorView& inp, const TensorView& weight);
   virtual void embedding_forward_impl(const TensorView& out, const TensorView& ids,
                                       const TensorView& table, bool accumulate) = 0;
   virtual void embedding_backward_impl(const TensorView& dtable, const TensorView& dout,
@@ -390,6 +405,9 @@ class Backend {
   virtual void attention_prefill_impl(const TensorView& out, const TensorView& q,
                                       const TensorView& k_cache, const TensorView& v_cache,
                                       int64_t start, float scale) = 0;
+  // Whether lm_head_cross_entropy_impl honours CrossEntropyOptions::dweight_write; if not (the
+  // default), lm_head_cross_entropy zeroes dweight's rows [0, V) first and asks it to accumulate.
+  virtual bool lm_head_writes_dweight_over() const { return false; }
   virtual void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                           const TensorView& weight, const TensorView& targets,
                                           const CrossEntropyOptions& opts, const TensorView& dx,

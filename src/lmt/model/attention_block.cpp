@@ -123,7 +123,7 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
   if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the attention sub-block");
   const TensorView dout = sp ? s.dres_full : s.dres;  // all N rows
   be_.linear_backward(s.datt.reshape({N, NH * HD}), g.o_w, g.o_b, gemm_input(be_, s.grad_c, dout),
-                      a.att_c.reshape({N, NH * HD}), w.o_w);
+                      a.att_c.reshape({N, NH * HD}), w.o_w, pass.weight_grads);
   be_.attention_backward(pass.attention, s.dq, s.dk, s.dv, s.datt, a.q, a.k, a.v, a.att, a.lse, pass.doc_ids,
                          scale(), attention_compute(pass));
   if (c_.layer_uses_rope(layer_)) {
@@ -143,12 +143,12 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
     dk = s.dk_pre;
   }
   // d h = dq·Wq + dk·Wk + dv·Wv: the first GEMM writes, the others accumulate.
-  be_.linear_backward(s.dh, g.q_w, g.q_b, gemm_input(be_, s.grad_c, dq), a.h, w.q_w);
+  be_.linear_backward(s.dh, g.q_w, g.q_b, gemm_input(be_, s.grad_c, dq), a.h, w.q_w, pass.weight_grads);
   const TensorView gk = gemm_input(be_, s.grad_c, dk);
-  be_.linear_backward(TensorView(), g.k_w, g.k_b, gk, a.h, w.k_w);
+  be_.linear_backward(TensorView(), g.k_w, g.k_b, gk, a.h, w.k_w, pass.weight_grads);
   be_.matmul(s.dh, gk, w.k_w, false, false, /*accumulate=*/true);
   const TensorView gv = gemm_input(be_, s.grad_c, s.dv.reshape({N, G * HD}));
-  be_.linear_backward(TensorView(), g.v_w, g.v_b, gv, a.h, w.v_w);
+  be_.linear_backward(TensorView(), g.v_w, g.v_b, gv, a.h, w.v_w, pass.weight_grads);
   be_.matmul(s.dh, gv, w.v_w, false, false, /*accumulate=*/true);
   const TensorView dh = column_parallel_input_grad(tp_, s.dh, s.seq_nc, "d h of the q|k|v projections");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,

@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "lmt/kernels/backend.h"
 #include "lmt/model/block.h"
@@ -111,9 +112,12 @@ class AttentionBlock {
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
   // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.datt, s.dq, s.dk,
-  // s.dv, s.dq_pre, s.dk_pre, s.dh and s.grad_c as scratch.
+  // s.dv, s.dq_pre, s.dk_pre, s.dh and s.grad_c as scratch. The gradients of written_grads(g) are
+  // written as pass.weight_grads says (the others always accumulate).
   void backward(const TensorView& res_in, const AttentionWeights& w, const AttentionWeights& g, const AttentionActs& a,
                 const BlockPass& pass, Scratch& s);
+  // The gradients that backward() writes with one GEMM each and nothing else: q, k, v and o's weights.
+  static std::vector<TensorView> written_grads(const AttentionWeights& g) { return {g.q_w, g.k_w, g.v_w, g.o_w}; }
 
   // x[n,C] += attention output of n new tokens at positions[n] (i32, = length + i), in f32.
   // k_cache, v_cache: this layer's [1,S,G,HD] f32, rows [0, length) filled by earlier calls; rows

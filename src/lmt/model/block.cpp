@@ -111,8 +111,14 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
 }
 
 // s.dres holds d res_out on entry (from the next block or the final norm) and d res_in on exit.
+// With the layer's written_block_grads stale (zero_grads), the sub-blocks write them over.
 void Transformer::backward_block(int64_t l, BlockActs& a) {
-  const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_, plan_.scratch.seq_nc};
+  BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_, plan_.scratch.seq_nc};
+  const size_t li = static_cast<size_t>(l);
+  if (li < stale_block_grads_.size() && stale_block_grads_[li] != 0) {
+    pass.weight_grads = kernels::GradWrite::kOverwrite;
+    stale_block_grads_[li] = 0;
+  }
   const BlockViews &w = w_.blocks[l], &wc = wc_.blocks[l], &gw = gw_.blocks[l];
   Scratch& s = plan_.scratch;
   {
@@ -121,11 +127,21 @@ void Transformer::backward_block(int64_t l, BlockActs& a) {
       MoeBlock(backend_, config(), &ep_, tensor_parallel())
           .backward(a.res_mid, MoeWeights::of(w, wc), MoeWeights::of(gw, gw), a.moe, s, s.moe, loss_scale_);
     else
-      FfnBlock(backend_, config(), tensor_parallel()).backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s);
+      FfnBlock(backend_, config(), tensor_parallel())
+          .backward(a.res_mid, FfnWeights::of(w, wc), FfnWeights::of(gw, gw), a.ffn, s, pass.weight_grads);
   }
   LMT_TRACE_SCOPE("attention_backward");
   AttentionBlock(backend_, config(), l, tensor_parallel())
       .backward(plan_.residual[l], AttentionWeights::of(w, wc), AttentionWeights::of(gw, gw), a.attn, pass, s);
+}
+
+std::vector<TensorView> Transformer::written_block_grads(int64_t l) const {
+  const BlockViews& g = gw_.blocks[l];
+  std::vector<TensorView> out = AttentionBlock::written_grads(AttentionWeights::of(g, g));
+  if (!config().moe.is_moe_layer(l))  // an MoE layer's FFN gradients accumulate (MoeBlock)
+    for (const TensorView& t : FfnBlock::written_grads(FfnWeights::of(g, g))) out.push_back(t);
+  std::erase_if(out, [](const TensorView& t) { return !t.present(); });
+  return out;
 }
 
 }  // namespace lmt::model

@@ -25,6 +25,9 @@ struct BlockPass {
   TensorView positions;  // [N] i32: each row's position (RoPE)
   TensorView doc_ids;    // [B,T] i32, optional: attention stays within a document
   TensorView seq_nc;     // [N/size, C] f32 under sequence parallelism (Scratch::seq_nc), else absent
+  // backward: how the sub-block's weight-matrix gradients (its written_grads()) are written:
+  // kOverwrite in the first backward after Transformer::zero_grads left them unzeroed.
+  kernels::GradWrite weight_grads = kernels::GradWrite::kAccumulate;
 };
 
 // The GEMM input for gradient `g` (f32): in bf16 mode `buffer` (bf16, at least g.numel() elements,

@@ -47,10 +47,11 @@ void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, cons
 }
 
 void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a,
-                        Scratch& s) {
+                        Scratch& s, kernels::GradWrite weight_grads) {
   const bool sp = sequence_parallel(tp_);
   if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the FFN sub-block");
-  be_.linear_backward(s.da, g.down_w, g.down_b, gemm_input(be_, s.grad_c, sp ? s.dres_full : s.dres), a.a, w.down_w);
+  be_.linear_backward(s.da, g.down_w, g.down_b, gemm_input(be_, s.grad_c, sp ? s.dres_full : s.dres), a.a, w.down_w,
+                      weight_grads);
   // In bf16 mode d u goes to the up projection's GEMMs as bf16: the activation backward rounds it
   // straight into grad_c (what gemm_input would have converted it into).
   const TensorView du = s.grad_c.present()
@@ -60,7 +61,7 @@ void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const Ffn
     be_.glu_backward(c_.activation, du, s.da, a.u);
   else
     be_.activation_backward(c_.activation, du, s.da, a.u);
-  be_.linear_backward(s.dh, g.up_w, g.up_b, du, a.h, w.up_w);
+  be_.linear_backward(s.dh, g.up_w, g.up_b, du, a.h, w.up_w, weight_grads);
   const TensorView dh = column_parallel_input_grad(tp_, s.dh, s.seq_nc, "d h of the up projection");
   norm_backward(be_, c_, s.dres, g.norm_w, g.norm_b, dh, res_in, w.norm_w, a.norm_mean, a.norm_rstd,
                 /*accumulate=*/true);

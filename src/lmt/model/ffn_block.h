@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "lmt/kernels/backend.h"
 #include "lmt/model/config.h"
@@ -87,8 +88,12 @@ class FfnBlock {
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
   // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du (absent in
-  // bf16 mode: d u goes to s.grad_c), s.dh and s.grad_c as scratch.
-  void backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a, Scratch& s);
+  // bf16 mode: d u goes to s.grad_c), s.dh and s.grad_c as scratch. The gradients of
+  // written_grads(g) are written as weight_grads says (the others always accumulate).
+  void backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a, Scratch& s,
+                kernels::GradWrite weight_grads = kernels::GradWrite::kAccumulate);
+  // The gradients that backward() writes with one GEMM each and nothing else: up's and down's weights.
+  static std::vector<TensorView> written_grads(const FfnWeights& g) { return {g.up_w, g.down_w}; }
 
   // x[n,C] += FFN output of n new tokens, in f32: forward over rows [0, n) of chunk scratch `a`;
   // proj [n,C] f32: scratch.

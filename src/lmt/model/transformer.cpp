@@ -214,9 +214,43 @@ void Transformer::refresh_compute_weights() {
 }
 
 // Written as zeros, not scaled by 0: a NaN gradient times 0 is still NaN, and one bad step
-// would poison every later one.
-void Transformer::zero_grads() {
-  if (!released_) backend_.fill(grads_, 0.0);
+// would poison every later one (the deferred matrices are written over, so NaN goes there too).
+void Transformer::zero_grads(bool defer_block_matrices) {
+  const int64_t L = config().n_layers;
+  stale_block_grads_.assign(static_cast<size_t>(L), 0);
+  stale_head_grad_ = false;
+  if (released_) return;
+  if (!defer_block_matrices || !role_.first || !role_.last) {
+    backend_.fill(grads_, 0.0);
+    return;
+  }
+  // Element ranges [begin, end) of the deferred gradients in the flat buffer; zeros around them.
+  const TensorView all = grads_.view();
+  const char* base = static_cast<const char*>(all.data());
+  const int64_t total = all.numel(), elem = static_cast<int64_t>(dtype_size(all.dtype()));
+  std::vector<std::pair<int64_t, int64_t>> deferred;
+  for (int64_t l = 0; l < L; ++l) {
+    for (const TensorView& g : written_block_grads(l)) {
+      const int64_t begin = (static_cast<const char*>(g.data()) - base) / elem;
+      LMT_CHECK(begin >= 0 && begin + g.numel() <= total) << "zero_grads: layer " << l << "'s gradient "
+                                                          << g.to_string() << " is outside the gradient buffer";
+      deferred.emplace_back(begin, begin + g.numel());
+    }
+    stale_block_grads_[static_cast<size_t>(l)] = 1;
+  }
+  if (!tp_.enabled() && vocab_stream_ == nullptr) {  // the LM head's rows written by one kernel
+    const TensorView head = gw_.lm_head.slice_rows(0, config().vocab_size);
+    const int64_t begin = (static_cast<const char*>(head.data()) - base) / elem;
+    deferred.emplace_back(begin, begin + head.numel());
+    stale_head_grad_ = true;
+  }
+  std::sort(deferred.begin(), deferred.end());
+  int64_t at = 0;
+  for (const auto& [begin, end] : deferred) {
+    if (begin > at) backend_.fill(all.slice_rows(at, begin), 0.0);
+    at = std::max(at, end);
+  }
+  if (at < total) backend_.fill(all.slice_rows(at, total), 0.0);
 }
 
 void Transformer::prepare(int64_t B, int64_t T, const RunOptions& options) {
@@ -346,6 +380,10 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   xo.z_loss = o.z_loss;
   xo.chunk_rows = o.lm_head_chunk;
   xo.grad_scale = num_valid_ > 0 ? loss_scale / static_cast<float>(num_valid_) : 0.0f;
+  if (train && stale_head_grad_) {  // zero_grads left the head's gradient to this first write
+    xo.dweight_write = kernels::GradWrite::kOverwrite;
+    stale_head_grad_ = false;
+  }
   if (tp_.enabled()) {  // this rank's vocabulary rows; softmax over the group's
     xo.vocab_size = vocab_.real;
     xo.vocab_begin = vocab_.begin;

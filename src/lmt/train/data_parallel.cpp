@@ -52,8 +52,8 @@ Status DataParallel::shard_parameters(model::Transformer& m, int64_t vocab_rows)
   return Status::Ok();
 }
 
-void DataParallel::zero_grads(model::Transformer& m) {
-  m.zero_grads();
+void DataParallel::zero_grads(model::Transformer& m, bool defer_block_matrices) {
+  m.zero_grads(defer_block_matrices);
   if (z3_) z3_->zero_grads();
 }
 

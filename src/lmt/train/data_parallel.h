@@ -96,8 +96,9 @@ class DataParallel {
   bool zero3_streamed() const { return z3_ != nullptr && z3_->streamed(); }  // the vocabulary in chunks
   // ZeRO 3: seconds in gathers and reduce-scatters since the last call (0 otherwise).
   double take_zero3_comm_seconds() { return z3_ ? z3_->take_comm_seconds() : 0.0; }
-  // Zeroes the gradients the plan accumulates into (the model's, and the ZeRO-3 shard).
-  void zero_grads(model::Transformer& m);
+  // Zeroes the gradients the plan accumulates into (the model's, and the ZeRO-3 shard);
+  // defer_block_matrices as model::Transformer::zero_grads.
+  void zero_grads(model::Transformer& m, bool defer_block_matrices = false);
   // What the optimizer updates: the model's flat buffers, or under ZeRO 3 views of total elements
   // of which only [shard_begin, shard_end) is memory (and no mirror: the gathers convert).
   TensorView update_params(model::Transformer& m) const;

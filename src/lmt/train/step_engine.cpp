@@ -45,7 +45,9 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
   // is the mean: the reduction sums gradients.
   const float loss_scale = 1.0f / static_cast<float>(accum * plan_.data_world());
   double loss = 0;
-  plan_.zero_grads(model_);
+  // Without a pipeline every micro-batch runs one whole backward before any gradient is read, so the
+  // blocks' weight matrices need no zeros: the first backward writes them (Transformer::zero_grads).
+  plan_.zero_grads(model_, /*defer_block_matrices=*/pipeline_ == nullptr);
   if (pipeline_ != nullptr) {  // 1F1B over the stages; no bucketed overlap (the last backward is a replica's)
     LMT_ASSIGN_OR_RETURN(const double sum, pipeline_->run(source, accum, loss_scale, config_, &r->time));
     loss = sum / static_cast<double>(accum);

@@ -49,6 +49,9 @@ class CpuBackend : public Backend {
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
                             const TensorView& dbias, const TensorView& dout, const TensorView& inp,
                             const TensorView& weight) override;
+  // The weight gradient's GEMMs with oneDNN's output written, not added to (cpu/matmul.cpp).
+  void linear_weight_grad_overwrite_impl(const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+                                         const TensorView& weight) override;
   // MoE routing ops (cpu/moe.cpp): the shared host implementations, run on blocks of rows in parallel.
   void moe_router_forward_impl(const TensorView& weights, const TensorView& experts, const TensorView& probs,
                                const TensorView& lse, const TensorView& logits, const TensorView& bias,
@@ -108,6 +111,7 @@ class CpuBackend : public Backend {
                              const TensorView& v_cache, int64_t length, float scale) override;
   void attention_prefill_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                               const TensorView& v_cache, int64_t start, float scale) override;
+  bool lm_head_writes_dweight_over() const override { return true; }
   void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x,
                                   const TensorView& weight, const TensorView& targets,
                                   const CrossEntropyOptions& opts, const TensorView& dx,
@@ -135,6 +139,9 @@ class CpuBackend : public Backend {
   };
   std::unique_ptr<void, FreeWorkspace> workspace_;
   size_t workspace_size_ = 0;
+
+  // dweight[OC,C] (+)= doutᵀ · inp[N,C], the weight gradient's GEMMs (cpu/matmul.cpp).
+  void weight_grad(const TensorView& dweight, const TensorView& dout, const TensorView& inp, bool accumulate);
 
   // rope cache (cpu/rope.cpp): scaling·cos/sin of pos·inv_freq[i] for pos in [0, positions),
   // computed in f64 and stored f32 as rows [pos][cos 0..half | sin 0..half]. Rebuilt when the

@@ -385,6 +385,29 @@ void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& in
              out.data(), bias.data());
 }
 
+// dweight[OC,C] (+)= doutᵀ[OC,N] · inp[N,C], in blocks of kWeightGradRows rows; block o0 reads dout's
+// columns [o0, o1) as Aᵀ at leading dimension OC. Written over dweight (accumulate false), the GEMM
+// does not read it: gpt2-124m's weight gradients ~15 ms less per step than adding to zeros (Zen 5).
+void CpuBackend::weight_grad(const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+                             bool accumulate) {
+  const int64_t N = inp.dim(0), C = inp.dim(1), OC = dweight.dim(0);
+  const char* d = static_cast<const char*>(dout.data());
+  const int64_t block = OC >= 2 * kWeightGradRows ? kWeightGradRows : OC;
+  for (int64_t o0 = 0; o0 < OC; o0 += block) {
+    const int64_t o1 = std::min(OC, o0 + block);
+    GemmKey k{o1 - o0, N, C, dout.dtype(), true, false, accumulate, false};
+    k.lda = OC;
+    k.prefer_gemm_jit = true;
+    dnnl_->run(k, d + o0 * dtype_size(dout.dtype()), inp.data(), dweight.slice_rows(o0, o1).data(), nullptr);
+  }
+}
+
+void CpuBackend::linear_weight_grad_overwrite_impl(const TensorView& dweight, const TensorView& dout,
+                                                   const TensorView& inp, const TensorView&) {
+  require_gemm_dtype("linear_backward", dout);
+  weight_grad(dweight, dout, inp, /*accumulate=*/false);
+}
+
 void CpuBackend::linear_backward_impl(const TensorView& dinp, const TensorView& dweight,
                                       const TensorView& dbias, const TensorView& dout,
                                       const TensorView& inp, const TensorView& weight) {
@@ -395,18 +418,7 @@ void CpuBackend::linear_backward_impl(const TensorView& dinp, const TensorView& 
     k.prefer_gemm_jit = true;
     dnnl_->run(k, dout.data(), weight.data(), dinp.data(), nullptr);
   }
-  if (dweight.present()) {  // dweight[OC,C] += doutᵀ[OC,N] · inp[N,C], in blocks of kWeightGradRows rows
-    // Block o0 reads dout's columns [o0, o1) as Aᵀ at leading dimension OC.
-    const char* d = static_cast<const char*>(dout.data());
-    const int64_t block = OC >= 2 * kWeightGradRows ? kWeightGradRows : OC;
-    for (int64_t o0 = 0; o0 < OC; o0 += block) {
-      const int64_t o1 = std::min(OC, o0 + block);
-      GemmKey k{o1 - o0, N, C, dout.dtype(), true, false, true, false};
-      k.lda = OC;
-      k.prefer_gemm_jit = true;
-      dnnl_->run(k, d + o0 * dtype_size(dout.dtype()), inp.data(), dweight.slice_rows(o0, o1).data(), nullptr);
-    }
-  }
+  if (dweight.present()) weight_grad(dweight, dout, inp, /*accumulate=*/true);
   if (dbias.present()) {
     if (dout.dtype() == DType::kF32)
       column_sums(dbias.as<float>(), dout.as<float>(), N, OC);
