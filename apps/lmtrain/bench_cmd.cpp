@@ -99,15 +99,16 @@ Status run_matmul(const MatmulArgs& a) {
     dy = random_tensor(be, {a.m, a.n}, dtype, rng);
     dx = zeros(be, {a.m, a.k}, DType::kF32);
     fn = [&] { be.linear_backward(dx, TensorView(), TensorView(), dy, x, w); };
-  } else if (a.form == "linear-dw") {  // dW[N,K] += dyᵀ[N,M] · x[M,K]
+  } else if (a.form == "linear-dw" || a.form == "linear-dw-write") {  // dW[N,K] (+)= dyᵀ[N,M] · x[M,K]
     x = random_tensor(be, {a.m, a.k}, dtype, rng);
     w = random_tensor(be, {a.n, a.k}, dtype, rng);
     dy = random_tensor(be, {a.m, a.n}, dtype, rng);
     dw = zeros(be, {a.n, a.k}, DType::kF32);
-    fn = [&] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w); };
+    const kernels::GradWrite write = a.form == "linear-dw" ? kernels::GradWrite::kAccumulate : kernels::GradWrite::kOverwrite;
+    fn = [&, write] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w, write); };
   } else {
     return InvalidArgument("--form '" + a.form + "' is unknown",
-                           "use plain, linear-fwd, linear-dx or linear-dw");
+                           "use plain, linear-fwd, linear-dx, linear-dw or linear-dw-write");
   }
   if (a.cold && !be.device().is_host())
     return InvalidArgument("--cold evicts host caches", "use it with --backend cpu");
@@ -245,8 +246,8 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   m->add_option("--n", mm.n, "columns of B and C")->capture_default_str();
   m->add_option("--dtype", mm.dtype, "bf16 (f32 accumulate) or fp32")->capture_default_str();
   m->add_option("--form", mm.form,
-                "plain: C=A·B; linear-fwd: y=x·Wᵀ; linear-dx: dx=dy·W; linear-dw: dW+=dyᵀ·x "
-                "(x[M,K], W[N,K])")->capture_default_str();
+                "plain: C=A·B; linear-fwd: y=x·Wᵀ; linear-dx: dx=dy·W; linear-dw: dW+=dyᵀ·x; linear-dw-write: "
+                "dW=dyᵀ·x, the first write of a step's gradient (x[M,K], W[N,K])")->capture_default_str();
   m->add_option("--warmup", mm.warmup, "untimed repetitions")->capture_default_str();
   m->add_option("--iters", mm.iters, "timed repetitions (the median is reported)")->capture_default_str();
   m->add_flag("--cold", mm.cold, "evict the caches before each timed repetition (operands from memory, as in a step)");
