@@ -104,7 +104,8 @@ Status run_matmul(const MatmulArgs& a) {
     w = random_tensor(be, {a.n, a.k}, dtype, rng);
     dy = random_tensor(be, {a.m, a.n}, dtype, rng);
     dw = zeros(be, {a.n, a.k}, DType::kF32);
-    const kernels::GradWrite write = a.form == "linear-dw" ? kernels::GradWrite::kAccumulate : kernels::GradWrite::kOverwrite;
+    const kernels::GradWrite write =
+        a.form == "linear-dw" ? kernels::GradWrite::kAccumulate : kernels::GradWrite::kOverwrite;
     fn = [&, write] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w, write); };
   } else {
     return InvalidArgument("--form '" + a.form + "' is unknown",

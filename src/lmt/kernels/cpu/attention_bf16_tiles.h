@@ -41,7 +41,8 @@ using cpu_attention::kRowBlock;  // rows per register block (4 × 4 accumulators
 
 // One block of kRowBlock rows × kVecs vectors of tile_scores.
 template <int kVecs>
-[[gnu::always_inline]] inline void score_block(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt, int64_t depth) {
+[[gnu::always_inline]] inline void score_block(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt,
+                                               int64_t depth) {
   __m512 acc[kRowBlock][kVecs];
   for (int r = 0; r < kRowBlock; ++r)
     for (int c = 0; c < kVecs; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -192,7 +193,8 @@ inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t 
 }
 inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
                             int64_t width, int64_t inner, int rows) {
-  tile_accumulate(c, w, w_row, w_inner, x, width, rows, [inner](int64_t) { return cpu_attention::InnerSpan{0, inner}; });
+  tile_accumulate(c, w, w_row, w_inner, x, width, rows,
+                  [inner](int64_t) { return cpu_attention::InnerSpan{0, inner}; });
 }
 #else
 // Without AVX512-BF16 nothing calls these (kAvailable is false); they exist so that call sites need

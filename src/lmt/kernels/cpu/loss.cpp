@@ -2,15 +2,15 @@
 //
 // For each chunk: logits[rows,V] = x_chunk · W[:V]ᵀ (oneDNN), then per row (OpenMP) the max, the
 // log-sum-exp, the loss, and — when gradients are requested — dlogits overwrite the logits in
-// place: (softmax·(1 + 2·z·lse) − onehot)·grad_scale. Then dx_chunk = dlogits · W[:V] and
-// dW[:V] += dlogitsᵀ · x_chunk (linear_backward's GEMMs; = for the first rows with dweight_write =
-// kOverwrite, which saves reading dW: 154 MB for GPT-2's head). The logits are computed once for forward and backward together,
-// and only chunk_rows × V floats exist at a time. bf16 GEMMs take a bf16 copy of dlogits; with a
-// weight gradient that copy holds up to kWeightGradRows rows (several chunks), and dW takes them in
-// one GEMM: each dW GEMM reads and writes all of dW[V, C] (154 MB for GPT-2's head), so one per
-// 1,024 rows instead of one per 256-row chunk saved ~50 ms of a 1.1 s gpt2-124m step (Zen 5). dx
-// waits for the group too: one GEMM over its rows packs W[:V] once, not once per chunk (the LM
-// head of that step 303 -> 291 ms).
+// place: (softmax·(1 + 2·z·lse) − onehot)·grad_scale. Then dx_chunk = dlogits · W[:V] and dW[:V] +=
+// dlogitsᵀ · x_chunk (linear_backward's GEMMs; = for the first rows with dweight_write =
+// kOverwrite, which saves reading dW: 154 MB for GPT-2's head). The logits are computed once for
+// forward and backward together, and only chunk_rows × V floats exist at a time. bf16 GEMMs take a
+// bf16 copy of dlogits; with a weight gradient that copy holds up to kWeightGradRows rows (several
+// chunks), and dW takes them in one GEMM: each dW GEMM reads and writes all of dW[V, C] (154 MB for
+// GPT-2's head), so one per 1,024 rows instead of one per 256-row chunk saved ~50 ms of a 1.1 s
+// gpt2-124m step (Zen 5). dx waits for the group too: one GEMM over its rows packs W[:V] once, not
+// once per chunk (the LM head of that step 303 -> 291 ms).
 // Vocabulary-parallel (opts.combine): per chunk, the rows' local statistics first, then combine()
 // makes them the whole vocabulary's, then the losses and dlogits from those.
 #include <algorithm>
@@ -167,16 +167,20 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
     // runs the weight gradient in blocks of the vocabulary: the whole [V, rows]ᵀ product is slow).
     // dW of the first rows is written over dW with opts.dweight_write = kOverwrite, later ones add.
     if (!is_bf16) {
-      if (dx.present()) linear_backward_impl(dx.slice_rows(r0, r0 + rows), TensorView(), TensorView(), logits_view, x_chunk, w_vocab);
+      if (dx.present())
+        linear_backward_impl(dx.slice_rows(r0, r0 + rows), TensorView(), TensorView(), logits_view, x_chunk, w_vocab);
       if (dweight.present())
-        weight_grad(dweight.slice_rows(0, V), logits_view, x_chunk, r0 > 0 || opts.dweight_write == GradWrite::kAccumulate);
+        weight_grad(dweight.slice_rows(0, V), logits_view, x_chunk,
+                    r0 > 0 || opts.dweight_write == GradWrite::kAccumulate);
       continue;
     }
     const int64_t g1 = std::min(N, g0 + group);
     if (r0 + rows < g1) continue;  // the group's GEMMs wait for its last chunk
     // dx and dW of the whole group: one dx GEMM per group rather than per chunk also packs W[:V] once.
     const TensorView dlogits_group(dlogits16, Shape{g1 - g0, V}, DType::kBF16);
-    if (dx.present()) linear_backward_impl(dx.slice_rows(g0, g1), TensorView(), TensorView(), dlogits_group, x.slice_rows(g0, g1), w_vocab);
+    if (dx.present())
+      linear_backward_impl(dx.slice_rows(g0, g1), TensorView(), TensorView(), dlogits_group, x.slice_rows(g0, g1),
+                           w_vocab);
     if (dweight.present())
       weight_grad(dweight.slice_rows(0, V), dlogits_group, x.slice_rows(g0, g1),
                   g0 > 0 || opts.dweight_write == GradWrite::kAccumulate);

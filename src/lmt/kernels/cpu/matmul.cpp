@@ -387,7 +387,7 @@ void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& in
 
 // dweight[OC,C] (+)= doutᵀ[OC,N] · inp[N,C], in blocks of kWeightGradRows rows; block o0 reads dout's
 // columns [o0, o1) as Aᵀ at leading dimension OC. Written over dweight (accumulate false), the GEMM
-// does not read it: gpt2-124m's weight gradients ~15 ms less per step than adding to zeros (Zen 5).
+// does not read it (with the fill it spares, ~2% of a gpt2-124m step on Zen 5; docs/PERFORMANCE.md).
 void CpuBackend::weight_grad(const TensorView& dweight, const TensorView& dout, const TensorView& inp,
                              bool accumulate) {
   const int64_t N = inp.dim(0), C = inp.dim(1), OC = dweight.dim(0);
