@@ -62,7 +62,7 @@ template <int kVecs>
 // pairs of the rows and B pairs of 64 keys, for r < rows (a multiple of 4). Only the keys that
 // `tile` leaves visible to each block of rows are computed; the other columns are set to 0.
 inline void tile_scores(float* s, const uint32_t* a, int64_t a_stride, const uint32_t* bt, int64_t depth, int rows,
-                        const cpu_attention::CausalTile& tile = cpu_attention::kWholeTile) {
+                        const cpu_attention::CausalTile& tile) {
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int vecs = tile.key_vecs(r0 + kRowBlock - 1, 4, 16);
     float* sb = s + r0 * 64;
@@ -170,8 +170,9 @@ inline void interleave_two_rows(uint32_t* dst, const float* r0, const float* r1,
   }
 }
 
-// tile_accumulate over the whole inner dimension, or with `span(r0)` (a cpu_attention::InnerSpan,
-// in pairs) the part of it that the block of rows [r0, r0 + 4) needs (causal trimming).
+// c[r][:] += Σ_k w[r·w_row + k·w_inner] · x[k][:] for r < rows (a multiple of 4) and k in span(r0)
+// (a cpu_attention::InnerSpan, in pairs): the part of the inner dimension that the block of rows
+// [r0, r0 + 4) needs (causal trimming). Rows of c and x are `width` elements (a multiple of 16).
 template <typename Span>
 inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
                             int64_t width, int rows, const Span& span) {
@@ -191,16 +192,11 @@ inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t 
     }
   }
 }
-inline void tile_accumulate(float* c, const uint32_t* w, int64_t w_row, int64_t w_inner, const uint32_t* x,
-                            int64_t width, int64_t inner, int rows) {
-  tile_accumulate(c, w, w_row, w_inner, x, width, rows,
-                  [inner](int64_t) { return cpu_attention::InnerSpan{0, inner}; });
-}
 #else
 // Without AVX512-BF16 nothing calls these (kAvailable is false); they exist so that call sites need
 // no preprocessor branches.
 inline void tile_scores(float*, const uint32_t*, int64_t, const uint32_t*, int64_t, int,
-                        const cpu_attention::CausalTile& = cpu_attention::kWholeTile) {
+                        const cpu_attention::CausalTile&) {
   __builtin_trap();
 }
 inline void to_bf16_rows(uint32_t*, const float*, int, int) { __builtin_trap(); }
@@ -208,9 +204,6 @@ inline void interleave_rows(uint32_t*, const float*, int, int) { __builtin_trap(
 inline constexpr int kKeyCols = 64;
 inline void key_tile_pairs(uint32_t*, const float* const*, int64_t, int64_t) { __builtin_trap(); }
 inline void interleave_two_rows(uint32_t*, const float*, const float*, int64_t, int64_t) { __builtin_trap(); }
-inline void tile_accumulate(float*, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t, int64_t, int) {
-  __builtin_trap();
-}
 template <typename Span>
 inline void tile_accumulate(float*, const uint32_t*, int64_t, int64_t, const uint32_t*, int64_t, int, const Span&) {
   __builtin_trap();

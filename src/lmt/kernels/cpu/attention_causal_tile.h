@@ -48,7 +48,4 @@ struct CausalTile {
   }
 };
 
-// A tile that trims nothing (callers off the causal path, e.g. full rows).
-inline constexpr CausalTile kWholeTile{int64_t{1} << 40};
-
 }  // namespace lmt::kernels::cpu_attention
