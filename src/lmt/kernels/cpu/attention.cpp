@@ -399,6 +399,7 @@ void pack_key_tile_pairs(uint32_t* dst, const float* src, const Problem& p, int6
 void pack_row_pairs(uint32_t* dst, const float* src, const Problem& p, int64_t b, int64_t g) {
   const int64_t HDp = padded_head_dim(p.HD);
   for (int64_t k = 0; 2 * k < padded_length(p.T); ++k) {
+    for (int64_t t = 2 * k + 8; t < 2 * k + 10 && t < p.T; ++t) simd::prefetch_row(src + p.kv_offset(b, t, g), p.HD);
     const float* r0 = 2 * k < p.T ? src + p.kv_offset(b, 2 * k, g) : nullptr;
     const float* r1 = 2 * k + 1 < p.T ? src + p.kv_offset(b, 2 * k + 1, g) : nullptr;
     if (r0 == nullptr) std::fill(dst + k * HDp, dst + (k + 1) * HDp, 0u);
@@ -421,6 +422,7 @@ void pack_query_tile(float* dst, const float* src, const Problem& p, int64_t b, 
   const int64_t HDp = padded_head_dim(p.HD);
   std::fill(dst, dst + kQueryTile * HDp, 0.0f);
   for (int64_t r = 0; r < kQueryTile && i0 + r < p.T; ++r) {
+    if (i0 + r + 8 < p.T) simd::prefetch_row(src + p.q_offset(b, i0 + r + 8, h), p.HD);
     const float* row = src + p.q_offset(b, i0 + r, h);
     for (int64_t d = 0; d < p.HD; ++d) dst[r * HDp + d] = factor * row[d];
   }
@@ -598,6 +600,7 @@ void load_backward_query_tile(const Problem& p, const float* dout, const float* 
   std::fill(w.dq_tile, w.dq_tile + kQueryTile * padded_head_dim(p.HD), 0.0f);
   for (int64_t r = 0; r < kQueryTile; ++r) {
     const int64_t i = i0 + r;
+    if (i + 8 < p.T) simd::prefetch_row(out + p.q_offset(b, i + 8, h), p.HD);
     w.lse_tile[r] = i < p.T ? lse[(b * p.NH + h) * p.T + i] : kInf;
     w.d_tile[r] = i < p.T ? dot(dout + p.q_offset(b, i, h), out + p.q_offset(b, i, h), p.HD) : 0.0f;
   }

@@ -143,6 +143,7 @@ inline void key_tile_pairs(uint32_t* dst, const float* const* rows, int64_t n, i
   for (int64_t k0 = 0; k0 < pairs; k0 += kChunk) {
     const int64_t kn = pairs - k0 < kChunk ? pairs - k0 : kChunk;
     for (int c = 0; c < kKeyCols; ++c) {
+      if (c + 8 < kKeyCols && rows[c + 8] != nullptr) simd::prefetch_row(rows[c + 8] + 2 * k0, 2 * kn);
       const int64_t made = rows[c] != nullptr ? kn : 0;
       if (made > 0) row_to_pairs(block[c], rows[c] + 2 * k0, n - 2 * k0, kn);
       // Zeros for a key past T, and for the last 16-word group's unused half (read below).
