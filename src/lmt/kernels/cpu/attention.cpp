@@ -257,7 +257,7 @@ template <int kVecs>
 void tile_scores(float* s, const float* a, int64_t a_stride, const float* bt, int64_t depth, int rows,
                  const CausalTile& tile) {
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
-    const int vecs = std::max(1, tile.key_vecs(r0 + kRowBlock - 1, kKeyVecs, kLanes));
+    const int vecs = tile.key_vecs(r0 + kRowBlock - 1, kKeyVecs, kLanes);
     float* sb = s + r0 * kKeyTile;
     const float* ab = a + r0 * a_stride;
     static_assert(kKeyVecs == 4);

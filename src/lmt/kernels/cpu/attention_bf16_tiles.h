@@ -74,7 +74,7 @@ inline void tile_scores(float* s, const uint32_t* a, int64_t a_stride, const uin
       default: score_block<1>(sb, ab, a_stride, bt, depth); break;
     }
     for (int r = 0; r < kRowBlock; ++r)
-      for (int c = vecs < 1 ? 1 : vecs; c < 4; ++c) _mm512_storeu_ps(sb + r * 64 + c * 16, _mm512_setzero_ps());
+      for (int c = vecs; c < 4; ++c) _mm512_storeu_ps(sb + r * 64 + c * 16, _mm512_setzero_ps());
   }
 }
 

@@ -42,9 +42,10 @@ struct CausalTile {
   InnerSpan queries_for_keys(int64_t c0, int64_t inner, int64_t per) const {
     return {std::min<int64_t>(queries_begin(c0) / per, inner), inner};
   }
-  // Vectors of `lanes` keys, of `vecs` in a row, that query row r sees: [0, key_vecs).
+  // Vectors of `lanes` keys, of `vecs` in a row, that query row r sees: [0, key_vecs), at least one
+  // (every row of a visited tile sees its first key: diag >= 0).
   int key_vecs(int64_t r, int vecs, int lanes) const {
-    return static_cast<int>(std::clamp<int64_t>((diag + r) / lanes + 1, 0, vecs));
+    return static_cast<int>(std::clamp<int64_t>((diag + r) / lanes + 1, 1, vecs));
   }
 };
 
