@@ -209,7 +209,8 @@ TEST(Stories260K, ForwardSegmentsMatchTheReference) {
   // The prefix is intact: running the real continuation the ordinary way gives the same logits.
   std::vector<float> again((T - P) * V);
   d.forward(std::span<const int32_t>(ids.data() + P, T - P), again.data());
-  EXPECT_LE(max_abs_diff(&again[from * V], &got[2 * V], (T - P - from) * V), 1e-5);
+  // Other row counts, so other GEMM kernels on AVX2: a few ulps of logits up to ~22 (one ulp 1.9e-6).
+  EXPECT_LE(max_abs_diff(&again[from * V], &got[2 * V], (T - P - from) * V), 2e-5);
 }
 
 // ---- sampling ---------------------------------------------------------------------------------------

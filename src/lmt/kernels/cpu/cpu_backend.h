@@ -158,6 +158,15 @@ class CpuBackend : public Backend {
 // AMX tiles, "avx512_core_bf16" on AVX512-BF16 dot products.
 std::string cpu_gemm_isa();
 
+// Whether oneDNN's GEMMs here compute each row of C, and each matrix of a batched product, the same
+// whatever the other rows and matrices: true on AVX-512 (its brgemm and avx512 gemm kernels, tested
+// bit for bit), false on AVX2-only CPUs, where oneDNN's sgemm takes other kernels below 4 rows and
+// splits the reduction across threads by the row count (oneDNN 2.6, Zen 3: row 0 of a [M,768]·[768,64]
+// product changes bits between M = 4..6 and M ≥ 7 on two threads). Batched products stay
+// batch-invariant either way (matmul_batched runs one matrix at a time where this is false); what
+// varies there is a row's result with its batch-mates, by float rounding (eval's scoring, docs/EVAL.md).
+bool cpu_gemm_rows_independent();
+
 // Stops with "kernel '<op>': the cpu backend does not support <dtype> ..." unless t is f32 (or absent).
 void cpu_require_f32(const char* op, const TensorView& t);
 // out[i] = bf16(in[i]), round to nearest even (convert's f32 -> bf16 span, one thread).

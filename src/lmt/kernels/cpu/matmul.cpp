@@ -15,6 +15,9 @@
 // CPUs without AVX-512 (AVX2 only): oneDNN has no bf16 matmul there, so bf16 operands are widened
 // to f32 (exact) into reused scratch buffers and multiplied in f32, with a one-time warning. The
 // results equal a bf16 GEMM with f32 accumulation up to summation order; only the speed differs.
+// There a batched product also runs one matrix at a time: oneDNN's sgemm parallelises a batch
+// differently from a single product, which would make a matrix's result depend on its batch
+// (cpu_gemm_rows_independent()).
 #include <algorithm>
 #include <map>
 #include <string>
@@ -190,6 +193,18 @@ struct CpuBackend::Dnnl {
       }
       return;
     }
+    if ((k.batch > 1 || k.stride_c > 0) && !cpu_gemm_rows_independent()) {  // one matrix at a time
+      GemmKey one = k;
+      one.batch = 1;
+      one.stride_a = one.stride_b = one.stride_c = 0;
+      const size_t es = dtype_size(k.in);
+      const int64_t sa = k.stride_a > 0 ? k.stride_a : k.M * k.K, sb = k.stride_b > 0 ? k.stride_b : k.K * k.N;
+      const int64_t sc = k.stride_c > 0 ? k.stride_c : k.M * k.N;
+      for (int64_t i = 0; i < k.batch; ++i)
+        run(one, static_cast<const char*>(a) + i * sa * es, static_cast<const char*>(b) + i * sb * es,
+            static_cast<float*>(c) + i * sc, bias);
+      return;
+    }
     if (k.in == DType::kBF16 && bf16_native != 1) {
       if (bf16_native == -1) {
         try {
@@ -247,6 +262,19 @@ std::string cpu_gemm_isa() {
   }
 }
 CpuBackend::~CpuBackend() = default;
+
+bool cpu_gemm_rows_independent() {
+  static const bool independent = [] {
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx512_core:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx: return true;
+      default: return false;
+    }
+  }();
+  return independent;
+}
 
 size_t CpuBackend::cached_gemm_primitives() const { return dnnl_->cache.size(); }
 
@@ -341,6 +369,21 @@ void mirror_lower(float* c, int64_t nb, const SymmetricBlocks& blocks) {
       }
     }
 }
+
+// Each row block's diagonal square above its diagonal ← below it. A GEMM's (r, c) and (c, r) add
+// the same products, but only kernels that sum every element in one order make them equal: AVX2's
+// sgemm does not (edge tiles), so there (!cpu_gemm_rows_independent()) the squares are mirrored too.
+void mirror_diagonal_blocks(float* c, int64_t nb, const SymmetricBlocks& blocks) {
+  const int64_t M = blocks.M;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t col = 0; col < M; ++col) {  // row `col` below the diagonal, read contiguously
+      float* m = c + i * M * M;
+      const int64_t block_begin = col - col % blocks.size;
+      const int64_t begin = std::min(block_begin, (blocks.count - 1) * blocks.size);
+      for (int64_t r = begin; r < col; ++r) m[r * M + col] = m[col * M + r];
+    }
+}
 }  // namespace
 
 // The lower triangle in row blocks [r0, r1): c[r0:r1, 0:r1] = op(a)[r0:r1, :] · op(b)[:, 0:r1], one
@@ -369,6 +412,7 @@ void CpuBackend::matmul_batched_symmetric_impl(const TensorView& c, const Tensor
     dnnl_->run(k, pa + static_cast<size_t>(trans_a ? r0 : r0 * K) * es, b.data(), pc + r0 * M, nullptr);
   }
   mirror_lower(pc, nb, blocks);
+  if (!cpu_gemm_rows_independent()) mirror_diagonal_blocks(pc, nb, blocks);
 }
 
 void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& inp,
