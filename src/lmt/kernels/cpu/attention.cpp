@@ -26,9 +26,10 @@
 // pairs (attention_bf16_tiles.h): q, k, v, dO packed once per call or tile, P and dS converted per
 // tile; softmax, masks, accumulators and lse stay f32.
 //
-// Vector code uses GCC vector extensions: one f32x16 is one AVX-512 register with -march=native
-// (the portable x86-64-v3 build splits it into two AVX2 halves), so the only ISA #ifdef is the
-// register pin in in_register(). Tiles: 64×64 (Br = Bc), the best measured on Zen 5 at HD = 64.
+// Vector code uses GCC vector extensions: one f32x16 (16 floats, the tiles' layout unit) is one
+// AVX-512 register with -march=native and two AVX2 halves without AVX-512; the register-blocked
+// micro-kernels work on simd::f32reg (a zmm or a ymm) instead, their block width (kBlockRegs) the
+// only ISA #ifdef. Tiles: 64×64 (Br = Bc), the best measured on Zen 5 at HD = 64.
 #include <omp.h>
 
 #include <algorithm>
@@ -60,16 +61,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 [[gnu::always_inline]] inline f32x16& vec_at(float* p) { return *reinterpret_cast<f32x16*>(p); }
 [[gnu::always_inline]] inline const f32x16& vec_at(const float* p) {
   return *reinterpret_cast<const f32x16*>(p);
-}
-
-// Makes GCC keep v in a register: left alone, it re-reads a vector that several FMAs share from
-// memory in each of them, and one 64-byte load per FMA makes the micro-kernels load-bound.
-[[gnu::always_inline]] inline f32x16 in_register(const f32x16& value) {
-  f32x16 v = value;
-#ifdef __AVX512F__
-  asm("" : "+v"(v));
-#endif
-  return v;
 }
 
 float horizontal_max(const f32x16& v) {
@@ -228,28 +219,51 @@ using cpu_attention::CausalTile;
 using cpu_attention::InnerSpan;
 using cpu_attention::kRowBlock;  // rows per register block: 4 rows × 4 vectors = 16 accumulators
 static_assert(kKeyTile % kQueryTile == 0 && kQueryTile % kRowBlock == 0 && kKeyTile % kRowBlock == 0);
+// Register vectors (simd::f32reg) per row of a register block of kRowBlock rows: with AVX-512 4
+// zmm, 16 accumulators of 32 registers; AVX2 has 16 ymm in all, so 3 there (12 accumulators, 3
+// operand rows, 1 broadcast). Written on 16-float vectors, the AVX2 kernels spilled every accumulator
+// and `bench attention` ran at 2.7% of the peak (Zen 3).
+using simd::f32reg;
+using simd::kRegLanes;
+#ifdef __AVX512F__
+constexpr int kBlockRegs = 4;
+#else
+constexpr int kBlockRegs = 3;
+#endif
+static_assert(kLanes % kRegLanes == 0);
 
 int64_t padded_head_dim(int64_t HD) { return round_up(HD, kLanes); }
 int64_t padded_length(int64_t T) { return round_up(T, kKeyTile); }  // a multiple of both tiles
 
-// One block of kRowBlock rows × kVecs vectors of tile_scores.
-template <int kVecs>
+[[gnu::always_inline]] inline f32reg& reg_at(float* p) { return *reinterpret_cast<f32reg*>(p); }
+[[gnu::always_inline]] inline const f32reg& reg_at(const float* p) { return *reinterpret_cast<const f32reg*>(p); }
+
+// Makes GCC keep v in a register: left alone, it re-reads a vector that several FMAs share from
+// memory in each of them, and one load per FMA makes the micro-kernels load-bound.
+[[gnu::always_inline]] inline f32reg in_register(const f32reg& value) {
+  f32reg v = value;
+  asm("" : "+v"(v));
+  return v;
+}
+
+// One block of kRowBlock rows × kRegs registers of tile_scores.
+template <int kRegs>
 [[gnu::always_inline]] inline void score_block(float* s, const float* a, int64_t a_stride, const float* bt,
                                                int64_t depth) {
-  f32x16 acc[kRowBlock][kVecs] = {};
+  f32reg acc[kRowBlock][kRegs] = {};
   for (int64_t d = 0; d < depth; ++d) {
-    f32x16 bt_row[kVecs];
+    f32reg bt_row[kRegs];
 #pragma GCC unroll 4
-    for (int c = 0; c < kVecs; ++c) bt_row[c] = in_register(vec_at(bt + d * kKeyTile + c * kLanes));
+    for (int c = 0; c < kRegs; ++c) bt_row[c] = in_register(reg_at(bt + d * kKeyTile + c * kRegLanes));
 #pragma GCC unroll 4
     for (int r = 0; r < kRowBlock; ++r) {
       const float ar = a[r * a_stride + d];
 #pragma GCC unroll 4
-      for (int c = 0; c < kVecs; ++c) acc[r][c] += ar * bt_row[c];
+      for (int c = 0; c < kRegs; ++c) acc[r][c] += ar * bt_row[c];
     }
   }
   for (int r = 0; r < kRowBlock; ++r)
-    for (int c = 0; c < kVecs; ++c) vec_at(s + r * kKeyTile + c * kLanes) = acc[r][c];
+    for (int c = 0; c < kRegs; ++c) reg_at(s + r * kKeyTile + c * kRegLanes) = acc[r][c];
 }
 
 // s[r][0:kKeyTile] = Σ_d a[r·a_stride + d] · bt[d][0:kKeyTile] for r < rows: only the keys that
@@ -258,46 +272,51 @@ void tile_scores(float* s, const float* a, int64_t a_stride, const float* bt, in
                  const CausalTile& tile) {
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
     const int vecs = tile.key_vecs(r0 + kRowBlock - 1, kKeyVecs, kLanes);
+    const int regs = vecs * (kLanes / kRegLanes);
     float* sb = s + r0 * kKeyTile;
     const float* ab = a + r0 * a_stride;
     static_assert(kKeyVecs == 4);
-    switch (vecs) {
-      case 4: score_block<4>(sb, ab, a_stride, bt, depth); break;
-      case 3: score_block<3>(sb, ab, a_stride, bt, depth); break;
-      case 2: score_block<2>(sb, ab, a_stride, bt, depth); break;
-      default: score_block<1>(sb, ab, a_stride, bt, depth); break;
+    for (int c0 = 0; c0 < regs; c0 += kBlockRegs) {
+      float* sc = sb + c0 * kRegLanes;
+      const float* btc = bt + c0 * kRegLanes;
+      switch (std::min(kBlockRegs, regs - c0)) {
+        case 4: score_block<4>(sc, ab, a_stride, btc, depth); break;
+        case 3: score_block<3>(sc, ab, a_stride, btc, depth); break;
+        case 2: score_block<2>(sc, ab, a_stride, btc, depth); break;
+        default: score_block<1>(sc, ab, a_stride, btc, depth); break;
+      }
     }
     for (int r = 0; r < kRowBlock; ++r)
       for (int c = vecs; c < kKeyVecs; ++c) vec_at(sb + r * kKeyTile + c * kLanes) = f32x16{};
   }
 }
 
-// One block of kRowBlock rows × kVecs vectors of tile_accumulate, held in registers over `inner`.
-template <int kVecs>
+// One block of kRowBlock rows × kRegs registers of tile_accumulate, held in registers over `inner`.
+template <int kRegs>
 [[gnu::always_inline]] inline void accumulate_block(float* c, const float* w, int64_t w_row,
                                                     int64_t w_inner, const float* x, int64_t width,
                                                     int64_t inner) {
-  f32x16 acc[kRowBlock][kVecs];
+  f32reg acc[kRowBlock][kRegs];
 #pragma GCC unroll 4
   for (int r = 0; r < kRowBlock; ++r)
 #pragma GCC unroll 4
-    for (int e = 0; e < kVecs; ++e) acc[r][e] = vec_at(c + r * width + e * kLanes);
+    for (int e = 0; e < kRegs; ++e) acc[r][e] = reg_at(c + r * width + e * kRegLanes);
 #pragma GCC unroll 4
   for (int64_t t = 0; t < inner; ++t) {
-    f32x16 xt[kVecs];
+    f32reg xt[kRegs];
 #pragma GCC unroll 4
-    for (int e = 0; e < kVecs; ++e) xt[e] = in_register(vec_at(x + t * width + e * kLanes));
+    for (int e = 0; e < kRegs; ++e) xt[e] = in_register(reg_at(x + t * width + e * kRegLanes));
 #pragma GCC unroll 4
     for (int r = 0; r < kRowBlock; ++r) {
       const float wt = w[r * w_row + t * w_inner];
 #pragma GCC unroll 4
-      for (int e = 0; e < kVecs; ++e) acc[r][e] += wt * xt[e];
+      for (int e = 0; e < kRegs; ++e) acc[r][e] += wt * xt[e];
     }
   }
 #pragma GCC unroll 4
   for (int r = 0; r < kRowBlock; ++r)
 #pragma GCC unroll 4
-    for (int e = 0; e < kVecs; ++e) vec_at(c + r * width + e * kLanes) = acc[r][e];
+    for (int e = 0; e < kRegs; ++e) reg_at(c + r * width + e * kRegLanes) = acc[r][e];
 }
 
 // c[r][:] += Σ_t w[r·w_row + t·w_inner] · x[t][:] for r < rows, t in span(r0) (an InnerSpan) for the
@@ -307,18 +326,20 @@ template <int kVecs>
 template <typename Span>
 void tile_accumulate(float* c, const float* w, int64_t w_row, int64_t w_inner, const float* x,
                      int64_t width, int rows, const Span& span) {
+  const int64_t regs = width / kRegLanes;
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
     const InnerSpan in = span(r0);
     const float* wb = w + r0 * w_row + in.begin * w_inner;
     const float* xb = x + in.begin * width;
     const int64_t n = in.end - in.begin;
-    for (int64_t d0 = 0; d0 < width; d0 += 4 * kLanes) {
-      float* cb = c + r0 * width + d0;
-      switch (std::min<int64_t>(4, (width - d0) / kLanes)) {
-        case 4: accumulate_block<4>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
-        case 3: accumulate_block<3>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
-        case 2: accumulate_block<2>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
-        default: accumulate_block<1>(cb, wb, w_row, w_inner, xb + d0, width, n); break;
+    for (int64_t e0 = 0; e0 < regs; e0 += kBlockRegs) {
+      float* cb = c + r0 * width + e0 * kRegLanes;
+      const float* xe = xb + e0 * kRegLanes;
+      switch (std::min<int64_t>(kBlockRegs, regs - e0)) {
+        case 4: accumulate_block<4>(cb, wb, w_row, w_inner, xe, width, n); break;
+        case 3: accumulate_block<3>(cb, wb, w_row, w_inner, xe, width, n); break;
+        case 2: accumulate_block<2>(cb, wb, w_row, w_inner, xe, width, n); break;
+        default: accumulate_block<1>(cb, wb, w_row, w_inner, xe, width, n); break;
       }
     }
   }

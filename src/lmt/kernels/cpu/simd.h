@@ -24,6 +24,15 @@ namespace lmt::kernels::simd {
 
 using f32x16 = float __attribute__((vector_size(64), __may_alias__));
 using i32x16 = int32_t __attribute__((vector_size(64), __may_alias__));
+// One register of floats: a zmm (16) with AVX-512, a ymm (8) otherwise. Register-blocked
+// micro-kernels hold their accumulators in these: GCC lowers arrays of 64-byte vectors on AVX2 to
+// stack traffic (pairs of xmm moves), so f32x16 is for memory layouts and elementwise code only.
+#ifdef __AVX512F__
+using f32reg = f32x16;
+#else
+using f32reg = float __attribute__((vector_size(32), __may_alias__));
+#endif
+inline constexpr int kRegLanes = static_cast<int>(sizeof(f32reg) / sizeof(float));
 
 // Without AVX-512 a 64-byte vector argument or result changes the ABI; these helpers are always
 // inlined, so no call crosses that boundary.
