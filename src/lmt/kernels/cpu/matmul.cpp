@@ -144,6 +144,20 @@ struct CpuBackend::Dnnl {
     return out;
   }
 
+  // The `rows` stored rows of `cols` elements, `ld` apart, widened into a dense [rows, cols]: only
+  // what the product reads (a weight gradient's block of dout columns, read at dout's leading
+  // dimension, is a sliver of the rows it spans).
+  static const float* widen_rows(const void* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>* dst) {
+    if (ld <= 0 || ld == cols) return widen(src, rows * cols, dst);
+    if (static_cast<int64_t>(dst->size()) < rows * cols) dst->resize(static_cast<size_t>(rows * cols));
+    const uint16_t* in = static_cast<const uint16_t*>(src);
+    float* out = dst->data();
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bf16::to_float(in[r * ld + c]);
+    return out;
+  }
+
   // The cached primitive for k (runtime dimensions erased); with no runtime dimension, its memory
   // objects too.
   GemmPrimitive& get(const GemmKey& k) {
@@ -219,9 +233,17 @@ struct CpuBackend::Dnnl {
       if (bf16_native == 0) {
         GemmKey wide = k;
         wide.in = DType::kF32;
-        // An operand read at a leading dimension is widened over its whole span, strides kept.
-        const int64_t a_elems = operand_span(k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.lda, k.batch, k.stride_a);
-        const int64_t b_elems = operand_span(k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.ldb, k.batch, k.stride_b);
+        const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
+        const int64_t b_rows = k.trans_b ? k.N : k.K, b_cols = k.trans_b ? k.K : k.N;
+        if (k.batch == 1 && k.stride_c == 0) {  // each operand widened densely: only what it reads
+          wide.lda = wide.ldb = 0;
+          run(wide, widen_rows(a, a_rows, a_cols, k.lda, &wide_a), widen_rows(b, b_rows, b_cols, k.ldb, &wide_b), c,
+              bias);
+          return;
+        }
+        // A stack is widened over its whole span, strides kept.
+        const int64_t a_elems = operand_span(a_rows, a_cols, k.lda, k.batch, k.stride_a);
+        const int64_t b_elems = operand_span(b_rows, b_cols, k.ldb, k.batch, k.stride_b);
         run(wide, widen(a, a_elems, &wide_a), widen(b, b_elems, &wide_b), c, bias);
         return;
       }
