@@ -1,7 +1,7 @@
 // cpu: pointwise activations (gelu-tanh, silu, relu) and gated linear units, forward and backward.
 //
 // Each activation is written once as a function giving act(x) and act'(x) together, in an AVX-512
-// form (16 lanes, masked tails) and a scalar form; the four kernels are templates over it, so the
+// form (16 lanes, masked tails), its AVX2 twin (8 lanes, the same operations) and a scalar form; the four kernels are templates over it, so the
 // compiler drops whichever half a kernel does not use. Both smooth activations go through one
 // sigmoid (tanh(u) = 2·sigmoid(2u) - 1) built on simd::exp16 (~2e-7 relative); 1 - sigmoid is
 // formed without cancellation, which keeps the results within a few ulp of the f64 reference.
@@ -41,6 +41,15 @@ struct Sigmoid16 {
     one_minus_s = _mm512_mul_ps(e, s);
   }
 };
+#elif defined(LMT_SIMD_AVX2)
+struct Sigmoid8 {  // Sigmoid16 on 8 lanes
+  __m256 s, one_minus_s;
+  explicit Sigmoid8(__m256 z) {
+    const __m256 e = simd::exp8(_mm256_sub_ps(_mm256_setzero_ps(), z));
+    s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    one_minus_s = _mm256_mul_ps(e, s);
+  }
+};
 #endif
 
 // gelu(x) = 0.5·x·(1 + tanh(u)) = x·s with u = k·(x + c·x³), s = sigmoid(2u);
@@ -63,6 +72,17 @@ struct GeluTanh {
     const __m512 ds = _mm512_mul_ps(_mm512_mul_ps(sg.s, sg.one_minus_s), du);
     *df = _mm512_fmadd_ps(_mm512_add_ps(x, x), ds, sg.s);
   }
+#elif defined(LMT_SIMD_AVX2)
+  static void eval(__m256 x, __m256* f, __m256* df) {
+    const __m256 one = _mm256_set1_ps(1.0f), k = _mm256_set1_ps(kSqrt2OverPi);
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    const __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(kGeluCoeff), x2), x, x));
+    const Sigmoid8 sg(_mm256_add_ps(u, u));
+    *f = _mm256_mul_ps(x, sg.s);
+    const __m256 du = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_set1_ps(3.0f * kGeluCoeff), x2, one));
+    const __m256 ds = _mm256_mul_ps(_mm256_mul_ps(sg.s, sg.one_minus_s), du);
+    *df = _mm256_fmadd_ps(_mm256_add_ps(x, x), ds, sg.s);
+  }
 #endif
 };
 
@@ -79,6 +99,12 @@ struct Silu {
     *f = _mm512_mul_ps(x, sg.s);
     *df = _mm512_mul_ps(sg.s, _mm512_fmadd_ps(x, sg.one_minus_s, _mm512_set1_ps(1.0f)));
   }
+#elif defined(LMT_SIMD_AVX2)
+  static void eval(__m256 x, __m256* f, __m256* df) {
+    const Sigmoid8 sg(x);
+    *f = _mm256_mul_ps(x, sg.s);
+    *df = _mm256_mul_ps(sg.s, _mm256_fmadd_ps(x, sg.one_minus_s, _mm256_set1_ps(1.0f)));
+  }
 #endif
 };
 
@@ -94,6 +120,12 @@ struct Relu {
     *f = _mm512_maskz_mov_ps(positive, x);
     *df = _mm512_maskz_mov_ps(positive, _mm512_set1_ps(1.0f));
   }
+#elif defined(LMT_SIMD_AVX2)
+  static void eval(__m256 x, __m256* f, __m256* df) {
+    const __m256 positive = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ);
+    *f = _mm256_and_ps(positive, x);
+    *df = _mm256_and_ps(positive, _mm256_set1_ps(1.0f));
+  }
 #endif
 };
 
@@ -105,6 +137,12 @@ void forward_span(float* out, const float* x, int64_t n) {
     __m512 f, df;
     Act::eval(_mm512_maskz_loadu_ps(m, x + i), &f, &df);
     _mm512_mask_storeu_ps(out + i, m, f);
+  });
+#elif defined(LMT_SIMD_AVX2)
+  simd::for_each_vector8(n, [&](int64_t i, int lanes) {
+    __m256 f, df;
+    Act::eval(simd::load8(x + i, lanes), &f, &df);
+    simd::store8(out + i, lanes, f);
   });
 #else
   for (int64_t i = 0; i < n; ++i) {
@@ -123,6 +161,12 @@ void backward_span(float* dinp, const float* dout, const float* x, int64_t n) {
     Act::eval(_mm512_maskz_loadu_ps(m, x + i), &f, &df);
     _mm512_mask_storeu_ps(dinp + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, dout + i), df));
   });
+#elif defined(LMT_SIMD_AVX2)
+  simd::for_each_vector8(n, [&](int64_t i, int lanes) {
+    __m256 f, df;
+    Act::eval(simd::load8(x + i, lanes), &f, &df);
+    simd::store8(dinp + i, lanes, _mm256_mul_ps(simd::load8(dout + i, lanes), df));
+  });
 #else
   for (int64_t i = 0; i < n; ++i) {
     float f, df;
@@ -140,6 +184,12 @@ void glu_forward_row(float* out, const float* gate, const float* up, int64_t H) 
     __m512 f, df;
     Act::eval(_mm512_maskz_loadu_ps(m, gate + h), &f, &df);
     _mm512_mask_storeu_ps(out + h, m, _mm512_mul_ps(f, _mm512_maskz_loadu_ps(m, up + h)));
+  });
+#elif defined(LMT_SIMD_AVX2)
+  simd::for_each_vector8(H, [&](int64_t h, int lanes) {
+    __m256 f, df;
+    Act::eval(simd::load8(gate + h, lanes), &f, &df);
+    simd::store8(out + h, lanes, _mm256_mul_ps(f, simd::load8(up + h, lanes)));
   });
 #else
   for (int64_t h = 0; h < H; ++h) {
@@ -161,6 +211,14 @@ void glu_backward_row(float* dgate, float* dup, const float* dout, const float* 
     const __m512 d = _mm512_maskz_loadu_ps(m, dout + h);
     _mm512_mask_storeu_ps(dgate + h, m, _mm512_mul_ps(_mm512_mul_ps(d, _mm512_maskz_loadu_ps(m, up + h)), df));
     _mm512_mask_storeu_ps(dup + h, m, _mm512_mul_ps(d, f));
+  });
+#elif defined(LMT_SIMD_AVX2)
+  simd::for_each_vector8(H, [&](int64_t h, int lanes) {
+    __m256 f, df;
+    Act::eval(simd::load8(gate + h, lanes), &f, &df);
+    const __m256 d = simd::load8(dout + h, lanes);
+    simd::store8(dgate + h, lanes, _mm256_mul_ps(_mm256_mul_ps(d, simd::load8(up + h, lanes)), df));
+    simd::store8(dup + h, lanes, _mm256_mul_ps(d, f));
   });
 #else
   for (int64_t h = 0; h < H; ++h) {

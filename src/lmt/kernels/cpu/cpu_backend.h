@@ -171,5 +171,7 @@ bool cpu_gemm_rows_independent();
 void cpu_require_f32(const char* op, const TensorView& t);
 // out[i] = bf16(in[i]), round to nearest even (convert's f32 -> bf16 span, one thread).
 void cpu_f32_to_bf16(uint16_t* out, const float* in, int64_t n);
+// out[i] = float(in[i]) (exact; one thread).
+void cpu_bf16_to_f32(float* out, const uint16_t* in, int64_t n);
 
 }  // namespace lmt::kernels

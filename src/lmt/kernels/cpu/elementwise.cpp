@@ -18,6 +18,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/kernels/cpu/simd.h"
 #include "lmt/kernels/cpu/vector_loop.h"
 
 namespace lmt::kernels {
@@ -74,6 +75,20 @@ __m256i f32_to_bf16(__m512 x) {
 __m512 bf16_to_f32(__m256i b) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
 }
+#elif defined(LMT_SIMD_AVX2)
+// f32_to_bf16_exact on 8 lanes (AVX2 integer ops; |bits| < 2^31, so the signed compare is exact).
+__m128i f32_to_bf16(__m256 x) {
+  const __m256i u = _mm256_castps_si256(x);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded = _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  const __m256i quiet_nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+  const __m256i is_nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i bits = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet_nan, is_nan), 16);
+  // Pack the 32-bit lanes' low halves: packus works per 128-bit lane, so gather lanes 0 and 2 after.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+  return _mm256_castsi256_si128(packed);
+}
 #endif
 
 void f32_to_bf16_span(uint16_t* out, const float* in, int64_t n) {
@@ -82,6 +97,8 @@ void f32_to_bf16_span(uint16_t* out, const float* in, int64_t n) {
   for (; i + 16 <= n; i += 16) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), f32_to_bf16(_mm512_loadu_ps(in + i)));
   }
+#elif defined(LMT_SIMD_AVX2)
+  for (; i + 8 <= n; i += 8) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), f32_to_bf16(_mm256_loadu_ps(in + i)));
 #endif
   for (; i < n; ++i) out[i] = bf16::round_from_float(in[i]);
 }
@@ -91,6 +108,11 @@ void bf16_to_f32_span(float* out, const uint16_t* in, int64_t n) {
 #ifdef __AVX512F__
   for (; i + 16 <= n; i += 16) {
     _mm512_storeu_ps(out + i, bf16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i))));
+  }
+#elif defined(LMT_SIMD_AVX2)
+  for (; i + 8 <= n; i += 8) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
   }
 #endif
   for (; i < n; ++i) out[i] = bf16::to_float(in[i]);
@@ -129,6 +151,20 @@ void axpby_span(float* out, float alpha, const float* x, float beta, const float
         _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), va), _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), vb));
     _mm512_mask_storeu_ps(out + i, m, r);
     if (out16 != nullptr) _mm256_mask_storeu_epi16(out16 + i, m, f32_to_bf16(r));
+  });
+#elif defined(LMT_SIMD_AVX2)
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  simd::for_each_vector8(n, [&](int64_t i, int lanes) {
+    const __m256 r = _mm256_add_ps(_mm256_mul_ps(simd::load8(x + i, lanes), va), _mm256_mul_ps(simd::load8(y + i, lanes), vb));
+    simd::store8(out + i, lanes, r);
+    if (out16 == nullptr) return;
+    if (lanes == 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out16 + i), f32_to_bf16(r));
+    } else {
+      alignas(16) uint16_t tail[8];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tail), f32_to_bf16(r));
+      std::memcpy(out16 + i, tail, static_cast<size_t>(lanes) * sizeof(uint16_t));
+    }
   });
 #else
   for (int64_t i = 0; i < n; ++i) {
@@ -208,6 +244,24 @@ void adamw_span(float* w, const float* grad, float* m, float* v, uint16_t* w_bf1
     _mm512_storeu_ps(w + i, w_new);
     if (w_bf16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(w_bf16 + i), f32_to_bf16(w_new));
   }
+#elif defined(LMT_SIMD_AVX2)  // the same operations on 8 lanes
+  const __m256 gs = _mm256_set1_ps(k.grad_scale), b1 = _mm256_set1_ps(k.beta1), c1 = _mm256_set1_ps(k.one_minus_beta1);
+  const __m256 b2 = _mm256_set1_ps(k.beta2), c2 = _mm256_set1_ps(k.one_minus_beta2);
+  const __m256 ibc1 = _mm256_set1_ps(k.inv_bias_correction1), ibc2 = _mm256_set1_ps(k.inv_bias_correction2);
+  const __m256 lr = _mm256_set1_ps(k.lr), eps = _mm256_set1_ps(k.eps), wd = _mm256_set1_ps(k.weight_decay);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), gs);
+    const __m256 mi = _mm256_fmadd_ps(b1, _mm256_loadu_ps(m + i), _mm256_mul_ps(c1, g));
+    const __m256 vi = _mm256_fmadd_ps(b2, _mm256_loadu_ps(v + i), _mm256_mul_ps(c2, _mm256_mul_ps(g, g)));
+    const __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, ibc2)), eps);
+    const __m256 wi = _mm256_loadu_ps(w + i);
+    const __m256 update = _mm256_fmadd_ps(wd, wi, _mm256_div_ps(_mm256_mul_ps(mi, ibc1), denom));
+    const __m256 w_new = _mm256_fnmadd_ps(lr, update, wi);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm256_storeu_ps(w + i, w_new);
+    if (w_bf16) _mm_storeu_si128(reinterpret_cast<__m128i*>(w_bf16 + i), f32_to_bf16(w_new));
+  }
 #endif
   for (; i < n; ++i) {
     const float g = grad[i] * k.grad_scale;
@@ -228,6 +282,7 @@ void check_ids(const char* op, const int32_t* ids, int64_t N, int64_t V) {
 }  // namespace
 
 void cpu_f32_to_bf16(uint16_t* out, const float* in, int64_t n) { f32_to_bf16_span(out, in, n); }
+void cpu_bf16_to_f32(float* out, const uint16_t* in, int64_t n) { bf16_to_f32_span(out, in, n); }
 
 void CpuBackend::embedding_forward_impl(const TensorView& out, const TensorView& ids,
                                         const TensorView& table, bool accumulate) {

@@ -139,8 +139,9 @@ struct CpuBackend::Dnnl {
     if (static_cast<int64_t>(dst->size()) < n) dst->resize(static_cast<size_t>(n));
     const uint16_t* in = static_cast<const uint16_t*>(src);
     float* out = dst->data();
+    constexpr int64_t kBlock = 1 << 14;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) out[i] = bf16::to_float(in[i]);
+    for (int64_t i = 0; i < n; i += kBlock) cpu_bf16_to_f32(out + i, in + i, std::min(kBlock, n - i));
     return out;
   }
 
@@ -153,8 +154,7 @@ struct CpuBackend::Dnnl {
     const uint16_t* in = static_cast<const uint16_t*>(src);
     float* out = dst->data();
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bf16::to_float(in[r * ld + c]);
+    for (int64_t r = 0; r < rows; ++r) cpu_bf16_to_f32(out + r * cols, in + r * ld, cols);
     return out;
   }
 

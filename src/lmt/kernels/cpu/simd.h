@@ -16,8 +16,15 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+
+// AVX2 + FMA without AVX-512 (e.g. AMD Zen 2/3, Intel before Skylake-X): the pointwise and row
+// kernels take 8-lane forms of their AVX-512 code (same operations in the same order), written
+// against this macro; without either, scalar loops.
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#define LMT_SIMD_AVX2 1
 #endif
 
 namespace lmt::kernels::simd {
@@ -79,6 +86,45 @@ inline constexpr int kRegLanes = static_cast<int>(sizeof(f32reg) / sizeof(float)
 
 [[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) { return (f32x16)exp16((__m512)in); }
 #else
+#ifdef LMT_SIMD_AVX2
+// exp16's 8-lane AVX2 form: the same polynomial and explicit FMAs; p · 2^n through the exponent
+// bits (n in [-126, 127] after the clamps, so 2^n is a normal float and the product rounds as
+// vscalefps does).
+[[gnu::always_inline]] inline __m256 exp8(__m256 x) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
+  const __m256 ln2_hi = _mm256_set1_ps(0.693359375f);
+  const __m256 ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+  const __m256 representable = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_GE_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(88.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, ln2_hi, x);
+  r = _mm256_fnmadd_ps(n, ln2_lo, r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i two_to_n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(two_to_n)), representable);  // 0 below -87.3
+}
+
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hmax8(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#endif
 // The portable form (x86-64-v3 builds: two ymm halves).
 [[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) {
   f32x16 x = in;
@@ -153,6 +199,15 @@ inline float exp_shifted_sum(float* out, const float* in, int64_t n, float shift
     i = n;
   }
   sum = hsum(acc);
+#elif defined(LMT_SIMD_AVX2)
+  __m256 acc = _mm256_setzero_ps();
+  const __m256 s = _mm256_set1_ps(shift);
+  for (; i + 8 <= n; i += 8) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + i), s));
+    _mm256_storeu_ps(out + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  sum = hsum8(acc);
 #endif
   for (; i < n; ++i) {
     out[i] = std::exp(in[i] - shift);
@@ -169,6 +224,10 @@ inline float max_of(const float* in, int64_t n) {
   __m512 m = _mm512_set1_ps(-INFINITY);
   for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(in + i));
   mx = _mm512_reduce_max_ps(m);
+#elif defined(LMT_SIMD_AVX2)
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(in + i));
+  mx = hmax8(m);
 #endif
   for (; i < n; ++i) mx = in[i] > mx ? in[i] : mx;
   return mx;
