@@ -143,6 +143,22 @@ class CpuBackend : public Backend {
   // dweight[OC,C] (+)= doutᵀ · inp[N,C], the weight gradient's GEMMs (cpu/matmul.cpp).
   void weight_grad(const TensorView& dweight, const TensorView& dout, const TensorView& inp, bool accumulate);
 
+  // Where bf16 GEMM operands are widened to f32 (no bf16 matmul on this CPU): while a WidenPin
+  // lives, the bf16 B operand stored at `b` (a weight the caller reads over several GEMMs and does
+  // not change meanwhile: the LM head's W over its row chunks, a weight gradient's input over its
+  // row blocks) is widened once, at its first GEMM, and reused by the others. Pins nest; elsewhere
+  // a no-op (cpu/matmul.cpp).
+  class WidenPin {
+   public:
+    WidenPin(CpuBackend& backend, const void* b);
+    ~WidenPin();
+    WidenPin(const WidenPin&) = delete;
+    WidenPin& operator=(const WidenPin&) = delete;
+
+   private:
+    Dnnl* dnnl_;
+  };
+
   // rope cache (cpu/rope.cpp): scaling·cos/sin of pos·inv_freq[i] for pos in [0, positions),
   // computed in f64 and stored f32 as rows [pos][cos 0..half | sin 0..half]. Rebuilt when the
   // frequencies change or a larger position is seen.

@@ -146,6 +146,7 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
   float *mx = stats, *sum = stats + chunk, *lse = stats + 2 * chunk, *tl = stats + 3 * chunk;
 
   const TensorView w_vocab = weight.slice_rows(0, V);
+  const WidenPin pin(*this, w_vocab.data());  // every chunk reads all of W[:V] (where bf16 is widened)
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     const int64_t rows = std::min(chunk, N - r0);
     const TensorView x_chunk = x.slice_rows(r0, r0 + rows);

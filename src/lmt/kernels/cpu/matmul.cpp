@@ -135,6 +135,28 @@ struct CpuBackend::Dnnl {
   int bf16_native = -1;                  // -1 unknown; 0: widen bf16 operands to f32 (no bf16 matmul here)
   std::vector<float> wide_a, wide_b;     // the widened operands, grown as needed
 
+  // The B operands pinned by live WidenPins (innermost last); `rows` < 0 until first widened.
+  struct Pinned {
+    const void* src;
+    int64_t rows = -1, cols = 0, ld = 0;
+    std::vector<float>* wide;
+  };
+  std::vector<Pinned> pins;
+  std::vector<std::unique_ptr<std::vector<float>>> pin_buffers;  // one per nesting depth, reused
+
+  // b widened: the pinned copy if a pin holds this operand (widened at its first use), else fresh.
+  const float* widen_b(const void* b, int64_t rows, int64_t cols, int64_t ld) {
+    for (Pinned& p : pins) {
+      if (p.src != b) continue;
+      if (p.rows == rows && p.cols == cols && p.ld == ld) return p.wide->data();
+      if (p.rows < 0) {
+        p.rows = rows, p.cols = cols, p.ld = ld;
+        return widen_rows(b, rows, cols, ld, p.wide);
+      }
+    }
+    return widen_rows(b, rows, cols, ld, &wide_b);
+  }
+
   static const float* widen(const void* src, int64_t n, std::vector<float>* dst) {
     if (static_cast<int64_t>(dst->size()) < n) dst->resize(static_cast<size_t>(n));
     const uint16_t* in = static_cast<const uint16_t*>(src);
@@ -237,8 +259,7 @@ struct CpuBackend::Dnnl {
         const int64_t b_rows = k.trans_b ? k.N : k.K, b_cols = k.trans_b ? k.K : k.N;
         if (k.batch == 1 && k.stride_c == 0) {  // each operand widened densely: only what it reads
           wide.lda = wide.ldb = 0;
-          run(wide, widen_rows(a, a_rows, a_cols, k.lda, &wide_a), widen_rows(b, b_rows, b_cols, k.ldb, &wide_b), c,
-              bias);
+          run(wide, widen_rows(a, a_rows, a_cols, k.lda, &wide_a), widen_b(b, b_rows, b_cols, k.ldb), c, bias);
           return;
         }
         // A stack is widened over its whole span, strides kept.
@@ -271,6 +292,14 @@ struct CpuBackend::Dnnl {
 };
 
 CpuBackend::CpuBackend() : dnnl_(std::make_unique<Dnnl>()) {}
+
+CpuBackend::WidenPin::WidenPin(CpuBackend& backend, const void* b) : dnnl_(backend.dnnl_.get()) {
+  const size_t depth = dnnl_->pins.size();
+  if (dnnl_->pin_buffers.size() <= depth) dnnl_->pin_buffers.push_back(std::make_unique<std::vector<float>>());
+  dnnl_->pins.push_back({b, -1, 0, 0, dnnl_->pin_buffers[depth].get()});
+}
+
+CpuBackend::WidenPin::~WidenPin() { dnnl_->pins.pop_back(); }
 
 std::string cpu_gemm_isa() {
   switch (dnnl::get_effective_cpu_isa()) {
@@ -459,6 +488,7 @@ void CpuBackend::weight_grad(const TensorView& dweight, const TensorView& dout, 
   const int64_t N = inp.dim(0), C = inp.dim(1), OC = dweight.dim(0);
   const char* d = static_cast<const char*>(dout.data());
   const int64_t block = OC >= 2 * kWeightGradRows ? kWeightGradRows : OC;
+  const WidenPin pin(*this, inp.data());  // every block reads all of inp
   for (int64_t o0 = 0; o0 < OC; o0 += block) {
     const int64_t o1 = std::min(OC, o0 + block);
     GemmKey k{o1 - o0, N, C, dout.dtype(), true, false, accumulate, false};
