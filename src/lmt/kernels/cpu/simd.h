@@ -124,8 +124,19 @@ inline float hmax8(__m256 v) {
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
-#endif
-// The portable form (x86-64-v3 builds: two ymm halves).
+
+// vexp on AVX2: exp8 on each half (GCC's lowering of the generic form below went through the stack).
+[[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) {
+  union Halves {
+    f32x16 v;
+    __m256 h[2];
+  } u{in};
+  u.h[0] = exp8(u.h[0]);
+  u.h[1] = exp8(u.h[1]);
+  return u.v;
+}
+#else
+// The generic form (builds with neither AVX-512 nor AVX2).
 [[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) {
   f32x16 x = in;
   const f32x16 zero_below = x < -87.3f ? splat(0.0f) : splat(1.0f);
@@ -147,6 +158,7 @@ inline float hmax8(__m256 v) {
   const f32x16 two_to_n = (f32x16)((n_int + 127) << 23);
   return poly * two_to_n * zero_below;
 }
+#endif
 
 #endif
 
