@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "common/synthetic_dataset.h"
 #include "lmt/config/config.h"
 #include "lmt/dist/communicator.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/trainer.h"
 
@@ -200,18 +202,42 @@ inline void expect_close_by_step(const std::map<int64_t, double>& a, const std::
 // or doubled sum moves whole tensors by far more (the mutations tried moved weights by ~1%).
 constexpr double kAdamRoundingAbs = 5e-5;
 
-// Every parameter of `b` within abs + rel·|a| of `a`'s (the worst one is named).
+// Whether a GEMM's rows depend on how many rows it has here: on AVX2-only CPUs oneDNN's sgemm picks
+// kernels and splits its sums by the row count (kernels::cpu_gemm_rows_independent()), so data
+// parallelism, which gives each rank fewer rows, reorders the GEMMs' sums too, as tensor
+// parallelism does everywhere.
+inline bool row_count_reorders_gemm_sums() { return !kernels::cpu_gemm_rows_independent(); }
+
+// The absolute parameter tolerance of a data-parallel layout against one process: `strict` where
+// GEMMs compute each row alone, kAdamRoundingAbs where the row count reorders their sums.
+inline double data_parallel_param_abs(double strict) {
+  return row_count_reorders_gemm_sums() ? kAdamRoundingAbs : strict;
+}
+
+// Every parameter of `b` within abs + rel·|a| of `a`'s (the worst one is named). Where the row
+// count reorders the GEMMs' sums as well (above), one element in 10,000 (at least one) may reach
+// 4·abs: the near-cancelling gradients of kAdamRoundingAbs meet GEMMs that round differently per
+// layout (one embedding element of 32,064 at 1.8e-4 after 6 steps, tp_test on Zen 3). A missing or
+// doubled sum still moves whole tensors, far beyond either bound.
 inline void expect_params_close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs = 1e-6) {
   ASSERT_EQ(a.size(), b.size());
-  double worst = 0;
+  const size_t spared = row_count_reorders_gemm_sums() ? a.size() / 10000 + 1 : 0;
+  double worst = 0, worst_kept = 0;
   size_t at = 0, over = 0;
+  std::vector<double> excess;
   for (size_t i = 0; i < a.size(); ++i) {
     const double d = std::abs(double(a[i]) - b[i]) - rel * std::abs(double(a[i]));
     if (d > worst) worst = d, at = i;
+    if (d > abs) excess.push_back(d);
     over += d > abs;
   }
-  EXPECT_LE(worst, abs) << "parameter " << at << ": " << a[at] << " vs " << b[at] << " (" << over << " of " << a.size()
-                         << " parameters outside the tolerance)";
+  std::sort(excess.begin(), excess.end());
+  if (excess.size() > spared) worst_kept = excess[excess.size() - spared - 1];
+  const std::string where = "parameter " + std::to_string(at) + ": " + std::to_string(a[at]) + " vs " +
+                            std::to_string(b[at]) + " (" + std::to_string(over) + " of " + std::to_string(a.size()) +
+                            " parameters outside the tolerance, " + std::to_string(spared) + " spared)";
+  EXPECT_LE(worst_kept, abs) << where;
+  EXPECT_LE(worst, spared > 0 ? 4 * abs : abs) << where;
 }
 
 }  // namespace lmt::test

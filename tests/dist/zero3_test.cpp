@@ -93,7 +93,8 @@ class Zero3Test : public ::testing::Test {
     }
   }
 
-  // Every parameter within 1e-6 + 1e-4·|p|, except those `loose` marks: within 1e-4.
+  // Every parameter within 1e-6 + 1e-4·|p| (5e-5 + 1e-4·|p| on AVX2, dist_test.cpp), except those
+  // `loose` marks: within 1e-4.
   static void expect_params(const std::vector<float>& a, const std::vector<float>& b,
                             const std::vector<bool>& loose = {}) {
     ASSERT_EQ(a.size(), b.size());
@@ -104,7 +105,7 @@ class Zero3Test : public ::testing::Test {
       if (i < loose.size() && loose[i]) worst_loose = std::max(worst_loose, d);
       else if (d > worst) worst = d, at = i;
     }
-    EXPECT_LE(worst, 1e-6) << "parameter " << at << ": " << a[at] << " vs " << b[at];
+    EXPECT_LE(worst, test::data_parallel_param_abs(1e-6)) << "parameter " << at << ": " << a[at] << " vs " << b[at];
     EXPECT_LE(worst_loose, 1e-4);
   }
 
