@@ -214,14 +214,15 @@ inline double data_parallel_param_abs(double strict) {
   return row_count_reorders_gemm_sums() ? kAdamRoundingAbs : strict;
 }
 
-// Every parameter of `b` within abs + rel·|a| of `a`'s (the worst one is named). Where the row
-// count reorders the GEMMs' sums as well (above), one element in 10,000 (at least one) may reach
-// 4·abs: the near-cancelling gradients of kAdamRoundingAbs meet GEMMs that round differently per
-// layout (one embedding element of 32,064 at 1.8e-4 after 6 steps, tp_test on Zen 3). A missing or
-// doubled sum still moves whole tensors, far beyond either bound.
+// Every parameter of `b` within abs + rel·|a| of `a`'s (the worst one is named). With an abs of
+// kAdamRoundingAbs (layouts that reorder the GEMMs' sums) and where the row count reorders them as
+// well (above), one element in 10,000 (at least one) may reach 10·abs: the near-cancelling
+// gradients of kAdamRoundingAbs meet GEMMs that round differently per layout (one embedding element
+// of 32,064 at 1.8e-4 after 6 steps, tp_test on Zen 3). A missing or doubled sum still moves whole
+// tensors, far beyond either bound.
 inline void expect_params_close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs = 1e-6) {
   ASSERT_EQ(a.size(), b.size());
-  const size_t spared = row_count_reorders_gemm_sums() ? a.size() / 10000 + 1 : 0;
+  const size_t spared = row_count_reorders_gemm_sums() && abs >= kAdamRoundingAbs ? a.size() / 10000 + 1 : 0;
   double worst = 0, worst_kept = 0;
   size_t at = 0, over = 0;
   std::vector<double> excess;
@@ -237,7 +238,7 @@ inline void expect_params_close(const std::vector<float>& a, const std::vector<f
                             std::to_string(b[at]) + " (" + std::to_string(over) + " of " + std::to_string(a.size()) +
                             " parameters outside the tolerance, " + std::to_string(spared) + " spared)";
   EXPECT_LE(worst_kept, abs) << where;
-  EXPECT_LE(worst, spared > 0 ? 4 * abs : abs) << where;
+  EXPECT_LE(worst, spared > 0 ? 10 * abs : abs) << where;
 }
 
 }  // namespace lmt::test

@@ -18,6 +18,7 @@
 #include "lmt/eval/decode.h"
 #include "lmt/eval/generate.h"
 #include "lmt/eval/model_dir.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/registry.h"
 
 #include "common/lmtrain_cli.h"
@@ -209,8 +210,9 @@ TEST(Stories260K, ForwardSegmentsMatchTheReference) {
   // The prefix is intact: running the real continuation the ordinary way gives the same logits.
   std::vector<float> again((T - P) * V);
   d.forward(std::span<const int32_t>(ids.data() + P, T - P), again.data());
-  // Other row counts, so other GEMM kernels on AVX2: a few ulps of logits up to ~22 (one ulp 1.9e-6).
-  EXPECT_LE(max_abs_diff(&again[from * V], &got[2 * V], (T - P - from) * V), 2e-5);
+  // Other row counts: on AVX2 other GEMM kernels too, so ~10 ulps of logits up to ~22 (one ulp 1.9e-6).
+  EXPECT_LE(max_abs_diff(&again[from * V], &got[2 * V], (T - P - from) * V),
+            kernels::cpu_gemm_rows_independent() ? 1e-5 : 2e-5);
 }
 
 // ---- sampling ---------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 // cpu: pointwise activations (gelu-tanh, silu, relu) and gated linear units, forward and backward.
 //
 // Each activation is written once as a function giving act(x) and act'(x) together, in an AVX-512
-// form (16 lanes, masked tails), its AVX2 twin (8 lanes, the same operations) and a scalar form; the four kernels are templates over it, so the
-// compiler drops whichever half a kernel does not use. Both smooth activations go through one
-// sigmoid (tanh(u) = 2·sigmoid(2u) - 1) built on simd::exp16 (~2e-7 relative); 1 - sigmoid is
+// form (16 lanes, masked tails), its AVX2 twin (8 lanes, the same operations) and a scalar form;
+// the four kernels are templates over it, so the compiler drops whichever half a kernel does not
+// use. Both smooth activations go through one sigmoid (tanh(u) = 2·sigmoid(2u) - 1) built on
+// simd::exp16 / exp8 (~2e-7 relative); 1 - sigmoid is
 // formed without cancellation, which keeps the results within a few ulp of the f64 reference.
 #include <algorithm>
 #include <cmath>

@@ -242,7 +242,9 @@ int64_t padded_length(int64_t T) { return round_up(T, kKeyTile); }  // a multipl
 // memory in each of them, and one load per FMA makes the micro-kernels load-bound.
 [[gnu::always_inline]] inline f32reg in_register(const f32reg& value) {
   f32reg v = value;
+#if defined(__AVX512F__) || defined(__AVX__)  // a register that holds an f32reg
   asm("" : "+v"(v));
+#endif
   return v;
 }
 

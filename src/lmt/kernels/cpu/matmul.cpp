@@ -262,7 +262,8 @@ struct CpuBackend::Dnnl {
           run(wide, widen_rows(a, a_rows, a_cols, k.lda, &wide_a), widen_b(b, b_rows, b_cols, k.ldb), c, bias);
           return;
         }
-        // A stack is widened over its whole span, strides kept.
+        // A stack is widened over its whole span, strides kept. (Unreached with oneDNN 2.6: where it
+        // has no bf16 matmul, AVX2, stacks already ran one matrix at a time above.)
         const int64_t a_elems = operand_span(a_rows, a_cols, k.lda, k.batch, k.stride_a);
         const int64_t b_elems = operand_span(b_rows, b_cols, k.ldb, k.batch, k.stride_b);
         run(wide, widen(a, a_elems, &wide_a), widen(b, b_elems, &wide_b), c, bias);
@@ -314,6 +315,8 @@ std::string cpu_gemm_isa() {
 }
 CpuBackend::~CpuBackend() = default;
 
+// The AVX-512 ISAs of oneDNN 2.6 (Debian 12's); a newer oneDNN's further ones (avx512_core_fp16,
+// AVX10) would land in `default` and take the one-matrix-at-a-time path until added here.
 bool cpu_gemm_rows_independent() {
   static const bool independent = [] {
     switch (dnnl::get_effective_cpu_isa()) {

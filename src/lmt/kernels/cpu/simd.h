@@ -7,7 +7,8 @@
 // the AVX-512 intrinsic code (loss, activations, softmax) as exp16() on an __m512, the same register.
 // With AVX-512 both are one implementation with explicit FMAs, so every build (-O1 sanitizer or
 // -O3, any -march with AVX-512) rounds alike: tests that compare layouts to 1e-6 after several
-// Adam steps depend on it. Without AVX-512, vexp is written with GCC vector operators.
+// Adam steps depend on it. With AVX2 (no AVX-512) vexp is exp8() on each half, the same polynomial
+// with explicit FMAs on 8 lanes; with neither, GCC vector operators.
 // hsum(v): horizontal sum of 16 floats. Both have a scalar fallback for non-AVX-512 builds.
 // transpose16(r): a 16 × 16 matrix of 32-bit words (floats or bf16 pairs) transposed in registers
 // (AVX-512 only: its callers have scalar paths or exist only there).
@@ -20,9 +21,10 @@
 #include <immintrin.h>
 #endif
 
-// AVX2 + FMA without AVX-512 (e.g. AMD Zen 2/3, Intel before Skylake-X): the pointwise and row
-// kernels take 8-lane forms of their AVX-512 code (same operations in the same order), written
-// against this macro; without either, scalar loops.
+// AVX2 + FMA without AVX-512 (e.g. AMD Zen 2/3, Intel before Skylake-X): the hot pointwise kernels
+// (activations, AdamW, f32<->bf16, axpby, softmax's max and exp-sum) take 8-lane forms of their
+// AVX-512 code (same operations in the same order), written against this macro; the others (norms,
+// RoPE, add/scale, sums of squares, the decode GEMV) keep plain loops there, which GCC vectorises.
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
 #define LMT_SIMD_AVX2 1
 #endif
@@ -218,6 +220,14 @@ inline float exp_shifted_sum(float* out, const float* in, int64_t n, float shift
     __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(in + i), s));
     _mm256_storeu_ps(out + i, e);
     acc = _mm256_add_ps(acc, e);
+  }
+  if (i < n) {  // the tail through exp8 too (lanes past n: -inf, whose exp8 is 0), as exp16's masked tail
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256 x = _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(in + i, m), _mm256_castsi256_ps(m));
+    const __m256 e = exp8(_mm256_sub_ps(x, s));
+    _mm256_maskstore_ps(out + i, m, e);
+    acc = _mm256_add_ps(acc, e);
+    i = n;
   }
   sum = hsum8(acc);
 #endif
