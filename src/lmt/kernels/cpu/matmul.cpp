@@ -114,13 +114,6 @@ GemmDescs gemm_descs(const GemmKey& k) {
   return {md({k.M, k.K}, in, sa), md({k.K, k.N}, in, sb), md({k.M, k.N}, dt::f32, dims{ldc, 1})};
 }
 
-// Elements an operand of `rows` x `cols` stored at leading dimension ld spans (batch matrices
-// `stride` apart): what widening it to f32 has to cover.
-int64_t operand_span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride) {
-  const int64_t one = (rows - 1) * (ld > 0 ? ld : cols) + cols;
-  return batch > 1 ? (batch - 1) * (stride > 0 ? stride : rows * cols) + one : one;
-}
-
 struct GemmPrimitive {
   dnnl::matmul prim;
   dnnl::memory a, b, c, bias;
@@ -143,6 +136,21 @@ struct CpuBackend::Dnnl {
   };
   std::vector<Pinned> pins;
   std::vector<std::unique_ptr<std::vector<float>>> pin_buffers;  // one per nesting depth, reused
+
+  // Whether oneDNN has a bf16 matmul here, found out (once) by creating k's primitive.
+  bool native_bf16(const GemmKey& k) {
+    if (bf16_native == -1) {
+      try {
+        get(k);
+        bf16_native = 1;
+      } catch (const dnnl::error&) {
+        bf16_native = 0;
+        LMT_LOG(WARNING) << "oneDNN has no bf16 matmul on this CPU (ISA " << cpu_gemm_isa()
+                         << "): bf16 GEMM operands are widened to f32 (same results, slower)";
+      }
+    }
+    return bf16_native == 1;
+  }
 
   // b widened: the pinned copy if a pin holds this operand (widened at its first use), else fresh.
   const float* widen_b(const void* b, int64_t rows, int64_t cols, int64_t ld) {
@@ -229,7 +237,10 @@ struct CpuBackend::Dnnl {
       }
       return;
     }
-    if ((k.batch > 1 || k.stride_c > 0) && !cpu_gemm_rows_independent()) {  // one matrix at a time
+    const bool widened = k.in == DType::kBF16 && !native_bf16(k);
+    // One matrix at a time: where rows depend on their row-mates (a batch would change a matrix's
+    // result), and where bf16 is widened (each matrix's operands widened densely, as below).
+    if ((k.batch > 1 || k.stride_c > 0) && (widened || !cpu_gemm_rows_independent())) {
       GemmKey one = k;
       one.batch = 1;
       one.stride_a = one.stride_b = one.stride_c = 0;
@@ -241,34 +252,14 @@ struct CpuBackend::Dnnl {
             static_cast<float*>(c) + i * sc, bias);
       return;
     }
-    if (k.in == DType::kBF16 && bf16_native != 1) {
-      if (bf16_native == -1) {
-        try {
-          get(k);
-          bf16_native = 1;
-        } catch (const dnnl::error&) {
-          bf16_native = 0;
-          LMT_LOG(WARNING) << "oneDNN has no bf16 matmul on this CPU (ISA " << cpu_gemm_isa()
-                           << "): bf16 GEMM operands are widened to f32 (same results, slower)";
-        }
-      }
-      if (bf16_native == 0) {
-        GemmKey wide = k;
-        wide.in = DType::kF32;
-        const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
-        const int64_t b_rows = k.trans_b ? k.N : k.K, b_cols = k.trans_b ? k.K : k.N;
-        if (k.batch == 1 && k.stride_c == 0) {  // each operand widened densely: only what it reads
-          wide.lda = wide.ldb = 0;
-          run(wide, widen_rows(a, a_rows, a_cols, k.lda, &wide_a), widen_b(b, b_rows, b_cols, k.ldb), c, bias);
-          return;
-        }
-        // A stack is widened over its whole span, strides kept. (Unreached with oneDNN 2.6: where it
-        // has no bf16 matmul, AVX2, stacks already ran one matrix at a time above.)
-        const int64_t a_elems = operand_span(a_rows, a_cols, k.lda, k.batch, k.stride_a);
-        const int64_t b_elems = operand_span(b_rows, b_cols, k.ldb, k.batch, k.stride_b);
-        run(wide, widen(a, a_elems, &wide_a), widen(b, b_elems, &wide_b), c, bias);
-        return;
-      }
+    if (widened) {  // each operand widened densely: only what the product reads
+      GemmKey wide = k;
+      wide.in = DType::kF32;
+      wide.lda = wide.ldb = 0;
+      const int64_t a_rows = k.trans_a ? k.K : k.M, a_cols = k.trans_a ? k.M : k.K;
+      const int64_t b_rows = k.trans_b ? k.N : k.K, b_cols = k.trans_b ? k.K : k.N;
+      run(wide, widen_rows(a, a_rows, a_cols, k.lda, &wide_a), widen_b(b, b_rows, b_cols, k.ldb), c, bias);
+      return;
     }
     GemmPrimitive& g = get(k);
     std::unordered_map<int, dnnl::memory> args;
