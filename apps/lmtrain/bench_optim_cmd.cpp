@@ -94,6 +94,8 @@ Status run_optim_bench(const OptimBenchArgs& a) {
     LMT_ASSIGN_OR_RETURN(const double s, time_optimizer(a, "muon", m, layout, *be, params, grads, mirror));
     muon.push_back(s);
   }
+  // What --ns-dtype runs as on this backend ("bf16" runs in f32 where bf16 GEMMs are widened).
+  const optim::NsPrecision precision = optim::ns_precision(a.ns_dtype, *be);
   if (a.json) {
     nlohmann::json j = {{"bench", "optim"},           {"preset", a.preset},     {"backend", a.backend},
                         {"params", config.param_count()}, {"muon_ns_dtype", a.ns_dtype}, {"ns_steps", a.ns_steps},
@@ -101,6 +103,7 @@ Status run_optim_bench(const OptimBenchArgs& a) {
                         {"muon_seconds", muon[0]},    {"muon_over_adamw", muon[0] / adamw},
                         {"grad_norm_seconds", grad_norm}, {"zero_grads_seconds", zero_grads},
                         {"threads", metrics::cpu_info().threads}, {"machine", metrics::machine_summary()}};
+    j["muon_ns_precision"] = optim::ns_precision_name(precision);
     if (muon.size() > 1) {
       j["muon_standard_seconds"] = muon[1];
       j["gram_speedup"] = muon[1] / muon[0];
@@ -113,7 +116,7 @@ Status run_optim_bench(const OptimBenchArgs& a) {
     std::printf("  gradient passes: global norm %.1f ms, zeroing %.1f ms\n", grad_norm * 1e3, zero_grads * 1e3);
     for (size_t i = 0; i < methods.size(); ++i)
       std::printf("  Muon (Newton-Schulz %s, %s, %d steps) %.1f ms; Muon / AdamW = %.2fx\n", methods[i].c_str(),
-                  a.ns_dtype.c_str(), a.ns_steps, muon[i] * 1e3, muon[i] / adamw);
+                  std::string(optim::ns_precision_name(precision)).c_str(), a.ns_steps, muon[i] * 1e3, muon[i] / adamw);
     if (muon.size() > 1) std::printf("  gram / standard: %.2fx faster\n", muon[1] / muon[0]);
   }
   return Status::Ok();
@@ -125,7 +128,9 @@ void add_optim_bench(CLI::App* bench, Runner& runner) {
   static OptimBenchArgs ob;
   CLI::App* t = bench->add_subcommand("optim", "optimizer step alone: AdamW vs Muon step time and their ratio");
   t->add_option("--preset", ob.preset, "model preset")->capture_default_str();
-  t->add_option("--ns-dtype", ob.ns_dtype, "Muon's Newton-Schulz GEMM operands: bf16 or fp32")->capture_default_str();
+  t->add_option("--ns-dtype", ob.ns_dtype,
+                "Muon's Newton-Schulz GEMM operands: bf16 or fp32 (bf16 runs in f32 where bf16 GEMMs are not native)")
+      ->capture_default_str();
   t->add_option("--ns-steps", ob.ns_steps, "Newton-Schulz iterations")->capture_default_str();
   t->add_option("--ns-method", ob.ns_method, "Muon's Newton-Schulz: gram, standard, or both (timed one after the other)")
       ->capture_default_str();

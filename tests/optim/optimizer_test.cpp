@@ -10,6 +10,7 @@
 #include <map>
 
 #include "lmt/base/rng.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/registry.h"
 #include "model/model_test_util.h"
 
@@ -144,6 +145,30 @@ TEST(Optimizer, MuonTakesMatricesWithItsOwnDecayAndAdamWTheRest) {
                         : (p.role == ParamRole::kNorm || p.role == ParamRole::kBias) ? 1.0
                                                                                      : 0.9;
     EXPECT_NEAR(ratio.at(p.name), want, 1e-6) << p.name;
+  }
+}
+
+// optim.muon_ns_dtype = "bf16" runs in f32 without Gram restarts on a backend that widens bf16 GEMM
+// operands to f32 (faster there, and more exact: muon_test), and in bf16 where they are native.
+TEST(Optimizer, MuonBf16RunsInF32WhereBf16GemmsAreWidened) {
+  struct Widening : kernels::CpuBackend {
+    bool native_bf16_gemms() const override { return false; }
+  } widening;
+  const ParamLayout layout(llama_tiny());
+  OptimizerConfig c = muon_config();
+  auto precision = [&](kernels::Backend& b) { return make(c, layout, b)->muon_precision(); };
+  EXPECT_EQ(precision(widening), NsPrecision::kF32NoRestart);
+  EXPECT_EQ(precision(kernels::ref_backend()), NsPrecision::kBF16);
+  c.muon_ns_dtype = "fp32";
+  EXPECT_EQ(precision(widening), NsPrecision::kF32);
+  EXPECT_EQ(precision(kernels::ref_backend()), NsPrecision::kF32);
+  EXPECT_FALSE(make(OptimizerConfig(), layout, widening)->muon_precision().has_value());
+  // The cpu backend answers for its CPU: oneDNN 2.6 has bf16 matmuls from AVX-512 on, none on AVX2.
+  const std::string isa = kernels::cpu_gemm_isa();
+  if (isa.rfind("avx512_core", 0) == 0) {
+    EXPECT_TRUE(kernels::cpu_backend().native_bf16_gemms()) << isa;
+  } else if (isa == "avx2") {
+    EXPECT_FALSE(kernels::cpu_backend().native_bf16_gemms()) << isa;
   }
 }
 

@@ -103,6 +103,10 @@ class Backend {
   // Whether AttentionBackend::kFlash is a real tiled kernel here (the ref oracle computes both
   // backends with the same exact loops, so it says no).
   virtual bool has_flash_attention() const { return true; }
+  // Whether bf16 GEMM operands are native here, i.e. faster than f32 ones: false where the backend
+  // widens them to f32 first (cpu on CPUs without AVX512-BF16 or AMX). Callers that pick bf16 only
+  // for speed (Muon's Newton–Schulz, optim/muon.h) take f32 where this is false.
+  virtual bool native_bf16_gemms() const { return true; }
 
   // ---- where the backend computes ---------------------------------------------------------------
   // Every tensor handed to an op must live on device() (host memory for cpu and ref; CUDA memory for

@@ -32,13 +32,28 @@ std::optional<NsMethod> parse_ns_method(std::string_view name) {
   return std::nullopt;
 }
 
+NsPrecision ns_precision(std::string_view ns_dtype, const kernels::Backend& b) {
+  if (ns_dtype != "bf16") return NsPrecision::kF32;
+  return b.native_bf16_gemms() ? NsPrecision::kBF16 : NsPrecision::kF32NoRestart;
+}
+
+std::string_view ns_precision_name(NsPrecision p) {
+  switch (p) {
+    case NsPrecision::kBF16: return "bf16";
+    case NsPrecision::kF32: return "fp32";
+    case NsPrecision::kF32NoRestart: return "fp32 without Gram restarts";
+  }
+  return "?";
+}
+
 int64_t muon_batch_size(int64_t count, int64_t numel, int64_t max_elements) {
   return std::clamp<int64_t>(max_elements / std::max<int64_t>(numel, 1), 1, std::max<int64_t>(count, 1));
 }
 
-MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, NsMethod method, Allocator& allocator)
+MuonUpdater::MuonUpdater(MuonCapacity capacity, NsPrecision precision, NsMethod method, Allocator& allocator)
     : capacity_(capacity),
-      ns_dtype_(ns_dtype),
+      precision_(precision),
+      ns_dtype_(precision == NsPrecision::kBF16 ? DType::kBF16 : DType::kF32),
       method_(method),
       direction_(Shape{capacity.numel}, DType::kF32, allocator),
       product_(Shape{capacity.numel}, DType::kF32, allocator),
@@ -46,15 +61,13 @@ MuonUpdater::MuonUpdater(MuonCapacity capacity, DType ns_dtype, NsMethod method,
       poly_(Shape{capacity.gram}, DType::kF32, allocator) {
   LMT_CHECK(capacity.numel > 0 && capacity.gram > 0)
       << "MuonUpdater needs a matrix: " << capacity.numel << ", " << capacity.gram;
-  LMT_CHECK(ns_dtype == DType::kF32 || ns_dtype == DType::kBF16)
-      << "MuonUpdater: Newton-Schulz runs in f32 or bf16, not " << dtype_name(ns_dtype);
   LMT_CHECK(capacity.gram <= capacity.numel) << "MuonUpdater: a Gram matrix larger than its matrix";
   const bool gram = method != NsMethod::kStandard;
   if (gram) {
     q_ = Tensor(Shape{capacity.gram}, DType::kF32, allocator);
     gram_poly_ = Tensor(Shape{capacity.gram}, DType::kF32, allocator);
   }
-  if (ns_dtype == DType::kBF16) {
+  if (ns_dtype_ == DType::kBF16) {
     x16_ = Tensor(Shape{capacity.numel}, DType::kBF16, allocator);
     gram16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
     poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
@@ -74,7 +87,9 @@ bool gram_iteration_pays(int64_t rows, int64_t cols) {
   return std::min(rows, cols) >= kGramMinSide && 2 * std::max(rows, cols) >= 3 * std::min(rows, cols);
 }
 
-bool gram_restarts_at(int step) { return step >= 2 && step % 2 == 0; }
+bool gram_restarts_at(int step, NsPrecision p) {
+  return p != NsPrecision::kF32NoRestart && step >= 2 && step % 2 == 0;
+}
 
 void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int steps) {
   LMT_CHECK((x.rank() == 2 || x.rank() == 3) && x.dtype() == DType::kF32) << "orthogonalise: " << x.to_string();
@@ -152,7 +167,7 @@ void MuonUpdater::iterate_gram(kernels::Backend& b, const TensorView& X, int ste
   float q = 1.0f;
   bool q_is_identity = true;
   for (int k = 0; k < steps; ++k) {
-    if (gram_restarts_at(k)) {  // fold Q into X, G afresh from X (see muon.h: drift)
+    if (gram_restarts_at(k, precision_)) {  // fold Q into X, G afresh from X (see muon.h: drift)
       apply_q(q, true);
       gram_of_x();
       q = 1.0f;
@@ -166,7 +181,7 @@ void MuonUpdater::iterate_gram(kernels::Backend& b, const TensorView& X, int ste
       b.axpby(Qm, 1.0f, Qm, q, Z, bf16 ? Q_op : none);
     }
     q *= kNsA;
-    if (k + 1 < steps && !gram_restarts_at(k + 1)) {  // G ← (aI + Z)·G·(aI + Z)
+    if (k + 1 < steps && !gram_restarts_at(k + 1, precision_)) {  // G ← (aI + Z)·G·(aI + Z)
       b.matmul_batched_symmetric(S, G_op, Z_op, false, false);
       b.axpby(GP, kNsA, G, 1.0f, S, bf16 ? GP_op : none);  // GP = G·(aI + Z)
       b.matmul_batched_symmetric(S, Z_op, GP_op, false, false);

@@ -15,7 +15,8 @@
 // (m = min(R,C), n = max(R,C)): G = XXᵀ, Z = bG + cG², Q ← (aI + Z)·Q, G ← (aI + Z)·G·(aI + Z),
 // touching X only to form G and at the end (X ← Q·X). Every m×m product is symmetric (polynomials
 // of G commute), so all run as Backend::matmul_batched_symmetric, as do the standard iteration's
-// A = XXᵀ and A². The Gram form restarts before iterations 2, 4, 6, ... (X ← Q·X, G recomputed):
+// A = XXᵀ and A². The Gram form restarts before iterations 2, 4, 6, ... (X ← Q·X, G recomputed;
+// not at kF32NoRestart, below):
 // between restarts G is only carried by the polynomial, and G's rounding, relative to its largest
 // eigenvalues, is large for the small ones that the polynomial amplifies ~a ≈ 3.4× per step. With
 // bf16 operands and a restart every third iteration the result was 3× further from the f32
@@ -28,10 +29,15 @@
 // 27.5 and 35.6 standard (35 and 45 before the symmetric products). kGramEverywhere (tests) takes
 // the Gram form for every shape.
 //
-// Precision (ns_dtype): kBF16 runs the three GEMMs of each iteration on bf16 operands with f32
+// Precision (NsPrecision): kBF16 runs the three GEMMs of each iteration on bf16 operands with f32
 // accumulation (muon.py runs the whole iteration in bf16; here X, A and bA + cA² stay f32 between
 // GEMMs and only the GEMM operands are rounded, so it is at least as exact). kF32 is the same
-// iteration on f32 operands (the exact reference the tests compare with).
+// iteration on f32 operands (the exact reference the tests compare with). kF32NoRestart is kF32
+// whose Gram form never restarts: f32 rounding of G is 2^16× smaller than bf16's, so G carried
+// through all steps stays within 2.2e-4 of the standard f32 iteration (a low-rank + noise 768 × 256
+// case; ~1e-5 for Gaussian matrices), 4.5–3000× closer than kBF16, in 17·s + (1+s)·r units: 15.5
+// and 17.1 for GPT-2 small's rectangular matrices. optim.muon_ns_dtype = "bf16" runs it where the
+// backend has no native bf16 GEMMs (ns_precision()): bf16 operands would be widened to f32 there.
 //
 // Batching: update() takes several matrices of one shape at once and runs each Newton–Schulz GEMM
 // as one Backend::matmul_batched over all of them; the small elementwise parts are fused
@@ -80,14 +86,21 @@ inline constexpr int64_t kMuonBatchElements = int64_t{1} << 23;
 inline constexpr int64_t kMuonBatchElementsHost = int64_t{1} << 21;
 
 enum class NsMethod { kStandard, kGram, kGramEverywhere };
+enum class NsPrecision { kBF16, kF32, kF32NoRestart };
+// The precision optim.muon_ns_dtype ("bf16" or "fp32") asks for, on `b`: "bf16" is kBF16 where b
+// has native bf16 GEMMs, else kF32NoRestart (faster there, and more exact); "fp32" is kF32.
+NsPrecision ns_precision(std::string_view ns_dtype, const kernels::Backend& b);
+// "bf16", "fp32", "fp32 without Gram restarts" (logs and benchmarks).
+std::string_view ns_precision_name(NsPrecision p);
 inline constexpr int64_t kGramMinSide = 256;
 // "standard" or "gram" (optim.muon_ns_method); nullopt for anything else.
 std::optional<NsMethod> parse_ns_method(std::string_view name);
 // Whether kGram iterates a [rows, cols] matrix in Gram form: the short side at least kGramMinSide
 // and the long side at least 1.5× the short.
 bool gram_iteration_pays(int64_t rows, int64_t cols);
-// Whether the Gram form restarts before iteration `step` (2, 4, 6, ...).
-bool gram_restarts_at(int step);
+// Whether the Gram form at precision p restarts before iteration `step`: 2, 4, 6, ... (never with
+// kF32NoRestart).
+bool gram_restarts_at(int step, NsPrecision p);
 
 // Scratch a MuonUpdater needs for its largest batch: Σ R·C and Σ min(R,C)² over the batch.
 struct MuonCapacity {
@@ -103,10 +116,10 @@ class MuonUpdater {
   // Scratch for one matrix of at most max_numel elements whose smaller side is at most max_side,
   // Newton–Schulz in f32 (the original single-matrix form).
   MuonUpdater(int64_t max_numel, int64_t max_side, NsMethod method = NsMethod::kGram)
-      : MuonUpdater({max_numel, max_side * max_side}, DType::kF32, method) {}
-  // Scratch for batches within `capacity`; ns_dtype kBF16 or kF32 (GEMM operands, see above).
-  // Scratch comes from `allocator` (the backend's: the host, or the GPU the update runs on).
-  MuonUpdater(MuonCapacity capacity, DType ns_dtype, NsMethod method = NsMethod::kGram,
+      : MuonUpdater({max_numel, max_side * max_side}, NsPrecision::kF32, method) {}
+  // Scratch for batches within `capacity`, at `precision` (see above). Scratch comes from
+  // `allocator` (the backend's: the host, or the GPU the update runs on).
+  MuonUpdater(MuonCapacity capacity, NsPrecision precision, NsMethod method = NsMethod::kGram,
               Allocator& allocator = host_allocator());
 
   // One Muon step of each matrix (formulas above), all of one shape [R,C], within the capacity;
@@ -122,7 +135,8 @@ class MuonUpdater {
   // not be this updater's scratch other than the direction buffer update() passes.
   void orthogonalise(kernels::Backend& b, const TensorView& x, int steps);
 
-  DType ns_dtype() const { return ns_dtype_; }
+  DType ns_dtype() const { return ns_dtype_; }  // the GEMM operands' dtype
+  NsPrecision precision() const { return precision_; }
   NsMethod method() const { return method_; }
 
  private:
@@ -132,6 +146,7 @@ class MuonUpdater {
   void iterate_gram(kernels::Backend& b, const TensorView& X, int steps);
 
   MuonCapacity capacity_;
+  NsPrecision precision_;
   DType ns_dtype_;
   NsMethod method_;
   Tensor direction_, product_;  // f32[capacity.numel]: D (then X) and the products (·X, or m×m for kGram)

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "lmt/base/check.h"
+#include "lmt/base/log.h"
 
 namespace lmt::optim {
 namespace {
@@ -206,9 +207,14 @@ Optimizer::Optimizer(const OptimizerConfig& c, const ParamLayout& layout, kernel
     cap.numel = std::max(cap.numel, nb * R * C);
     cap.gram = std::max(cap.gram, nb * side * side);
   }
-  if (!muon_shapes.empty())
-    muon_ = std::make_unique<MuonUpdater>(cap, c.muon_ns_dtype == "bf16" ? DType::kBF16 : DType::kF32,
-                                          *parse_ns_method(c.muon_ns_method), backend_.allocator());
+  if (!muon_shapes.empty()) {
+    const NsPrecision precision = ns_precision(c.muon_ns_dtype, backend_);
+    if (precision == NsPrecision::kF32NoRestart) {
+      LMT_LOG(INFO) << "Muon: Newton-Schulz in f32 without Gram restarts (optim.muon_ns_dtype = \"bf16\" on a "
+                    << backend_.name() << " backend without native bf16 GEMMs: faster here, and more exact)";
+    }
+    muon_ = std::make_unique<MuonUpdater>(cap, precision, *parse_ns_method(c.muon_ns_method), backend_.allocator());
+  }
 }
 
 Optimizer::~Optimizer() = default;

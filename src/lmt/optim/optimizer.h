@@ -14,7 +14,7 @@
 //   Muon    kMatrix (name = "muon")          muon_lr, muon_momentum, muon_weight_decay; every other
 //                                            tensor stays with AdamW (lr) as above
 // Muon matrices of one shape (all layers' q|k|v, all FFN up, ...) inside a step's shard are
-// updated as batches (MuonUpdater: batched Newton–Schulz GEMMs, in muon_ns_dtype).
+// updated as batches (MuonUpdater: batched Newton–Schulz GEMMs, at ns_precision(muon_ns_dtype, backend)).
 // Elements outside every tensor (alignment gaps) are updated with the tensor before them under
 // AdamW (they stay zero: zero grads give a zero update) and are left alone after a Muon matrix.
 // Vocabulary padding rows have zero grads and zero values, so they stay exactly zero.
@@ -51,7 +51,7 @@ struct OptimizerConfig {
   bool muon_nesterov = true;
   int muon_ns_steps = 5;
   float muon_weight_decay = 0.0f;
-  std::string muon_ns_dtype = "bf16";  // Newton–Schulz GEMM operands: "bf16" (f32 accumulation) or "fp32"
+  std::string muon_ns_dtype = "bf16";  // Newton–Schulz GEMM operands: "bf16" (f32 accumulation) or "fp32" (muon.h)
   std::string muon_ns_method = "gram";  // "gram" (Gram form where it pays) or "standard" (optim/muon.h)
 };
 
@@ -104,6 +104,10 @@ class Optimizer {
   std::vector<std::pair<std::string, TensorView>> state();
   const OptimizerConfig& config() const { return config_; }
   kernels::Backend& backend() const { return backend_; }  // the one its kernels run on
+  // Muon's Newton–Schulz precision on this backend (ns_precision(), muon.h); nullopt without Muon matrices.
+  std::optional<NsPrecision> muon_precision() const {
+    return muon_ ? std::optional<NsPrecision>(muon_->precision()) : std::nullopt;
+  }
   int64_t state_begin() const { return state_begin_; }
   int64_t state_end() const { return state_end_; }
 

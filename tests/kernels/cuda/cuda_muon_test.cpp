@@ -83,7 +83,8 @@ TEST(CudaMuon, NewtonSchulzOnTheGpuMatchesTheCpu) {
         kernels::Backend* backends[2] = {&gpu, &cpu};
         for (int i = 0; i < 2; ++i) {
           kernels::Backend& be = *backends[i];
-          optim::MuonUpdater muon({c.rows * c.cols, side * side}, dt, method, be.allocator());
+          const optim::NsPrecision p = dt == DType::kF32 ? optim::NsPrecision::kF32 : optim::NsPrecision::kBF16;
+          optim::MuonUpdater muon({c.rows * c.cols, side * side}, p, method, be.allocator());
           Tensor x = on(be, g, Shape{c.rows, c.cols});
           muon.orthogonalise(be, x, 5);
           results[i] = back(be, x);

@@ -26,6 +26,8 @@ class CpuBackend : public Backend {
   ~CpuBackend() override;
   std::string_view name() const override { return "cpu"; }
   size_t workspace_bytes() const override { return workspace_size_; }
+  // oneDNN's answer, found out once by creating a bf16 matmul primitive (cpu/matmul.cpp).
+  bool native_bf16_gemms() const override;
 
   // Scratch memory of at least `bytes` (64-byte aligned), reused across calls: valid until the next
   // call to workspace(). Grows monotonically, so steady-state training never allocates.

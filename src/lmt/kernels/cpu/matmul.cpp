@@ -323,6 +323,11 @@ bool cpu_gemm_rows_independent() {
 
 size_t CpuBackend::cached_gemm_primitives() const { return dnnl_->cache.size(); }
 
+bool CpuBackend::native_bf16_gemms() const {
+  GemmKey probe{16, 16, 16, DType::kBF16, false, false, false, false};
+  return dnnl_->native_bf16(probe);
+}
+
 namespace {
 // The weight gradient doutᵀ·inp (A transposed) runs faster in blocks of this many output rows: on
 // Zen 5 (oneDNN 2.6, bf16, N = 1024) gpt2-124m's four dW shapes take 17.5 ms per layer in blocks of
