@@ -387,10 +387,45 @@ struct SymmetricBlocks {
   int64_t end_of_row(int64_t r) const { return end(std::min(r / size, count - 1)); }
 };
 
-// c[i]'s upper triangle beyond each row block's computed columns ← the lower one, as transposed
-// 32 x 32 tiles (both tiles stay in L1; a row-by-row copy reads one cache line per element), each
-// in 16 × 16 register transposes (element by element it took 7% of Muon's step, `perf record` of
-// `lmtrain bench optim`).
+// m[r, c] ← m[c, r] for r in [r0, r1), c in [c0, c1), all above the diagonal (c0 ≥ r1 - 1 and c > r:
+// it reads only below it): 16 × 16 blocks transposed in registers, 8 × 8 on AVX2, edges element by
+// element (element by element throughout it took 7% of Muon's step, `perf record` of `lmtrain bench
+// optim`; on Zen 3 with AVX2, 8 × 8 blocks took mirror_lower from 2.9% to 0.6% of its samples).
+void mirror_by_element(float* m, int64_t M, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  for (int64_t col = c0; col < c1; ++col)  // read row `col` of the lower part contiguously
+    for (int64_t r = r0; r < r1; ++r) m[r * M + col] = m[col * M + r];
+}
+
+void mirror_rect(float* m, int64_t M, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+#ifdef __AVX512F__
+  for (int64_t rr = r0; rr < r1; rr += 16)
+    for (int64_t cc = c0; cc < c1; cc += 16) {
+      const int nr = static_cast<int>(std::min<int64_t>(16, r1 - rr)), ncol = static_cast<int>(std::min<int64_t>(16, c1 - cc));
+      __m512i v[16];
+      for (int i = 0; i < 16; ++i)  // v[i] = row cc + i of the lower part, columns rr..rr+nr
+        v[i] = i < ncol ? _mm512_maskz_loadu_epi32(simd::tail_mask(nr), m + (cc + i) * M + rr) : _mm512_setzero_si512();
+      simd::transpose16(v);
+      for (int j = 0; j < nr; ++j) _mm512_mask_storeu_epi32(m + (rr + j) * M + cc, simd::tail_mask(ncol), v[j]);
+    }
+#elif defined(LMT_SIMD_AVX2)
+  for (int64_t rr = r0; rr < r1; rr += 8)
+    for (int64_t cc = c0; cc < c1; cc += 8) {
+      if (rr + 8 > r1 || cc + 8 > c1) {
+        mirror_by_element(m, M, rr, std::min(r1, rr + 8), cc, std::min(c1, cc + 8));
+        continue;
+      }
+      __m256 v[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(m + (cc + i) * M + rr);
+      simd::transpose8(v);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(m + (rr + j) * M + cc, v[j]);
+    }
+#else
+  mirror_by_element(m, M, r0, r1, c0, c1);
+#endif
+}
+
+// c[i]'s upper triangle beyond each row block's computed columns ← the lower one, in 32 × 32 tiles
+// (both tiles stay in L1; a row-by-row copy reads one cache line per element).
 void mirror_lower(float* c, int64_t nb, const SymmetricBlocks& blocks) {
   constexpr int64_t kTile = 32;
   const int64_t M = blocks.M, tiles = (M + kTile - 1) / kTile;
@@ -399,39 +434,26 @@ void mirror_lower(float* c, int64_t nb, const SymmetricBlocks& blocks) {
     for (int64_t t = 0; t < tiles; ++t) {  // tile row t: rows [t·32, t·32 + 32)
       float* m = c + i * M * M;
       const int64_t r0 = t * kTile, r1 = std::min(M, r0 + kTile);
-      const int64_t from = blocks.end_of_row(r0);  // the tile row's rows share a row block
-      for (int64_t c0 = from; c0 < M; c0 += kTile) {
-        const int64_t c1 = std::min(M, c0 + kTile);
-#ifdef __AVX512F__
-        for (int64_t rr = r0; rr < r1; rr += 16)  // 16 × 16 blocks transposed in registers
-          for (int64_t cc = c0; cc < c1; cc += 16) {
-            const int nr = static_cast<int>(std::min<int64_t>(16, r1 - rr)), ncol = static_cast<int>(std::min<int64_t>(16, c1 - cc));
-            __m512i v[16];
-            for (int i = 0; i < 16; ++i)  // v[i] = row cc + i of the lower part, columns rr..rr+nr
-              v[i] = i < ncol ? _mm512_maskz_loadu_epi32(simd::tail_mask(nr), m + (cc + i) * M + rr) : _mm512_setzero_si512();
-            simd::transpose16(v);
-            for (int j = 0; j < nr; ++j) _mm512_mask_storeu_epi32(m + (rr + j) * M + cc, simd::tail_mask(ncol), v[j]);
-          }
-#else
-        for (int64_t col = c0; col < c1; ++col)  // read row `col` of the lower part contiguously
-          for (int64_t r = r0; r < r1; ++r) m[r * M + col] = m[col * M + r];
-#endif
-      }
+      for (int64_t c0 = blocks.end_of_row(r0); c0 < M; c0 += kTile)  // the tile row's rows share a row block
+        mirror_rect(m, M, r0, r1, c0, std::min(M, c0 + kTile));
     }
 }
 
 // Each row block's diagonal square above its diagonal ← below it. A GEMM's (r, c) and (c, r) add
 // the same products, but only kernels that sum every element in one order make them equal: AVX2's
 // sgemm does not (edge tiles), so there (!cpu_gemm_rows_independent()) the squares are mirrored too.
+// In stripes of 8 rows (block sizes are multiples of 32): the stripe's own 8 × 8 triangle element
+// by element, the rest of its row block's square as rectangles.
 void mirror_diagonal_blocks(float* c, int64_t nb, const SymmetricBlocks& blocks) {
-  const int64_t M = blocks.M;
+  constexpr int64_t kStripe = 8;
+  const int64_t M = blocks.M, stripes = (M + kStripe - 1) / kStripe;
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t i = 0; i < nb; ++i)
-    for (int64_t col = 0; col < M; ++col) {  // row `col` below the diagonal, read contiguously
+    for (int64_t t = 0; t < stripes; ++t) {
       float* m = c + i * M * M;
-      const int64_t block_begin = col - col % blocks.size;
-      const int64_t begin = std::min(block_begin, (blocks.count - 1) * blocks.size);
-      for (int64_t r = begin; r < col; ++r) m[r * M + col] = m[col * M + r];
+      const int64_t r0 = t * kStripe, r1 = std::min(M, r0 + kStripe);
+      for (int64_t r = r0; r < r1; ++r) mirror_by_element(m, M, r, r + 1, r + 1, r1);
+      mirror_rect(m, M, r0, r1, r1, blocks.end_of_row(r0));
     }
 }
 }  // namespace

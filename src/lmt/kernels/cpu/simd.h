@@ -11,7 +11,8 @@
 // with explicit FMAs on 8 lanes; with neither, GCC vector operators.
 // hsum(v): horizontal sum of 16 floats. Both have a scalar fallback for non-AVX-512 builds.
 // transpose16(r): a 16 × 16 matrix of 32-bit words (floats or bf16 pairs) transposed in registers
-// (AVX-512 only: its callers have scalar paths or exist only there).
+// (AVX-512 only: its callers have scalar paths or exist only there); transpose8(r), 8 × 8 floats,
+// its AVX2 form.
 #pragma once
 
 #include <cmath>
@@ -189,6 +190,27 @@ inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
     r[8 + k] = _mm512_shuffle_i32x4(a, c, 0xdd);
     r[4 + k] = _mm512_shuffle_i32x4(b, d, 0x88);
     r[12 + k] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+}
+#endif
+
+#ifdef LMT_SIMD_AVX2
+// r[i] ← column i of the 8 × 8 matrix of floats whose rows r[0..7] hold.
+[[gnu::always_inline]] inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {  // per 128-bit lane L: t[2i], t[2i + 1] = rows 2i, 2i+1 of columns 4L..4L+3
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // u[4i + k], lane L: rows 4i..4i+3 of column 4L + k
+    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i + 0], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {  // column k: lane 0 of u[k] and u[4 + k]; column 4 + k: their lane 1
+    r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+    r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
   }
 }
 #endif
