@@ -6,7 +6,8 @@
 // and step, so its primitives take the row count as a runtime dimension (one primitive per weight
 // shape, not one per row count: creating a primitive costs ~100 us, and a cache keyed by every row
 // count seen grows without bound over a run). Weight gradients (doutᵀ·inp) run in blocks of output
-// rows, reading dout at its leading dimension (faster, see kWeightGradRows). bf16 inputs accumulate
+// rows with AVX-512, reading dout at its leading dimension (faster there, whole on AVX2: see
+// kWeightGradRows). bf16 inputs accumulate
 // in f32 and oneDNN dispatches them to AMX
 // (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
 // Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass. Each primitive
@@ -306,10 +307,12 @@ std::string cpu_gemm_isa() {
 }
 CpuBackend::~CpuBackend() = default;
 
-// The AVX-512 ISAs of oneDNN 2.6 (Debian 12's); a newer oneDNN's further ones (avx512_core_fp16,
-// AVX10) would land in `default` and take the one-matrix-at-a-time path until added here.
-bool cpu_gemm_rows_independent() {
-  static const bool independent = [] {
+namespace {
+// Whether oneDNN's GEMMs run on one of its AVX-512 ISAs (oneDNN 2.6, Debian 12's; a newer oneDNN's
+// further ones, avx512_core_fp16 or AVX10, would land in `default` until added here); else on AVX2's
+// sgemm (bf16 operands widened to f32).
+bool avx512_gemms() {
+  static const bool avx512 = [] {
     switch (dnnl::get_effective_cpu_isa()) {
       case dnnl::cpu_isa::avx512_core:
       case dnnl::cpu_isa::avx512_core_vnni:
@@ -318,8 +321,12 @@ bool cpu_gemm_rows_independent() {
       default: return false;
     }
   }();
-  return independent;
+  return avx512;
 }
+}  // namespace
+
+// Elsewhere matrices take the one-matrix-at-a-time path.
+bool cpu_gemm_rows_independent() { return avx512_gemms(); }
 
 size_t CpuBackend::cached_gemm_primitives() const { return dnnl_->cache.size(); }
 
@@ -329,10 +336,18 @@ bool CpuBackend::native_bf16_gemms() const {
 }
 
 namespace {
-// The weight gradient doutᵀ·inp (A transposed) runs faster in blocks of this many output rows: on
-// Zen 5 (oneDNN 2.6, bf16, N = 1024) gpt2-124m's four dW shapes take 17.5 ms per layer in blocks of
-// 512 against 20.4 ms whole (cold caches); the LM head's [50257, 256]ᵀ product gains the most.
+// The weight gradient doutᵀ·inp (A transposed) runs faster in blocks of this many output rows with
+// AVX-512: on Zen 5 (oneDNN 2.6, bf16, N = 1024) gpt2-124m's four dW shapes take 17.5 ms per layer
+// in blocks of 512 against 20.4 ms whole (cold caches); the LM head's [50257, 256]ᵀ product gains
+// the most. AVX2's sgemm is the other way round: the LM head's (--n 50257) ran 14% faster whole on
+// Zen 3, 492-534 ms against 576-626 ms in blocks of 512 (3 interleaved rounds of `bench matmul
+// --form linear-dw --cold --m 1024 --k 768 --dtype bf16`, 2026-11-27; 4096-row blocks sat between),
+// c_fc's (--n 3072) the same either way (34-38 ms); and the whole product widens no more of dlogits
+// than the LM head's input gradient already does.
 constexpr int64_t kWeightGradRows = 512;
+int64_t weight_grad_block_rows(int64_t out_rows) {
+  return avx512_gemms() && out_rows >= 2 * kWeightGradRows ? kWeightGradRows : out_rows;
+}
 
 void require_gemm_dtype(const char* op, const TensorView& t) {
   LMT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16)
@@ -501,14 +516,14 @@ void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& in
              out.data(), bias.data());
 }
 
-// dweight[OC,C] (+)= doutᵀ[OC,N] · inp[N,C], in blocks of kWeightGradRows rows; block o0 reads dout's
+// dweight[OC,C] (+)= doutᵀ[OC,N] · inp[N,C], in blocks of weight_grad_block_rows(); block o0 reads dout's
 // columns [o0, o1) as Aᵀ at leading dimension OC. Written over dweight (accumulate false), the GEMM
 // does not read it (with the fill it spares, ~2% of a gpt2-124m step on Zen 5; docs/PERFORMANCE.md).
 void CpuBackend::weight_grad(const TensorView& dweight, const TensorView& dout, const TensorView& inp,
                              bool accumulate) {
   const int64_t N = inp.dim(0), C = inp.dim(1), OC = dweight.dim(0);
   const char* d = static_cast<const char*>(dout.data());
-  const int64_t block = OC >= 2 * kWeightGradRows ? kWeightGradRows : OC;
+  const int64_t block = weight_grad_block_rows(OC);
   const WidenPin pin(*this, inp.data());  // every block reads all of inp
   for (int64_t o0 = 0; o0 < OC; o0 += block) {
     const int64_t o1 = std::min(OC, o0 + block);
