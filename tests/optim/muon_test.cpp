@@ -302,8 +302,8 @@ TEST(Muon, BatchedEqualsUnbatchedBitForBit) {
     for (NsPrecision ns : {NsPrecision::kF32, NsPrecision::kBF16, NsPrecision::kF32NoRestart}) {
       for (const NsMethod method : kMethods)
       for (const Dims d : {Dims{5, 37}, Dims{37, 5}, Dims{16, 16}, Dims{24, 40}, Dims{130, 200}}) {
-        SCOPED_TRACE(std::string(b->name()) + " " + std::string(ns_precision_name(ns)) + " [" + std::to_string(d.rows) + "," +
-                     std::to_string(d.cols) + "] " + method_name(method));
+        SCOPED_TRACE(std::string(b->name()) + " " + std::string(ns_precision_name(ns)) + " [" +
+                     std::to_string(d.rows) + "," + std::to_string(d.cols) + "] " + method_name(method));
         const int64_t R = d.rows, C = d.cols, n = R * C, side = std::min(R, C), nb = 3;
         MuonUpdater batched({nb * n, nb * side * side}, ns, method), single({n, side * side}, ns, method);
         std::vector<float> stack(nb * n);

@@ -146,8 +146,10 @@ std::vector<KeyInfo> build() {
       key("optim.muon_nesterov", true, "Nesterov momentum in Muon"),
       key("optim.muon_ns_steps", I{5}, between(1, 100), "Newton–Schulz iterations in Muon"),
       key("optim.muon_weight_decay", 0.0, between(0, 100), "decoupled weight decay for Muon matrices"),
-      key("optim.muon_ns_dtype", std::string("bf16"), "Newton–Schulz GEMM operands in Muon: \"bf16\" (f32 accumulation, as the reference's bf16 iteration; fast; "
-          "f32 without Gram restarts where the backend has no native bf16 GEMMs, e.g. AVX2-only CPUs) or \"fp32\""),
+      key("optim.muon_ns_dtype", std::string("bf16"),
+          "Newton–Schulz GEMM operands in Muon: \"bf16\" (f32 accumulation, as the reference's bf16 iteration; "
+          "fast; f32 without Gram restarts where the backend has no native bf16 GEMMs, e.g. AVX2-only CPUs) or "
+          "\"fp32\""),
       key("optim.muon_ns_method", std::string("gram"), "Newton–Schulz in Muon: \"gram\" (the same polynomial iterated on the Gram matrix, with restarts; fewer FLOPs for rectangular matrices) or \"standard\" (the reference's iteration)"),
       // schedule
       key("schedule.kind", std::string("cosine"), "\"cosine\", \"wsd\", \"multistep\" or \"constant\""),

@@ -6,9 +6,8 @@
 // and step, so its primitives take the row count as a runtime dimension (one primitive per weight
 // shape, not one per row count: creating a primitive costs ~100 us, and a cache keyed by every row
 // count seen grows without bound over a run). Weight gradients (doutᵀ·inp) run in blocks of output
-// rows with AVX-512, reading dout at its leading dimension (faster there, whole on AVX2: see
-// kWeightGradRows). bf16 inputs accumulate
-// in f32 and oneDNN dispatches them to AMX
+// rows with AVX-512, reading dout at its leading dimension (faster there; whole on AVX2, see
+// kWeightGradRows). bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
 // (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
 // Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass. Each primitive
 // takes oneDNN's first implementation, except the linear layers' gradients on AVX512-BF16 without
@@ -325,7 +324,7 @@ bool avx512_gemms() {
 }
 }  // namespace
 
-// Elsewhere matrices take the one-matrix-at-a-time path.
+// True on AVX-512 (its kernels, tested bit for bit); AVX2's sgemm does not (cpu_backend.h).
 bool cpu_gemm_rows_independent() { return avx512_gemms(); }
 
 size_t CpuBackend::cached_gemm_primitives() const { return dnnl_->cache.size(); }
@@ -402,10 +401,10 @@ struct SymmetricBlocks {
   int64_t end_of_row(int64_t r) const { return end(std::min(r / size, count - 1)); }
 };
 
-// m[r, c] ← m[c, r] for r in [r0, r1), c in [c0, c1), all above the diagonal (c0 ≥ r1 - 1 and c > r:
-// it reads only below it): 16 × 16 blocks transposed in registers, 8 × 8 on AVX2, edges element by
-// element (element by element throughout it took 7% of Muon's step, `perf record` of `lmtrain bench
-// optim`; on Zen 3 with AVX2, 8 × 8 blocks took mirror_lower from 2.9% to 0.6% of its samples).
+// m[r, c] ← m[c, r] for r in [r0, r1), c in [c0, c1), all above the diagonal (c0 ≥ r1: it reads only
+// below it): 16 × 16 blocks transposed in registers, 8 × 8 on AVX2, edges element by element
+// (element by element throughout it took 7% of Muon's step on Zen 5, `perf record` of `lmtrain
+// bench optim`; on Zen 3 the 8 × 8 blocks took the mirror from 3.6% to 1.1% of its samples).
 void mirror_by_element(float* m, int64_t M, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   for (int64_t col = c0; col < c1; ++col)  // read row `col` of the lower part contiguously
     for (int64_t r = r0; r < r1; ++r) m[r * M + col] = m[col * M + r];
@@ -415,7 +414,8 @@ void mirror_rect(float* m, int64_t M, int64_t r0, int64_t r1, int64_t c0, int64_
 #ifdef __AVX512F__
   for (int64_t rr = r0; rr < r1; rr += 16)
     for (int64_t cc = c0; cc < c1; cc += 16) {
-      const int nr = static_cast<int>(std::min<int64_t>(16, r1 - rr)), ncol = static_cast<int>(std::min<int64_t>(16, c1 - cc));
+      const int nr = static_cast<int>(std::min<int64_t>(16, r1 - rr));
+      const int ncol = static_cast<int>(std::min<int64_t>(16, c1 - cc));
       __m512i v[16];
       for (int i = 0; i < 16; ++i)  // v[i] = row cc + i of the lower part, columns rr..rr+nr
         v[i] = i < ncol ? _mm512_maskz_loadu_epi32(simd::tail_mask(nr), m + (cc + i) * M + rr) : _mm512_setzero_si512();
