@@ -53,7 +53,6 @@ int64_t muon_batch_size(int64_t count, int64_t numel, int64_t max_elements) {
 MuonUpdater::MuonUpdater(MuonCapacity capacity, NsPrecision precision, NsMethod method, Allocator& allocator)
     : capacity_(capacity),
       precision_(precision),
-      ns_dtype_(precision == NsPrecision::kBF16 ? DType::kBF16 : DType::kF32),
       method_(method),
       direction_(Shape{capacity.numel}, DType::kF32, allocator),
       product_(Shape{capacity.numel}, DType::kF32, allocator),
@@ -67,7 +66,7 @@ MuonUpdater::MuonUpdater(MuonCapacity capacity, NsPrecision precision, NsMethod 
     q_ = Tensor(Shape{capacity.gram}, DType::kF32, allocator);
     gram_poly_ = Tensor(Shape{capacity.gram}, DType::kF32, allocator);
   }
-  if (ns_dtype_ == DType::kBF16) {
+  if (precision_ == NsPrecision::kBF16) {
     x16_ = Tensor(Shape{capacity.numel}, DType::kBF16, allocator);
     gram16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
     poly16_ = Tensor(Shape{capacity.gram}, DType::kBF16, allocator);
@@ -104,7 +103,7 @@ void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int st
     const TensorView xi = item(X, i);
     b.scale(xi, static_cast<float>(1.0 / (std::sqrt(b.sum_squares(xi)) + kNormEps)));
   }
-  if (ns_dtype_ == DType::kBF16) b.convert(scratch(x16_, {nb, R, C}), X);
+  if (precision_ == NsPrecision::kBF16) b.convert(scratch(x16_, {nb, R, C}), X);
   if (method_ == NsMethod::kGramEverywhere || (method_ == NsMethod::kGram && gram_iteration_pays(R, C)))
     iterate_gram(b, X, steps);
   else
@@ -114,7 +113,7 @@ void MuonUpdater::orthogonalise(kernels::Backend& b, const TensorView& x, int st
 void MuonUpdater::iterate_standard(kernels::Backend& b, const TensorView& X, int steps) {
   const int64_t nb = X.dim(0), R = X.dim(1), C = X.dim(2), side = std::min(R, C);
   const bool wide = R <= C;  // Gram on the smaller side: XXᵀ for wide, XᵀX for tall
-  const bool bf16 = ns_dtype_ == DType::kBF16;
+  const bool bf16 = precision_ == NsPrecision::kBF16;
   const TensorView A = scratch(gram_, {nb, side, side}), P = scratch(poly_, {nb, side, side});
   const TensorView Y = scratch(product_, {nb, R, C});
   // The GEMM operands: bf16 copies refreshed by the pass that writes each f32 value, or the f32 values.
@@ -141,7 +140,7 @@ void MuonUpdater::iterate_standard(kernels::Backend& b, const TensorView& X, int
 void MuonUpdater::iterate_gram(kernels::Backend& b, const TensorView& X, int steps) {
   const int64_t nb = X.dim(0), R = X.dim(1), C = X.dim(2), side = std::min(R, C);
   const bool wide = R <= C;
-  const bool bf16 = ns_dtype_ == DType::kBF16;
+  const bool bf16 = precision_ == NsPrecision::kBF16;
   const Shape square{nb, side, side};
   const TensorView G = scratch(gram_, square), GP = scratch(gram_poly_, square);
   TensorView Z = scratch(poly_, square), Qm = scratch(q_, square);  // swapped when Q = aI + Z

@@ -135,7 +135,9 @@ class MuonUpdater {
   // not be this updater's scratch other than the direction buffer update() passes.
   void orthogonalise(kernels::Backend& b, const TensorView& x, int steps);
 
-  DType ns_dtype() const { return ns_dtype_; }  // the GEMM operands' dtype
+  DType ns_dtype() const {  // the GEMM operands' dtype
+    return precision_ == NsPrecision::kBF16 ? DType::kBF16 : DType::kF32;
+  }
   NsPrecision precision() const { return precision_; }
   NsMethod method() const { return method_; }
 
@@ -147,7 +149,6 @@ class MuonUpdater {
 
   MuonCapacity capacity_;
   NsPrecision precision_;
-  DType ns_dtype_;
   NsMethod method_;
   Tensor direction_, product_;  // f32[capacity.numel]: D (then X) and the products (·X, or m×m for kGram)
   Tensor gram_, poly_;          // f32[capacity.gram]: A = G and bA + cA² = Z
