@@ -124,12 +124,14 @@ TEST(BatchedOps, CpuBatchedGemmKeepsTheBitsAtModelSizes) {
 // matmul_batched_symmetric on the products Muon takes it for: XXᵀ, XᵀX and A·A with A symmetric.
 // Every element within f32 rounding of f64 on the (bf16-rounded) operands; each matrix's result
 // independent of its batch (bit for bit); and on the cpu backend, which computes the lower triangle
-// in row blocks from M = 128 on, exactly symmetric (sizes with a partial last block included).
+// in row blocks from M = 128 on, exactly symmetric (sizes with a partial last block included). M = 300
+// in f32 on AVX2 with up to two threads takes the blocks spread over the threads (three blocks of 64
+// rows and one of 108; symmetric_by_thread() in kernels/cpu/matmul.cpp).
 TEST(BatchedOps, MatmulBatchedSymmetricIsTheProductMadeSymmetric) {
   enum Kind { kXXt, kXtX, kAA };
   for (Backend* b : {&cpu_backend(), &ref_backend()}) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
-      for (const int64_t M : {5, 130, 200}) {
+      for (const int64_t M : {5, 130, 200, 300}) {
         for (const Kind kind : {kXXt, kXtX, kAA}) {
           const int64_t K = kind == kAA ? M : 300, nb = 3, na = M * K, nc = M * M;
           SCOPED_TRACE(std::string(b->name()) + " " + std::string(dtype_name(dt)) + " M " + std::to_string(M) +

@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "lmt/base/bf16.h"
@@ -389,13 +390,18 @@ void CpuBackend::matmul_batched_impl(const TensorView& c, const TensorView& a, c
 }
 
 namespace {
-// The row blocks of a symmetric product: about a quarter of M each (5/8 of the FLOPs), a multiple
-// of 32 rows (the mirror's tile), the last one taking the remainder (a sliver of a block would run
-// on other oneDNN kernels than the same rows alone, and break the batch invariance).
+// The row blocks of a symmetric product, each a multiple of 32 rows (the mirror's tile), the last
+// one taking the remainder (a sliver of a block would run on other oneDNN kernels than the same rows
+// alone, and break the batch invariance). quarters(): about a quarter of M each (5/8 of the FLOPs),
+// one threaded GEMM per block; of_rows(): blocks of `rows` rows, one single-threaded GEMM each,
+// shared out over the threads (symmetric_sgemm_by_thread() below).
 struct SymmetricBlocks {
   int64_t M, size, count;
-  explicit SymmetricBlocks(int64_t m)
-      : M(m), size(std::max<int64_t>(Backend::kSymmetricBlockMin, (m / 4 + 31) / 32 * 32)), count(m / size) {}
+  static SymmetricBlocks quarters(int64_t m) {
+    return SymmetricBlocks(m, std::max<int64_t>(Backend::kSymmetricBlockMin, (m / 4 + 31) / 32 * 32));
+  }
+  static SymmetricBlocks of_rows(int64_t m, int64_t rows) { return SymmetricBlocks(m, rows); }
+  SymmetricBlocks(int64_t m, int64_t block_rows) : M(m), size(block_rows), count(m / block_rows) {}
   int64_t begin(int64_t i) const { return i * size; }
   int64_t end(int64_t i) const { return i + 1 == count ? M : (i + 1) * size; }
   int64_t end_of_row(int64_t r) const { return end(std::min(r / size, count - 1)); }
@@ -473,8 +479,52 @@ void mirror_diagonal_blocks(float* c, int64_t nb, const SymmetricBlocks& blocks)
 }
 }  // namespace
 
+namespace {
+// f32 symmetric products on AVX2 (oneDNN's sgemm): the lower triangle in row blocks of this many
+// rows, each block one single-threaded sgemm, the blocks shared out over the threads largest first.
+// On Zen 3 (2 cores) a 768 × 768 × 768 product took 15-25% less time so than as four threaded
+// 192-row blocks: one thread's sgemm on a block runs near its core's peak, while oneDNN splitting a
+// 192-row block over both cores ran it at 65-75% of theirs; and 64-row blocks leave ~53% of the
+// FLOPs, not 5/8 (docs/PERFORMANCE.md, "Muon's symmetric products by thread").
+constexpr int64_t kSymmetricThreadBlockRows = 64;
+
+// Whether a symmetric product of side M runs as symmetric_sgemm_by_thread(): f32 operands, AVX2's
+// sgemm, and at least two blocks per thread (a block of i + 1 units among ~count²/2 keeps the
+// threads within a block of each other). Depends on M and the thread count only, never on the batch.
+bool symmetric_by_thread(DType in, int64_t M) {
+  return in == DType::kF32 && !avx512_gemms() && M / kSymmetricThreadBlockRows >= 2 * omp_get_max_threads();
+}
+
+// The lower triangle's row blocks of c[nb, M, M] = op(a) · op(b), one single-threaded dnnl_sgemm per
+// (matrix, block) (oneDNN runs inside a parallel region on the calling thread), largest blocks
+// first; a matrix's blocks are the same calls whatever the batch or the thread that runs them.
+void symmetric_sgemm_by_thread(float* c, const float* a, const float* b, int64_t nb, int64_t K, bool trans_a,
+                               bool trans_b, const SymmetricBlocks& blocks) {
+  const int64_t M = blocks.M, items = nb * blocks.count;
+  dnnl_status_t failed = dnnl_success;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t t = 0; t < items; ++t) {
+    const int64_t blk = blocks.count - 1 - t / nb, i = t % nb;
+    const int64_t r0 = blocks.begin(blk), r1 = blocks.end(blk);
+    const float* ai = a + i * M * K;
+    // op(a)'s rows r0.. are a's rows (a [M,K]) or columns (a [K,M]); op(b)'s columns 0..r1 are b's
+    // first rows (b [M,K]) or columns (b [K,M])
+    const dnnl_status_t s = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', r1 - r0, r1, K, 1.0f,
+                                       trans_a ? ai + r0 : ai + r0 * K, trans_a ? M : K, b + i * M * K,
+                                       trans_b ? K : M, 0.0f, c + i * M * M + r0 * M, M);
+    if (s != dnnl_success) {
+#pragma omp critical(lmt_symmetric_sgemm)
+      failed = s;
+    }
+  }
+  LMT_CHECK(failed == dnnl_success) << "oneDNN sgemm of a symmetric product's row block failed (status "
+                                    << static_cast<int>(failed) << ")";
+}
+}  // namespace
+
 // The lower triangle in row blocks [r0, r1): c[r0:r1, 0:r1] = op(a)[r0:r1, :] · op(b)[:, 0:r1], one
-// batched primitive per block reading a, b and c at their leading dimensions; then the mirror.
+// batched primitive per block reading a, b and c at their leading dimensions (or the blocks spread
+// over the threads, symmetric_by_thread()); then the mirror.
 void CpuBackend::matmul_batched_symmetric_impl(const TensorView& c, const TensorView& a, const TensorView& b,
                                                bool trans_a, bool trans_b) {
   require_gemm_dtype("matmul_batched_symmetric", a);
@@ -483,10 +533,17 @@ void CpuBackend::matmul_batched_symmetric_impl(const TensorView& c, const Tensor
     matmul_batched_impl(c, a, b, trans_a, trans_b, false);
     return;
   }
-  const SymmetricBlocks blocks(M);
+  float* pc = c.as<float>();
+  if (symmetric_by_thread(a.dtype(), M)) {
+    const SymmetricBlocks blocks = SymmetricBlocks::of_rows(M, kSymmetricThreadBlockRows);
+    symmetric_sgemm_by_thread(pc, a.as<float>(), b.as<float>(), nb, K, trans_a, trans_b, blocks);
+    mirror_lower(pc, nb, blocks);
+    mirror_diagonal_blocks(pc, nb, blocks);  // AVX2's sgemm: rows not independent (below)
+    return;
+  }
+  const SymmetricBlocks blocks = SymmetricBlocks::quarters(M);
   const size_t es = dtype_size(a.dtype());
   const char* pa = static_cast<const char*>(a.data());
-  float* pc = c.as<float>();
   for (int64_t i = 0; i < blocks.count; ++i) {
     const int64_t r0 = blocks.begin(i), r1 = blocks.end(i);
     GemmKey k{r1 - r0, K, r1, a.dtype(), trans_a, trans_b, false, false};
