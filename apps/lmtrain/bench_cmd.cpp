@@ -72,8 +72,9 @@ Status run_matmul(const MatmulArgs& a) {
     LMT_RETURN_IF_ERROR(check_flag(flag, v, 1, int64_t{1} << 24, "a GEMM dimension, e.g. --m 2048 --k 768 --n 3072"));
   LMT_RETURN_IF_ERROR(check_flag("--warmup", a.warmup, 0, 1000000, "untimed repetitions"));
   LMT_RETURN_IF_ERROR(check_flag("--iters", a.iters, 1, 1000000, "timed repetitions"));
+  const int64_t n = a.form == "gram" ? a.m : a.n;  // C's columns
   // A, B and C in f32 (and bf16 copies): about 6 bytes per element of each.
-  const double elems = static_cast<double>(a.m) * a.k + static_cast<double>(a.k) * a.n + static_cast<double>(a.m) * a.n;
+  const double elems = static_cast<double>(a.m) * a.k + static_cast<double>(a.k) * n + static_cast<double>(a.m) * n;
   LMT_RETURN_IF_ERROR(check_fits_in_memory(6.0 * elems, "--m " + std::to_string(a.m) + " --k " + std::to_string(a.k) +
                                                             " --n " + std::to_string(a.n),
                                            "lower --m, --k or --n"));
@@ -107,21 +108,27 @@ Status run_matmul(const MatmulArgs& a) {
     const kernels::GradWrite write =
         a.form == "linear-dw" ? kernels::GradWrite::kAccumulate : kernels::GradWrite::kOverwrite;
     fn = [&, write] { be.linear_backward(TensorView(), dw, TensorView(), dy, x, w, write); };
+  } else if (a.form == "gram") {  // C[M,M] = A[M,K] · A[M,K]ᵀ as a symmetric product (Muon's)
+    x = random_tensor(be, {1, a.m, a.k}, dtype, rng);
+    c = zeros(be, {1, a.m, a.m}, DType::kF32);
+    fn = [&] { be.matmul_batched_symmetric(c, x, x, false, true); };
   } else {
     return InvalidArgument("--form '" + a.form + "' is unknown",
-                           "use plain, linear-fwd, linear-dx, linear-dw or linear-dw-write");
+                           "use plain, linear-fwd, linear-dx, linear-dw, linear-dw-write or gram");
   }
   if (a.cold && !be.device().is_host())
     return InvalidArgument("--cold evicts host caches", "use it with --backend cpu");
   Timing t = time_it(be, a.warmup, a.iters, fn, a.cold ? std::function<void()>(evict_caches) : nullptr);
   const auto& peaks = metrics::measured_peaks();
-  const double flops = 2.0 * a.m * a.k * a.n;
+  // The whole product's flops, also for gram (whose lower triangle is about half of them): its
+  // GFLOP/s compare with linear-fwd's on the same M, K and N = M.
+  const double flops = 2.0 * a.m * a.k * n;
   const double gflops = flops / t.median * 1e-9;
   LMT_ASSIGN_OR_RETURN(const double peak_flops, metrics::device_peak_flops(be.device_description(), dtype));
   const double peak = peak_flops * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
   if (a.json) {
-    nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", a.n},
+    nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", n},
                         {"dtype", a.dtype}, {"form", a.form}, {"backend", a.backend}, {"iters", a.iters},
                         {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
                         {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
@@ -133,10 +140,11 @@ Status run_matmul(const MatmulArgs& a) {
     std::printf("machine: %s; oneDNN GEMM ISA %s\n", metrics::machine_summary().c_str(),
                 kernels::cpu_gemm_isa().c_str());
     std::printf("matmul %s M=%lld K=%lld N=%lld (%s): median %.3f ms (best %.3f ms), %.1f GFLOP/s, "
-                "%.1f%% of %s peak %.0f GFLOP/s\n",
+                "%.1f%% of %s peak %.0f GFLOP/s%s\n",
                 a.dtype.c_str(), static_cast<long long>(a.m), static_cast<long long>(a.k),
-                static_cast<long long>(a.n), a.form.c_str(), t.median * 1e3, t.best * 1e3, gflops,
-                frac * 100, dtype == DType::kBF16 ? peaks.bf16_unit.c_str() : "fp32", peak);
+                static_cast<long long>(n), a.form.c_str(), t.median * 1e3, t.best * 1e3, gflops,
+                frac * 100, dtype == DType::kBF16 ? peaks.bf16_unit.c_str() : "fp32", peak,
+                a.form == "gram" ? " (counting the whole product's FLOPs, about twice what a lower triangle takes)" : "");
   }
   return Status::Ok();
 }
@@ -248,7 +256,8 @@ void add_bench_command(CLI::App& app, Runner& runner) {
   m->add_option("--dtype", mm.dtype, "bf16 (f32 accumulate) or fp32")->capture_default_str();
   m->add_option("--form", mm.form,
                 "plain: C=A·B; linear-fwd: y=x·Wᵀ; linear-dx: dx=dy·W; linear-dw: dW+=dyᵀ·x; linear-dw-write: "
-                "dW=dyᵀ·x, the first write of a step's gradient (x[M,K], W[N,K])")->capture_default_str();
+                "dW=dyᵀ·x, the first write of a step's gradient (x[M,K], W[N,K]); gram: C[M,M]=A·Aᵀ as a symmetric product "
+                "(Muon's; --n ignored; GFLOP/s count the whole product's 2·M·K·M)")->capture_default_str();
   m->add_option("--warmup", mm.warmup, "untimed repetitions")->capture_default_str();
   m->add_option("--iters", mm.iters, "timed repetitions (the median is reported)")->capture_default_str();
   m->add_flag("--cold", mm.cold, "evict the caches before each timed repetition (operands from memory, as in a step)");

@@ -64,6 +64,16 @@ TEST(Cli, BenchMatmulJsonHasTheDocumentedKeys) {
   EXPECT_GT(j["peak_gflops"].get<double>(), 0.0);
 }
 
+// --form gram times the symmetric product C[M,M] = A·Aᵀ: N is M whatever --n says, and its GFLOP/s
+// count the whole product.
+TEST(Cli, BenchMatmulGramIsSquare) {
+  Result r = run("bench matmul --form gram --m 200 --k 48 --n 7 --dtype fp32 --iters 2 --warmup 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["n"].get<int64_t>(), 200);
+  EXPECT_NEAR(j["gflops"].get<double>() * j["seconds"].get<double>(), 2.0 * 200 * 48 * 200 * 1e-9, 1e-9);
+}
+
 // --cold evicts the caches before each timed repetition, and says so in its JSON.
 TEST(Cli, BenchMatmulColdSaysSo) {
   Result r = run("bench matmul --m 64 --k 48 --n 80 --dtype bf16 --iters 2 --warmup 0 --cold --json");

@@ -168,6 +168,7 @@ TEST_F(InputLimits, BenchmarkSizesAreBounded) {
   const auto start = std::chrono::steady_clock::now();
   for (const std::string& args : {std::string("bench matmul --m 100000000 --k 768 --n 10"),
                                   std::string("bench matmul --m 10000000 --k 1000000 --n 10"),
+                                  std::string("bench matmul --form gram --m 4000000 --k 10 --n 10"),
                                   std::string("bench attention --micro-batch 100000 --seq-len 100000"),
                                   std::string("bench model --preset tiny --micro-batch 1000000 --seq-len 256"),
                                   std::string("bench train --preset tiny --micro-batch 1000000 --seq-len 256"),
