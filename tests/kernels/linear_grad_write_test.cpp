@@ -1,7 +1,8 @@
 // Backend::linear_backward's weight gradient written over its buffer (GradWrite::kOverwrite, the
 // first write after model::Transformer::zero_grads left it unzeroed) against the same gradient
 // added to zeros: bit for bit, whatever the buffer held (NaN here), on the cpu backend (oneDNN
-// GEMMs that write their output, in blocks of rows past 1,024 output features) and the ref backend
+// GEMMs that write their output, in blocks of rows past 1,024 output features with AVX-512, as
+// dWᵀ transposed into dW for tall, thin dW on AVX2) and the ref backend
 // (the default: zeros, then the accumulating product). The bias gradient accumulates either way.
 #include <gtest/gtest.h>
 
@@ -32,6 +33,7 @@ TEST(LinearGradWrite, OverwriteEqualsAccumulatingIntoZeros) {
   };
   const Case cases[] = {{"cpu", DType::kBF16, 64, 48, 40},  {"cpu", DType::kF32, 33, 20, 17},
                         {"cpu", DType::kBF16, 32, 24, 1100}, {"cpu", DType::kF32, 16, 8, 1030},
+                        {"cpu", DType::kF32, 16, 8, 4200},  // on AVX2: dWᵀ in two chunks, transposed
                         {"ref", DType::kF32, 9, 7, 5},       {"ref", DType::kBF16, 12, 8, 6}};
   Rng rng(3);
   for (const Case& k : cases) {

@@ -128,6 +128,7 @@ struct CpuBackend::Dnnl {
   std::map<GemmKey, GemmPrimitive> cache;
   int bf16_native = -1;                  // -1 unknown; 0: widen bf16 operands to f32 (no bf16 matmul here)
   std::vector<float> wide_a, wide_b;     // the widened operands, grown as needed
+  std::vector<float> dw_transposed;      // a chunk of dWᵀ (weight_grad_transposed()), grown as needed
 
   // The B operands pinned by live WidenPins (innermost last); `rows` < 0 until first widened.
   struct Pinned {
@@ -349,6 +350,34 @@ int64_t weight_grad_block_rows(int64_t out_rows) {
   return avx512_gemms() && out_rows >= 2 * kWeightGradRows ? kWeightGradRows : out_rows;
 }
 
+// AVX2's sgemm runs dW[OC,C] = doutᵀ·inp at half speed where dW is tall and thin: on Zen 3 the tiny
+// preset's LM head (OC 4096, C 256, 2048 rows: `lmtrain bench matmul --m 2048 --k 256 --n 4096
+// --form linear-dw-write --dtype bf16`) at 37% of the peak, while its transpose dWᵀ = inpᵀ·dout, a
+// wide product, runs at twice that. There (C ≤ 256, OC ≥ 4·C) dWᵀ is computed in chunks of
+// kTransposedDwRows rows of dW and each chunk transposed into dW; wider dW (C ≥ 384: gpt2-124m's)
+// ran as fast or faster directly.
+constexpr int64_t kTransposedDwRows = 4096;
+bool weight_grad_transposed(int64_t out_rows, int64_t cols) {
+  return !avx512_gemms() && cols <= 256 && out_rows >= 4 * cols;
+}
+
+// dw[r, c] (+)= t[c, r] for r < rows, c < cols: t [cols, rows] dense, dw [rows, cols] dense; in
+// 32-row stripes of dw (a stripe's rows stay in L1 while t is read a row segment at a time).
+void transpose_into(float* dw, const float* t, int64_t rows, int64_t cols, bool accumulate) {
+  constexpr int64_t kStripe = 32;
+#pragma omp parallel for schedule(static)
+  for (int64_t r0 = 0; r0 < rows; r0 += kStripe) {
+    const int64_t r1 = std::min(rows, r0 + kStripe);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float* src = t + c * rows;
+      if (accumulate)
+        for (int64_t r = r0; r < r1; ++r) dw[r * cols + c] += src[r];
+      else
+        for (int64_t r = r0; r < r1; ++r) dw[r * cols + c] = src[r];
+    }
+  }
+}
+
 void require_gemm_dtype(const char* op, const TensorView& t) {
   LMT_CHECK(t.dtype() == DType::kF32 || t.dtype() == DType::kBF16)
       << "kernel '" << op << "': the cpu backend takes f32 or bf16 GEMM inputs, got " << t.to_string();
@@ -482,10 +511,10 @@ void mirror_diagonal_blocks(float* c, int64_t nb, const SymmetricBlocks& blocks)
 namespace {
 // f32 symmetric products on AVX2 (oneDNN's sgemm): the lower triangle in row blocks of this many
 // rows, each block one single-threaded sgemm, the blocks shared out over the threads largest first.
-// On Zen 3 (2 cores) a 768 × 768 × 768 product took 15-25% less time so than as four threaded
-// 192-row blocks: one thread's sgemm on a block runs near its core's peak, while oneDNN splitting a
-// 192-row block over both cores ran it at 65-75% of theirs; and 64-row blocks leave ~53% of the
-// FLOPs, not 5/8 (docs/PERFORMANCE.md, "Muon's symmetric products by thread").
+// oneDNN splitting each of four 192-row blocks over both cores ran them at 64-74% of the peak
+// (ONEDNN_VERBOSE, Zen 3), and 64-row blocks leave 54% of a 768-row product's FLOPs, not 5/8:
+// gpt2-124m's Muon step 4.68 -> 4.00 s (`lmtrain bench optim`; one 768 × 768 × 768 product,
+// `bench matmul --form gram`, 2.9-3.1 ms against 5.3 for the whole; docs/PERFORMANCE.md).
 constexpr int64_t kSymmetricThreadBlockRows = 64;
 
 // Whether a symmetric product of side M runs as symmetric_sgemm_by_thread(): f32 operands, AVX2's
@@ -576,10 +605,25 @@ void CpuBackend::linear_forward_impl(const TensorView& out, const TensorView& in
 // dweight[OC,C] (+)= doutᵀ[OC,N] · inp[N,C], in blocks of weight_grad_block_rows(); block o0 reads dout's
 // columns [o0, o1) as Aᵀ at leading dimension OC. Written over dweight (accumulate false), the GEMM
 // does not read it (with the fill it spares, ~2% of a gpt2-124m step on Zen 5; docs/PERFORMANCE.md).
+// Tall and thin dW on AVX2 (weight_grad_transposed()): dWᵀ[C, w] = inpᵀ[C,N] · dout[N, o0:o1] per
+// chunk of w rows of dW, reading dout's columns at its leading dimension, then transposed into dW.
 void CpuBackend::weight_grad(const TensorView& dweight, const TensorView& dout, const TensorView& inp,
                              bool accumulate) {
   const int64_t N = inp.dim(0), C = inp.dim(1), OC = dweight.dim(0);
   const char* d = static_cast<const char*>(dout.data());
+  if (weight_grad_transposed(OC, C)) {
+    std::vector<float>& t = dnnl_->dw_transposed;
+    const int64_t chunk = std::min(OC, kTransposedDwRows);
+    if (static_cast<int64_t>(t.size()) < C * chunk) t.resize(static_cast<size_t>(C * chunk));
+    for (int64_t o0 = 0; o0 < OC; o0 += chunk) {
+      const int64_t w = std::min(chunk, OC - o0);
+      GemmKey k{C, N, w, dout.dtype(), true, false, false, false};
+      k.ldb = OC;
+      dnnl_->run(k, inp.data(), d + o0 * dtype_size(dout.dtype()), t.data(), nullptr);
+      transpose_into(dweight.as<float>() + o0 * C, t.data(), w, C, accumulate);
+    }
+    return;
+  }
   const int64_t block = weight_grad_block_rows(OC);
   const WidenPin pin(*this, inp.data());  // every block reads all of inp
   for (int64_t o0 = 0; o0 < OC; o0 += block) {
