@@ -7,8 +7,9 @@
 // shape, not one per row count: creating a primitive costs ~100 us, and a cache keyed by every row
 // count seen grows without bound over a run). Weight gradients (doutᵀ·inp) run in blocks of output
 // rows with AVX-512, reading dout at its leading dimension (faster there; whole on AVX2, see
-// kWeightGradRows). bf16 inputs accumulate in f32 and oneDNN dispatches them to AMX
-// (avx512_core_amx_bf16) or AVX512-BF16 where the CPU has them (check with ONEDNN_VERBOSE=1).
+// kWeightGradRows, or transposed where dW is tall and thin, weight_grad_transposed()). bf16 inputs
+// accumulate in f32 and oneDNN dispatches them to AMX (avx512_core_amx_bf16) or AVX512-BF16 where
+// the CPU has them (check with ONEDNN_VERBOSE=1).
 // Accumulation (C += A·B) is oneDNN's sum post-op, which reads C in the same pass. Each primitive
 // takes oneDNN's first implementation, except the linear layers' gradients on AVX512-BF16 without
 // AMX, which take "gemm:jit" (prefers_gemm_jit(): 3.6% on a gpt2-124m step on Zen 5).
@@ -17,7 +18,8 @@
 // results equal a bf16 GEMM with f32 accumulation up to summation order; only the speed differs.
 // There a batched product also runs one matrix at a time: oneDNN's sgemm parallelises a batch
 // differently from a single product, which would make a matrix's result depend on its batch
-// (cpu_gemm_rows_independent()).
+// (cpu_gemm_rows_independent()), and f32 symmetric products run as single-threaded sgemms on row
+// blocks shared out over the threads (symmetric_by_thread()).
 #include <algorithm>
 #include <map>
 #include <string>
