@@ -8,8 +8,12 @@
 // Blocking: threads split OC into blocks of 4 weight rows; a block runs over the N rows 4 at a time
 // with 16 zmm accumulators (4 rows × 4 weight rows) over C in steps of 16 (masked tail), then
 // reduces each accumulator horizontally. The 4 weight rows (8·C bytes) stay in L1 while the N rows
-// pass, so at large N (prefill chunks) the weights are still read from memory once. Without
-// AVX-512 the same loops are scalar (`omp simd`).
+// pass, so at large N (prefill chunks) the weights are still read from memory once. On AVX2 the
+// micro-tile takes 2 activation rows at a time (8 ymm accumulators, 4 widened weight vectors: the
+// 16 ymm registers hold them without spilling) over C in steps of 8, the last C mod 8 products
+// added after the horizontal sum. Each output's sum depends on its row alone, never on how many
+// rows share the tile (batched decoding equals one row at a time). Otherwise the loops are scalar
+// (`omp simd`).
 #include <omp.h>
 
 #include <algorithm>
@@ -17,10 +21,7 @@
 
 #include "lmt/base/bf16.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
-
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "lmt/kernels/cpu/simd.h"
 
 namespace lmt::kernels {
 namespace {
@@ -50,6 +51,44 @@ void tile(float* out, int64_t OC, const float* x, const uint16_t* w, int64_t C, 
   }
   for (int r = 0; r < RN; ++r)
     for (int o = 0; o < RO; ++o) out[r * OC + o] = _mm512_reduce_add_ps(acc[r][o]) + (bias ? bias[o] : 0.0f);
+}
+#elif defined(LMT_SIMD_AVX2)
+[[gnu::always_inline]] inline __m256 widen8(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// Up to 2 activation rows (RN) × RO weight rows.
+template <int RN, int RO>
+void tile_pair(float* out, int64_t OC, const float* x, const uint16_t* w, int64_t C, const float* bias) {
+  __m256 acc[RN][RO];
+  for (int r = 0; r < RN; ++r)
+    for (int o = 0; o < RO; ++o) acc[r][o] = _mm256_setzero_ps();
+  const int64_t c8 = C / 8 * 8;
+  for (int64_t c = 0; c < c8; c += 8) {
+    __m256 wv[RO];
+    for (int o = 0; o < RO; ++o) wv[o] = widen8(w + o * C + c);
+    for (int r = 0; r < RN; ++r) {
+      const __m256 xv = _mm256_loadu_ps(x + r * C + c);
+      for (int o = 0; o < RO; ++o) acc[r][o] = _mm256_fmadd_ps(xv, wv[o], acc[r][o]);
+    }
+  }
+  for (int r = 0; r < RN; ++r)
+    for (int o = 0; o < RO; ++o) {
+      float sum = simd::hsum8(acc[r][o]);
+      for (int64_t c = c8; c < C; ++c) sum += x[r * C + c] * bf16::to_float(w[o * C + c]);
+      out[r * OC + o] = sum + (bias ? bias[o] : 0.0f);
+    }
+}
+
+template <int RN, int RO>
+void tile(float* out, int64_t OC, const float* x, const uint16_t* w, int64_t C, const float* bias) {
+  if constexpr (RN <= 2) {
+    tile_pair<RN, RO>(out, OC, x, w, C, bias);
+  } else {  // the weight rows stay in L1 for the second pass
+    tile_pair<2, RO>(out, OC, x, w, C, bias);
+    tile_pair<RN - 2, RO>(out + 2 * OC, OC, x + 2 * C, w, C, bias);
+  }
 }
 #else
 template <int RN, int RO>

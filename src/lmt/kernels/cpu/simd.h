@@ -24,8 +24,9 @@
 
 // AVX2 + FMA without AVX-512 (e.g. AMD Zen 2/3, Intel before Skylake-X): the hot pointwise kernels
 // (activations, AdamW, f32<->bf16, axpby, softmax's max and exp-sum) take 8-lane forms of their
-// AVX-512 code (same operations in the same order), written against this macro; the others (norms,
-// RoPE, add/scale, sums of squares, the decode GEMV) keep plain loops there, which GCC vectorises.
+// AVX-512 code (same operations in the same order), written against this macro, as does the decode
+// GEMV's micro-tile (linear_bf16w.cpp); the others (norms, RoPE, add/scale, sums of squares) keep
+// plain loops there, which GCC vectorises.
 #if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
 #define LMT_SIMD_AVX2 1
 #endif
