@@ -356,8 +356,8 @@ int64_t weight_grad_block_rows(int64_t out_rows) {
 // preset's LM head (OC 4096, C 256, 2048 rows: `lmtrain bench matmul --m 2048 --k 256 --n 4096
 // --form linear-dw-write --dtype bf16`) at 37% of the peak, while its transpose dWᵀ = inpᵀ·dout, a
 // wide product, runs at twice that. There (C ≤ 256, OC ≥ 4·C) dWᵀ is computed in chunks of
-// kTransposedDwRows rows of dW and each chunk transposed into dW; wider dW (C ≥ 384: gpt2-124m's)
-// ran as fast or faster directly.
+// kTransposedDwRows rows of dW and each chunk transposed into dW. Wider dW (gpt2-124m's, C = 768)
+// keep the direct product: a throwaway timing found no gain there, so no figure is claimed.
 constexpr int64_t kTransposedDwRows = 4096;
 bool weight_grad_transposed(int64_t out_rows, int64_t cols) {
   return !avx512_gemms() && cols <= 256 && out_rows >= 4 * cols;
@@ -424,14 +424,13 @@ namespace {
 // The row blocks of a symmetric product, each a multiple of 32 rows (the mirror's tile), the last
 // one taking the remainder (a sliver of a block would run on other oneDNN kernels than the same rows
 // alone, and break the batch invariance). quarters(): about a quarter of M each (5/8 of the FLOPs),
-// one threaded GEMM per block; of_rows(): blocks of `rows` rows, one single-threaded GEMM each,
-// shared out over the threads (symmetric_sgemm_by_thread() below).
+// one threaded GEMM per block; or blocks of `block_rows` rows, one single-threaded GEMM each, shared
+// out over the threads (symmetric_sgemm_by_thread() below).
 struct SymmetricBlocks {
   int64_t M, size, count;
   static SymmetricBlocks quarters(int64_t m) {
     return SymmetricBlocks(m, std::max<int64_t>(Backend::kSymmetricBlockMin, (m / 4 + 31) / 32 * 32));
   }
-  static SymmetricBlocks of_rows(int64_t m, int64_t rows) { return SymmetricBlocks(m, rows); }
   SymmetricBlocks(int64_t m, int64_t block_rows) : M(m), size(block_rows), count(m / block_rows) {}
   int64_t begin(int64_t i) const { return i * size; }
   int64_t end(int64_t i) const { return i + 1 == count ? M : (i + 1) * size; }
@@ -565,26 +564,25 @@ void CpuBackend::matmul_batched_symmetric_impl(const TensorView& c, const Tensor
     return;
   }
   float* pc = c.as<float>();
-  if (symmetric_by_thread(a.dtype(), M)) {
-    const SymmetricBlocks blocks = SymmetricBlocks::of_rows(M, kSymmetricThreadBlockRows);
+  const bool by_thread = symmetric_by_thread(a.dtype(), M);
+  const SymmetricBlocks blocks =
+      by_thread ? SymmetricBlocks(M, kSymmetricThreadBlockRows) : SymmetricBlocks::quarters(M);
+  if (by_thread) {
     symmetric_sgemm_by_thread(pc, a.as<float>(), b.as<float>(), nb, K, trans_a, trans_b, blocks);
-    mirror_lower(pc, nb, blocks);
-    mirror_diagonal_blocks(pc, nb, blocks);  // AVX2's sgemm: rows not independent (below)
-    return;
-  }
-  const SymmetricBlocks blocks = SymmetricBlocks::quarters(M);
-  const size_t es = dtype_size(a.dtype());
-  const char* pa = static_cast<const char*>(a.data());
-  for (int64_t i = 0; i < blocks.count; ++i) {
-    const int64_t r0 = blocks.begin(i), r1 = blocks.end(i);
-    GemmKey k{r1 - r0, K, r1, a.dtype(), trans_a, trans_b, false, false};
-    k.batch = nb;
-    k.lda = trans_a ? M : K;  // op(a)'s rows r0.. are a's rows (a [M,K]) or columns (a [K,M])
-    k.ldb = trans_b ? K : M;  // op(b)'s columns 0..r1 are b's first rows (b [M,K]) or columns (b [K,M])
-    k.ldc = M;
-    k.stride_a = k.stride_b = M * K;
-    k.stride_c = M * M;
-    dnnl_->run(k, pa + static_cast<size_t>(trans_a ? r0 : r0 * K) * es, b.data(), pc + r0 * M, nullptr);
+  } else {
+    const size_t es = dtype_size(a.dtype());
+    const char* pa = static_cast<const char*>(a.data());
+    for (int64_t i = 0; i < blocks.count; ++i) {
+      const int64_t r0 = blocks.begin(i), r1 = blocks.end(i);
+      GemmKey k{r1 - r0, K, r1, a.dtype(), trans_a, trans_b, false, false};
+      k.batch = nb;
+      k.lda = trans_a ? M : K;  // op(a)'s rows r0.. are a's rows (a [M,K]) or columns (a [K,M])
+      k.ldb = trans_b ? K : M;  // op(b)'s columns 0..r1 are b's first rows (b [M,K]) or columns (b [K,M])
+      k.ldc = M;
+      k.stride_a = k.stride_b = M * K;
+      k.stride_c = M * M;
+      dnnl_->run(k, pa + static_cast<size_t>(trans_a ? r0 : r0 * K) * es, b.data(), pc + r0 * M, nullptr);
+    }
   }
   mirror_lower(pc, nb, blocks);
   if (!cpu_gemm_rows_independent()) mirror_diagonal_blocks(pc, nb, blocks);
