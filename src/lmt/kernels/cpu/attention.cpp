@@ -54,43 +54,12 @@ namespace {
 using simd::f32x16;
 using simd::splat;
 using simd::vexp;  // the one vector exp of the cpu kernels (simd.h)
-using f32x16u = float __attribute__((vector_size(64), __may_alias__, aligned(4)));  // unaligned
 constexpr int kLanes = 16;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 [[gnu::always_inline]] inline f32x16& vec_at(float* p) { return *reinterpret_cast<f32x16*>(p); }
 [[gnu::always_inline]] inline const f32x16& vec_at(const float* p) {
   return *reinterpret_cast<const f32x16*>(p);
-}
-
-float horizontal_max(const f32x16& v) {
-  float m = v[0];
-  for (int i = 1; i < kLanes; ++i) m = std::max(m, v[i]);
-  return m;
-}
-float horizontal_sum(const f32x16& v) {
-  float s = 0.0f;
-  for (int i = 0; i < kLanes; ++i) s += v[i];
-  return s;
-}
-
-// x[0:n] = exp(x - shift) in place (any alignment); returns the sum.
-float exp_shifted_inplace(float* x, int64_t n, float shift) {
-  f32x16 sum{};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    f32x16u& xv = *reinterpret_cast<f32x16u*>(x + i);
-    xv = vexp(xv - shift);
-    sum += xv;
-  }
-  if (i < n) {  // tail through a -inf padded buffer, whose extra lanes become 0
-    f32x16 tail = splat(-kInf);
-    std::memcpy(&tail, x + i, (n - i) * sizeof(float));
-    tail = vexp(tail - shift);
-    std::memcpy(x + i, &tail, (n - i) * sizeof(float));
-    sum += tail;
-  }
-  return horizontal_sum(sum);
 }
 
 float dot(const float* a, const float* b, int64_t n) {
@@ -170,7 +139,7 @@ void naive_forward_head(const Problem& p, float* out, float* lse, int64_t b, int
   for (int64_t i = 0; i < T; ++i) {
     float* row = probs + i * T;
     const float row_max = *std::max_element(row, row + i + 1);  // finite: key i is always visible
-    const float row_sum = exp_shifted_inplace(row, i + 1, row_max);
+    const float row_sum = simd::exp_shifted_sum(row, row, i + 1, row_max);
     const float inv_sum = 1.0f / row_sum;
 #pragma omp simd
     for (int64_t j = 0; j <= i; ++j) row[j] *= inv_sum;
@@ -192,7 +161,7 @@ void naive_backward_head(const Problem& p, const float* dout, const float* out, 
   for (int64_t i = 0; i < T; ++i) {
     float* row = probs + i * T;
     naive_score_row(p, b, h, i, row);
-    exp_shifted_inplace(row, i + 1, lse[(b * p.NH + h) * T + i]);
+    simd::exp_shifted_sum(row, row, i + 1, lse[(b * p.NH + h) * T + i]);
   }
   for (int64_t i = 0; i < T; ++i) {
     const float* do_i = dout + p.q_offset(b, i, h);
@@ -232,11 +201,43 @@ constexpr int kBlockRegs = 3;
 #endif
 static_assert(kLanes % kRegLanes == 0);
 
+// Registers of the next block when `remaining` are left of a row: kBlockRegs, except that AVX2 splits
+// 4 as 2 + 2, not 3 + 1: a block of one register holds 4 accumulators, too few FMA chains to hide
+// the FMA latency (4 cycles, 2 pipes on Zen 3), so at HD = 32 (4 ymm per row) the 3 + 1 split ran
+// its last block at half speed.
+constexpr int next_block_regs(int64_t remaining) {
+  if (kBlockRegs == 3 && remaining == 4) return 2;
+  return static_cast<int>(std::min<int64_t>(kBlockRegs, remaining));
+}
+
 int64_t padded_head_dim(int64_t HD) { return round_up(HD, kLanes); }
 int64_t padded_length(int64_t T) { return round_up(T, kKeyTile); }  // a multiple of both tiles
 
 [[gnu::always_inline]] inline f32reg& reg_at(float* p) { return *reinterpret_cast<f32reg*>(p); }
 [[gnu::always_inline]] inline const f32reg& reg_at(const float* p) { return *reinterpret_cast<const f32reg*>(p); }
+constexpr int kRegsPerVec = kLanes / kRegLanes;  // 1 with AVX-512, 2 with AVX2
+constexpr int kKeyRegs = kKeyTile / kRegLanes;
+
+// Horizontal max and sum of one register, lane 0 first (AVX2: shuffles; a scalar chain through the
+// stack over the 16 lanes of an f32x16 was ~15% of `bench attention` at HD = 32 on Zen 3).
+float horizontal_max(const f32reg& v) {
+#ifdef LMT_SIMD_AVX2
+  return simd::hmax8((__m256)v);
+#else
+  float m = v[0];
+  for (int i = 1; i < kRegLanes; ++i) m = std::max(m, v[i]);
+  return m;
+#endif
+}
+float horizontal_sum(const f32reg& v) {
+#ifdef LMT_SIMD_AVX2
+  return simd::hsum8((__m256)v);
+#else
+  float s = 0.0f;
+  for (int i = 0; i < kRegLanes; ++i) s += v[i];
+  return s;
+#endif
+}
 
 // Makes GCC keep v in a register: left alone, it re-reads a vector that several FMAs share from
 // memory in each of them, and one load per FMA makes the micro-kernels load-bound.
@@ -278,10 +279,10 @@ void tile_scores(float* s, const float* a, int64_t a_stride, const float* bt, in
     float* sb = s + r0 * kKeyTile;
     const float* ab = a + r0 * a_stride;
     static_assert(kKeyVecs == 4);
-    for (int c0 = 0; c0 < regs; c0 += kBlockRegs) {
+    for (int c0 = 0, width = 0; c0 < regs; c0 += width) {
       float* sc = sb + c0 * kRegLanes;
       const float* btc = bt + c0 * kRegLanes;
-      switch (std::min(kBlockRegs, regs - c0)) {
+      switch (width = next_block_regs(regs - c0)) {
         case 4: score_block<4>(sc, ab, a_stride, btc, depth); break;
         case 3: score_block<3>(sc, ab, a_stride, btc, depth); break;
         case 2: score_block<2>(sc, ab, a_stride, btc, depth); break;
@@ -334,10 +335,10 @@ void tile_accumulate(float* c, const float* w, int64_t w_row, int64_t w_inner, c
     const float* wb = w + r0 * w_row + in.begin * w_inner;
     const float* xb = x + in.begin * width;
     const int64_t n = in.end - in.begin;
-    for (int64_t e0 = 0; e0 < regs; e0 += kBlockRegs) {
+    for (int64_t e0 = 0, block = 0; e0 < regs; e0 += block) {
       float* cb = c + r0 * width + e0 * kRegLanes;
       const float* xe = xb + e0 * kRegLanes;
-      switch (std::min<int64_t>(kBlockRegs, regs - e0)) {
+      switch (block = next_block_regs(regs - e0)) {
         case 4: accumulate_block<4>(cb, wb, w_row, w_inner, xe, width, n); break;
         case 3: accumulate_block<3>(cb, wb, w_row, w_inner, xe, width, n); break;
         case 2: accumulate_block<2>(cb, wb, w_row, w_inner, xe, width, n); break;
@@ -394,14 +395,28 @@ void pack_rows_padded(float* dst, const float* src, const Problem& p, int64_t b,
 }
 
 // dst[tile][d][c] = src[b, tile·kKeyTile + c, g, d] (zero past T): key tiles transposed, so that
-// one d of a tile is a contiguous vector of kKeyTile keys.
+// one d of a tile is a contiguous vector of kKeyTile keys. On AVX2, 8 keys × 8 dims at a time are
+// transposed in registers (the scalar scatter was ~5% of `bench attention` at HD = 32 on Zen 3).
 void pack_key_tiles_transposed(float* dst, const float* src, const Problem& p, int64_t b,
                                int64_t g) {
-  std::fill(dst, dst + padded_length(p.T) * p.HD, 0.0f);
-  for (int64_t t = 0; t < p.T; ++t) {
+  static_assert(kKeyTile % 8 == 0);  // a group of 8 keys never straddles two tiles
+  int64_t t = 0;
+#ifdef LMT_SIMD_AVX2
+  if (p.HD % 8 == 0)
+    for (; t + 8 <= p.T; t += 8) {
+      float* tile = dst + (t / kKeyTile) * kKeyTile * p.HD + t % kKeyTile;
+      for (int64_t d = 0; d < p.HD; d += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + p.kv_offset(b, t + i, g) + d);
+        simd::transpose8(r);
+        for (int k = 0; k < 8; ++k) _mm256_storeu_ps(tile + (d + k) * kKeyTile, r[k]);
+      }
+    }
+#endif
+  for (; t < padded_length(p.T); ++t) {
     float* tile = dst + (t / kKeyTile) * kKeyTile * p.HD + t % kKeyTile;
-    const float* row = src + p.kv_offset(b, t, g);
-    for (int64_t d = 0; d < p.HD; ++d) tile[d * kKeyTile] = row[d];
+    const float* row = t < p.T ? src + p.kv_offset(b, t, g) : nullptr;
+    for (int64_t d = 0; d < p.HD; ++d) tile[d * kKeyTile] = row ? row[d] : 0.0f;
   }
 }
 
@@ -443,11 +458,16 @@ void find_document_starts(const Problem& p, int32_t* doc_start) {
 void pack_query_tile(float* dst, const float* src, const Problem& p, int64_t b, int64_t h,
                      int64_t i0, float factor) {
   const int64_t HDp = padded_head_dim(p.HD);
-  std::fill(dst, dst + kQueryTile * HDp, 0.0f);
-  for (int64_t r = 0; r < kQueryTile && i0 + r < p.T; ++r) {
+  for (int64_t r = 0; r < kQueryTile; ++r) {
+    float* out = dst + r * HDp;
+    if (i0 + r >= p.T) {
+      std::fill(out, out + HDp, 0.0f);
+      continue;
+    }
     if (i0 + r + 8 < p.T) simd::prefetch_row(src + p.q_offset(b, i0 + r + 8, h), p.HD);
     const float* row = src + p.q_offset(b, i0 + r, h);
-    for (int64_t d = 0; d < p.HD; ++d) dst[r * HDp + d] = factor * row[d];
+    for (int64_t d = 0; d < p.HD; ++d) out[d] = factor * row[d];
+    std::fill(out + p.HD, out + HDp, 0.0f);
   }
 }
 
@@ -484,44 +504,45 @@ struct KeyValues {
   const uint32_t* value_pairs = nullptr;  // [Tp/2][HDp]
 };
 
-// row[0:kKeyTile] = e^(row − base) over its first kVecs vectors, 0 past them (keys hidden from the
-// row); returns the lanes' sums.
-template <int kVecs>
-[[gnu::always_inline]] inline f32x16 exp_row_prefix(float* row, float base) {
-  f32x16 sum{};
-#pragma GCC unroll 4
-  for (int c = 0; c < kVecs; ++c) {
-    f32x16& sv = vec_at(row + c * kLanes);
+// row[0:kKeyTile] = e^(row − base) over its first kRegs registers, 0 past them (keys hidden from the
+// row); returns their sum.
+template <int kRegs>
+[[gnu::always_inline]] inline float exp_row_prefix(float* row, float base) {
+  f32reg sum{};
+#pragma GCC unroll 8
+  for (int c = 0; c < kRegs; ++c) {
+    f32reg& sv = reg_at(row + c * kRegLanes);
     sv = vexp(sv - base);
     sum += sv;
   }
-  for (int c = kVecs; c < kKeyVecs; ++c) vec_at(row + c * kLanes) = f32x16{};
-  return sum;
+  for (int c = kRegs; c < kKeyRegs; ++c) reg_at(row + c * kRegLanes) = f32reg{};
+  return horizontal_sum(sum);
 }
 
 // Online softmax over one tile of scores: s becomes e^(s - new running max), the running sum is
 // rescaled and extended, and acc rows are rescaled to the new max. Vectors of keys that the tile
-// hides from a row wholly (causal; their scores are -inf) become 0 without an exp.
+// hides from a row wholly (causal; their scores are -inf) become 0 without an exp. Works on
+// registers (f32reg), not f32x16: on AVX2 GCC moved each f32x16 value through the stack.
 void online_softmax_tile(float* s, FlashForwardScratch& w, int64_t HDp, const CausalTile& tile) {
   static_assert(kKeyVecs == 4);
   for (int r = 0; r < kQueryTile; ++r) {
     float* row = s + r * kKeyTile;
-    f32x16 m = vec_at(row);  // hidden keys are masked (-inf) and change no max
-    for (int c = 1; c < kKeyVecs; ++c) m = m > vec_at(row + c * kLanes) ? m : vec_at(row + c * kLanes);
+    f32reg m = reg_at(row);  // hidden keys are masked (-inf) and change no max
+    for (int c = 1; c < kKeyRegs; ++c) m = m > reg_at(row + c * kRegLanes) ? m : reg_at(row + c * kRegLanes);
     const float old_max = w.row_max[r], new_max = std::max(old_max, horizontal_max(m));
     const float base = new_max == -kInf ? 0.0f : new_max;  // a row masked so far stays all-zero
-    f32x16 sum;
+    float sum;
     switch (tile.key_vecs(r, kKeyVecs, kLanes)) {
-      case 4: sum = exp_row_prefix<4>(row, base); break;
-      case 3: sum = exp_row_prefix<3>(row, base); break;
-      case 2: sum = exp_row_prefix<2>(row, base); break;
-      default: sum = exp_row_prefix<1>(row, base); break;
+      case 4: sum = exp_row_prefix<4 * kRegsPerVec>(row, base); break;
+      case 3: sum = exp_row_prefix<3 * kRegsPerVec>(row, base); break;
+      case 2: sum = exp_row_prefix<2 * kRegsPerVec>(row, base); break;
+      default: sum = exp_row_prefix<1 * kRegsPerVec>(row, base); break;
     }
     const float rescale = old_max == new_max ? 1.0f : std::exp(old_max - new_max);
-    w.row_sum[r] = w.row_sum[r] * rescale + horizontal_sum(sum);
+    w.row_sum[r] = w.row_sum[r] * rescale + sum;
     w.row_max[r] = new_max;
     if (rescale != 1.0f)
-      for (int64_t d = 0; d < HDp; d += kLanes) vec_at(w.acc + r * HDp + d) *= rescale;
+      for (int64_t d = 0; d < HDp; d += kRegLanes) reg_at(w.acc + r * HDp + d) *= rescale;
   }
 }
 
@@ -638,26 +659,26 @@ void load_backward_query_tile(const Problem& p, const float* dout, const float* 
 
 // P = e^(S - lse) (masked scores are -inf, so 0) and dS = P ∘ (dP - D), in place; both 0 without an
 // exp for vectors of keys that the tile hides from the row (causal).
-template <int kVecs>
+template <int kRegs>
 [[gnu::always_inline]] inline void probabilities_and_score_grads_row(float* probs, float* dprobs, float lse, float d) {
-#pragma GCC unroll 4
-  for (int c = 0; c < kVecs * kLanes; c += kLanes) {
-    f32x16& pv = vec_at(probs + c);
-    f32x16& dv = vec_at(dprobs + c);
+#pragma GCC unroll 8
+  for (int c = 0; c < kRegs * kRegLanes; c += kRegLanes) {
+    f32reg& pv = reg_at(probs + c);
+    f32reg& dv = reg_at(dprobs + c);
     pv = vexp(pv - lse);
     dv = pv * (dv - d);
   }
-  for (int c = kVecs * kLanes; c < kKeyTile; c += kLanes) vec_at(probs + c) = vec_at(dprobs + c) = f32x16{};
+  for (int c = kRegs * kRegLanes; c < kKeyTile; c += kRegLanes) reg_at(probs + c) = reg_at(dprobs + c) = f32reg{};
 }
 [[gnu::always_inline]] inline void probabilities_and_score_grads(FlashBackwardScratch& w, const CausalTile& tile) {
   for (int r = 0; r < kQueryTile; ++r) {
     float *probs = w.probs + r * kKeyTile, *dprobs = w.dprobs + r * kKeyTile;
     const float lse = w.lse_tile[r], d = w.d_tile[r];
     switch (tile.key_vecs(r, kKeyVecs, kLanes)) {
-      case 4: probabilities_and_score_grads_row<4>(probs, dprobs, lse, d); break;
-      case 3: probabilities_and_score_grads_row<3>(probs, dprobs, lse, d); break;
-      case 2: probabilities_and_score_grads_row<2>(probs, dprobs, lse, d); break;
-      default: probabilities_and_score_grads_row<1>(probs, dprobs, lse, d); break;
+      case 4: probabilities_and_score_grads_row<4 * kRegsPerVec>(probs, dprobs, lse, d); break;
+      case 3: probabilities_and_score_grads_row<3 * kRegsPerVec>(probs, dprobs, lse, d); break;
+      case 2: probabilities_and_score_grads_row<2 * kRegsPerVec>(probs, dprobs, lse, d); break;
+      default: probabilities_and_score_grads_row<1 * kRegsPerVec>(probs, dprobs, lse, d); break;
     }
   }
 }

@@ -1,7 +1,7 @@
 // Small vector-math helpers shared by the cpu kernels.
 //
 // vexp(x): e^x for one f32x16 (16 floats as a GCC vector: one zmm register with AVX-512, two ymm
-// halves in the portable x86-64-v3 build), ~1 ulp (Cephes polynomial); exactly 0 below -87.3 (so
+// halves in the portable x86-64-v3 build) or one f32reg (a zmm, or a ymm without AVX-512), ~1 ulp (Cephes polynomial); exactly 0 below -87.3 (so
 // -inf, a masked score, becomes a probability of 0 and softmax needs no mask), saturating above
 // 88.3. This is the one vector exp of the cpu kernels: flash attention calls it on f32x16 values,
 // the AVX-512 intrinsic code (loss, activations, softmax) as exp16() on an __m512, the same register.
@@ -139,29 +139,35 @@ inline float hmax8(__m256 v) {
   u.h[1] = exp8(u.h[1]);
   return u.v;
 }
+// vexp of one register (f32reg is a ymm here).
+[[gnu::always_inline]] inline f32reg vexp(const f32reg& in) { return (f32reg)exp8((__m256)in); }
 #else
-// The generic form (builds with neither AVX-512 nor AVX2).
-[[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) {
-  f32x16 x = in;
-  const f32x16 zero_below = x < -87.3f ? splat(0.0f) : splat(1.0f);
-  x = x < -87.3f ? splat(-87.3f) : x;
-  x = x > 88.3f ? splat(88.3f) : x;
+// The generic form (builds with neither AVX-512 nor AVX2), for any width of vector: V holds floats,
+// I as many int32.
+template <typename V, typename I>
+[[gnu::always_inline]] inline V vexp_portable(V x) {
+  const V zero_below = x < -87.3f ? V{} : V{} + 1.0f;
+  x = x < -87.3f ? V{} - 87.3f : x;
+  x = x > 88.3f ? V{} + 88.3f : x;
   // Round x·log2(e) to the nearest integer n: adding 1.5·2^23 leaves n in the low mantissa bits.
   const float kRoundMagic = 12582912.0f;
-  const f32x16 shifted = x * 1.44269504088896341f + kRoundMagic;
-  const f32x16 n = shifted - kRoundMagic;
-  const f32x16 r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n·ln2 in two parts
-  f32x16 p = splat(1.9875691500e-4f);
+  const V shifted = x * 1.44269504088896341f + kRoundMagic;
+  const V n = shifted - kRoundMagic;
+  const V r = x - n * 0.693359375f + n * 2.12194440e-4f;  // x - n·ln2 in two parts
+  V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const f32x16 poly = p * r * r + r + 1.0f;
-  const i32x16 n_int = (i32x16)shifted - (i32x16)splat(kRoundMagic);
-  const f32x16 two_to_n = (f32x16)((n_int + 127) << 23);
+  const V poly = p * r * r + r + 1.0f;
+  const I n_int = (I)shifted - (I)(V{} + kRoundMagic);
+  const V two_to_n = (V)((n_int + 127) << 23);
   return poly * two_to_n * zero_below;
 }
+using i32x8 = int32_t __attribute__((vector_size(32), __may_alias__));
+[[gnu::always_inline]] inline f32x16 vexp(const f32x16& in) { return vexp_portable<f32x16, i32x16>(in); }
+[[gnu::always_inline]] inline f32reg vexp(const f32reg& in) { return vexp_portable<f32reg, i32x8>(in); }
 #endif
 
 #endif
