@@ -145,7 +145,8 @@ inline float hmax8(__m256 v) {
 // The generic form (builds with neither AVX-512 nor AVX2), for any width of vector: V holds floats,
 // I as many int32.
 template <typename V, typename I>
-[[gnu::always_inline]] inline V vexp_portable(V x) {
+[[gnu::always_inline]] inline V vexp_portable(const V& in) {
+  V x = in;
   const V zero_below = x < -87.3f ? V{} : V{} + 1.0f;
   x = x < -87.3f ? V{} - 87.3f : x;
   x = x > 88.3f ? V{} + 88.3f : x;
