@@ -143,6 +143,24 @@ TEST_F(TrainerBackendTest, EvalTasksAreRefusedBeforeAnythingIsWritten) {
   EXPECT_FALSE(fs::exists(root_ / "tasks" / "metrics.jsonl"));
 }
 
+// ZeRO-3 gathers and shards the parameters in host memory: refused on a device backend before
+// anything is written (it copied device memory with memcpy before).
+TEST_F(TrainerBackendTest, ZeroThreeIsRefusedBeforeAnythingIsWritten) {
+  config::Config c = config::Config::defaults();
+  for (const std::string& kv : std::vector<std::string>{std::string("runtime.backend=") + LMT_TRAINER_TEST_BACKEND,
+                                                        "model.n_layers=1", "train.zero=3",
+                                                        "data.path=" + (root_ / "data").string()})
+    ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+  auto recipe = recipe_from_config(c, "test.toml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
+  auto t = Trainer::create(*recipe, c.to_toml(), (root_ / "zero3").string(), false);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
+  EXPECT_NE(t.status().message().find("train.zero = 3"), std::string::npos) << t.status().ToString();
+  EXPECT_NE(t.status().hint().find("train.zero"), std::string::npos) << t.status().ToString();
+  EXPECT_FALSE(fs::exists(root_ / "zero3"));
+}
+
 // A run that does not fit the device's memory is refused before anything is allocated, naming the
 // device (the cuda backend reports its free memory; the pretend device here 64 MiB).
 TEST_F(TrainerBackendTest, ARunTooBigForTheDeviceIsRefusedNamingIt) {

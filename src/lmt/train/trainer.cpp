@@ -26,6 +26,7 @@
 #include "lmt/optim/schedule.h"
 #include "lmt/train/init_from.h"
 #include "lmt/train/moe_state.h"
+#include "lmt/train/zero3.h"
 
 namespace lmt::train {
 namespace fs = std::filesystem;
@@ -130,7 +131,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 
 Status Trainer::setup(bool resume) {
   // What a device backend cannot do yet is refused before anything is written: the decoder of
-  // eval.tasks works in host memory, and several processes reduce gradients over MPI in host memory.
+  // eval.tasks works in host memory, several processes reduce gradients over MPI in host memory, and
+  // ZeRO-3 keeps its shards there.
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
   if (!recipe_.eval_tasks.empty()) LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, "eval.tasks during training"));
   if (!backend->device().is_host() && comm_->world() > 1)
@@ -138,6 +140,7 @@ Status Trainer::setup(bool resume) {
                              " processes needs a device communicator (NCCL), which lmtrain does not have yet",
                          "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
                          "(docs/CUDA.md, Known limits)");
+  if (recipe_.zero == 3) LMT_RETURN_IF_ERROR(Zero3::supports(*backend));
   LMT_RETURN_IF_ERROR(check_model_parallel());
   std::error_code ec;
   const std::string ckpt_dir = run_dir_ + "/checkpoints";

@@ -52,8 +52,18 @@ TensorView Zero3::Compact::remap(const TensorView& v, const float* flat_base, fl
   return TensorView(compact + it->at + (flat - it->offset), v.shape(), DType::kF32);
 }
 
+Status Zero3::supports(const kernels::Backend& backend) {
+  if (backend.device().is_host()) return Status::Ok();
+  const std::string name(backend.name());
+  return Unimplemented("train.zero = 3 on the '" + name +
+                           "' backend: ZeRO-3 gathers and shards the parameters in host memory",
+                       "use train.zero = 0 with --backend " + name +
+                           " (one process), or train.zero = 3 with --backend cpu (docs/CUDA.md, Known limits)");
+}
+
 StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::Transformer& m,
                                                std::vector<int64_t> cuts, int64_t vocab_rows) {
+  LMT_RETURN_IF_ERROR(supports(m.backend()));
   const model::ParamLayout& layout = m.layout();
   const int64_t L = m.config().n_layers, total = layout.total_numel();
   if (m.master() != DType::kF32) return Unimplemented("train.zero = 3 needs an f32 master", "use ZeRO 0-2 for f64 runs");

@@ -83,10 +83,13 @@ class Zero3 final : public model::StreamedVocab {
   // (its compute dtype decides the bf16 slots). vocab_rows: the ends streamed in chunks of that
   // many vocabulary rows (> 0), whole (-1), or 0: streamed with chunks of one block's size when
   // the communicator has several ranks, whole in one process. kUnimplemented when the layout's
-  // blocks are not contiguous (nothing changed then).
+  // blocks are not contiguous or the model lives on a device (nothing changed then).
   static StatusOr<std::unique_ptr<Zero3>> create(dist::Communicator& comm, model::Transformer& m,
                                                  std::vector<int64_t> cuts, int64_t vocab_rows = 0);
   ~Zero3() override;
+  // Ok where ZeRO-3 can run on `backend`: its shards, gathers and copies work in host memory, so a
+  // device backend is kUnimplemented (the trainer asks before it writes anything).
+  static Status supports(const kernels::Backend& backend);
   bool streamed() const { return stream_; }
 
   void zero_grads();         // the gradient shard and the ends' gradients
