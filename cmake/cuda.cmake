@@ -52,9 +52,13 @@ else()
 endif()
 
 # lmt_link_cuda_backend(TARGET): links the cuda backend into an executable whole, so its registrar
-# runs (kernels/registry.h); a no-op without it.
+# runs (kernels/registry.h), and the NCCL communicator likewise (dist/device_communicator.h); a no-op
+# without them.
 function(lmt_link_cuda_backend target)
   if(TARGET lmt_kernels_cuda)
     target_link_libraries(${target} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,lmt_kernels_cuda>")
+  endif()
+  if(TARGET lmt_dist_nccl)
+    target_link_libraries(${target} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,lmt_dist_nccl>")
   endif()
 endfunction()

@@ -41,6 +41,7 @@
 #include "lmt/train/memory_report.h"
 #include "lmt/tensor/compute_dtype.h"
 #include "lmt/train/data_parallel.h"
+#include "lmt/train/device_world.h"
 #include "lmt/train/step_engine.h"
 #include "lmt/model/pipeline_split.h"
 #include "lmt/model/tensor_parallel.h"
@@ -126,12 +127,12 @@ Status run_train_bench(const TrainBenchArgs& a) {
   LMT_RETURN_IF_ERROR(model::pipeline_supported(config, a.pp));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, dist::sizes_for_world(comm->world(), a.tp, a.pp));
-  LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*comm, sizes));
+  // A device backend over several processes reduces its memory with its own communicator (NCCL).
+  std::unique_ptr<dist::Communicator> device_comm;
+  LMT_ASSIGN_OR_RETURN(dist::Communicator* const world_comm,
+                       train::world_for_backend(*be, *comm, sizes, 1, &device_comm));
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*world_comm, sizes));
   const int world = topo->world_size(), dp_size = topo->dp_size();
-  if (!be->device().is_host() && world > 1)
-    return Unimplemented("bench train on the '" + a.backend + "' backend over " + std::to_string(world) +
-                             " processes needs a device communicator (NCCL), which lmtrain does not have yet",
-                         "run it in one process (docs/CUDA.md, Known limits)");
   // Tensor and pipeline parallelism (--tp, --pp): this rank builds its part of the model
   // (train/model_split.h); the weights are random either way.
   train::ModelSplit model_split(*topo, config, a.seq);
@@ -274,7 +275,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
                         {"params", config.param_count()}, {"seconds", secs}, {"tokens_per_s", tps}, {"mfu", mfu},
                         {"mfu_6n", mfu_6n}, {"time", split}, {"world", world}, {"dp", dp_size}, {"tp", a.tp}, {"sp", a.sp}, {"pp", a.pp}, {"zero", a.zero}, {"zero3_vocab_streamed", dp.zero3_streamed()},
                         {"pp_bubble", pp ? pp->bubble_fraction(a.accum) : 0.0},
-                        {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : "mpi"},
+                        {"reduction", dp_size == 1 ? "none" : dp.shared_memory() ? "shared_memory" : world_comm->name()},
                         {"memory_per_rank", memory},
                         {"threads", metrics::cpu_info().threads}, {"omp", omp_json},
                         {"machine", metrics::machine_summary()}, {"device", be->device_description()}};

@@ -1,7 +1,7 @@
 // Communicator: the collectives data parallelism needs (all-reduce, reduce-scatter, all-gather,
 // broadcast, barrier), blocking and non-blocking, over f32 buffers, and split() into groups (the
 // dp / tp / pp groups of dist/topology.h). Implementations: Solo (world 1, every collective a no-op
-// or a copy) and MPI (mpi_communicator.h). Later: NCCL behind the same API.
+// or a copy) and MPI (mpi_communicator.h); NCCL for GPU memory (dist/nccl, device_communicator.h).
 // rank() and world() are this communicator's: for a group made by split(), the rank within the
 // group and the group's size.
 //
@@ -44,7 +44,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world() const = 0;
-  virtual const char* name() const = 0;  // "solo", "mpi"
+  virtual const char* name() const = 0;  // "solo", "mpi", "nccl"
+  // Whether the collectives also take device memory (dist/device_communicator.h); else host only.
+  virtual bool device_buffers() const { return false; }
 
   // data[0, n) = sum over ranks of data[0, n), on every rank.
   virtual Status all_reduce_sum(float* data, int64_t n) = 0;

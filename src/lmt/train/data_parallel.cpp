@@ -93,6 +93,13 @@ Status DataParallel::use_shared_memory(model::Transformer& m) {
     return Status::Ok();
   }
   if (comm_.world() == 1 || shared_memory()) return Status::Ok();
+  if (!m.backend().device().is_host()) {  // the model's buffers are the device's, reduced by its communicator
+    if (comm_.is_root()) {
+      LMT_LOG(INFO) << "data parallel: " << comm_.world() << " ranks over " << comm_.name() << " ("
+                    << m.backend().name() << " memory; no shared-memory path)";
+    }
+    return Status::Ok();
+  }
   using Storage = model::Transformer::Storage;
   std::shared_ptr<dist::SymmetricBuffer> bufs[3];
   Status st = m.set_storage([&](Storage role, int64_t numel, DType dtype) -> StatusOr<Tensor> {
@@ -165,7 +172,8 @@ Status DataParallel::finish(model::Transformer& m, bool full_grads) {
   grads_sharded_ = zero_ == 2;
   if (zero_ == 2) {
     const std::vector<int64_t> counts = shard_counts();
-    if (!rs_scratch_.view().present()) rs_scratch_ = Tensor({std::max<int64_t>(counts[rank()], 1)}, DType::kF32);
+    if (!rs_scratch_.view().present())  // where the gradients are (a device communicator reduces there)
+      rs_scratch_ = Tensor({std::max<int64_t>(counts[rank()], 1)}, DType::kF32, m.backend().allocator());
     st = comm_.reduce_scatter_sum(g, rs_scratch_.as<float>(), counts);
     if (st.ok() && counts[rank()] > 0)
       m.backend().copy(f32_span(m.grads(), shard_begin(), counts[rank()]), f32_span(rs_scratch_, 0, counts[rank()]));

@@ -25,6 +25,7 @@
 #include "lmt/model/flops.h"
 #include "lmt/optim/schedule.h"
 #include "lmt/train/init_from.h"
+#include "lmt/train/device_world.h"
 #include "lmt/train/moe_state.h"
 #include "lmt/train/zero3.h"
 
@@ -115,6 +116,11 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
                              " with train.zero = 3: expert parallelism is not combined with ZeRO-3 yet",
                          "use train.zero = 0, 1 or 2 with parallel.ep, or parallel.ep = 1 (docs/MOE.md)");
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
+  if (comm->world() > 1) {  // a device backend's memory is reduced by its own communicator (NCCL for cuda)
+    LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe.backend));
+    LMT_ASSIGN_OR_RETURN(comm, world_for_backend(*backend, *comm, sizes, recipe.parallel.ep, &t->device_comm_));
+    t->comm_ = comm;
+  }
   LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));
   if (recipe.parallel.ep > 1) {  // groups of ep consecutive data-parallel ranks
     const int ep = static_cast<int>(recipe.parallel.ep), r = t->topology_->dp_rank();
@@ -131,15 +137,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 
 Status Trainer::setup(bool resume) {
   // What a device backend cannot do yet is refused before anything is written: the decoder of
-  // eval.tasks works in host memory, several processes reduce gradients over MPI in host memory, and
-  // ZeRO-3 keeps its shards there.
+  // eval.tasks works in host memory, and ZeRO-3 keeps its shards there (several processes: create()).
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
   if (!recipe_.eval_tasks.empty()) LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, "eval.tasks during training"));
-  if (!backend->device().is_host() && comm_->world() > 1)
-    return Unimplemented("training on the '" + recipe_.backend + "' backend over " + std::to_string(comm_->world()) +
-                             " processes needs a device communicator (NCCL), which lmtrain does not have yet",
-                         "run one process with --backend " + recipe_.backend + ", or use --backend cpu under mpirun "
-                         "(docs/CUDA.md, Known limits)");
   if (recipe_.zero == 3) LMT_RETURN_IF_ERROR(Zero3::supports(*backend));
   LMT_RETURN_IF_ERROR(check_model_parallel());
   std::error_code ec;

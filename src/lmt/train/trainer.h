@@ -129,6 +129,7 @@ class Trainer {
   std::string run_dir_, resolved_toml_;
   std::string tokenizer_path_;  // the dataset's tokenizer, copied into each checkpoint ("" if not found)
   std::unique_ptr<dist::Communicator> own_comm_;  // solo, when create() got none
+  std::unique_ptr<dist::Communicator> device_comm_;  // a device backend over several processes: NCCL over comm
   dist::Communicator* comm_ = nullptr;           // the world: barriers, stop agreement, rank 0
   std::unique_ptr<dist::Topology> topology_;      // dp/tp/pp groups of comm_
   std::unique_ptr<dist::Communicator> ep_comm_;   // parallel.ep > 1: ep consecutive ranks of topology_->dp()

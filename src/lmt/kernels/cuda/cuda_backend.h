@@ -35,6 +35,10 @@ class CudaBackend final : public Backend {
   int64_t device_memory_peak_bytes() const override;
   // The device's free memory now (cudaMemGetInfo), named "cuda:N (GPU name)".
   MemoryTarget memory_target() override;
+  // The device and compute stream (initialising the GPU on first use), for code that orders its own
+  // work with the backend's: the NCCL communicator (dist/nccl) queues its collectives after and
+  // before the ops of this stream.
+  const Context& context() { return init(); }
 
  protected:
   void matmul_impl(const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a,

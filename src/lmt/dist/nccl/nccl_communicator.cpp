@@ -1,0 +1,282 @@
+#include "lmt/dist/nccl/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "lmt/base/log.h"
+#include "lmt/dist/device_communicator.h"
+#include "lmt/kernels/cuda/cuda_backend.h"
+#include "lmt/kernels/registry.h"
+
+namespace lmt::dist::nccl {
+namespace {
+
+constexpr const char* kHint = "check that every rank has its own GPU (nvidia-smi), run with NCCL_DEBUG=WARN for "
+                              "NCCL's reason, or run one process (docs/CUDA.md, On a cluster)";
+
+bool on_device(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown pointer is host memory; clear the error it left
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+// Where a call's buffers live: 1 device, 0 host, -1 mixed (null pointers, empty parts, ignored).
+int where(std::initializer_list<const void*> buffers) {
+  int device = -2;
+  for (const void* p : buffers) {
+    if (p == nullptr) continue;
+    const int d = on_device(p) ? 1 : 0;
+    if (device == -2) device = d;
+    else if (device != d) return -1;
+  }
+  return device == -2 ? 0 : device;
+}
+
+Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
+  if (static_cast<int>(counts.size()) != world)
+    return InvalidArgument(std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " +
+                               std::to_string(world),
+                           "pass one count per rank");
+  for (int64_t c : counts)
+    if (c < 0) return InvalidArgument(std::string(what) + ": a negative count", "counts are element counts >= 0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+// A queued NCCL call: done is recorded on the NCCL stream after it.
+class NcclRequest final : public Request {
+ public:
+  NcclRequest(const NcclCommunicator& owner, cudaEvent_t done, Status launched)
+      : owner_(owner), done_(done), status_(std::move(launched)) {}
+  ~NcclRequest() override { (void)wait(); }
+  Status wait() override {
+    if (done_ == nullptr) return status_;
+    const cudaError_t e = cudaStreamWaitEvent(owner_.compute_, done_, 0);
+    cudaEventDestroy(done_);
+    done_ = nullptr;
+    if (status_.ok() && e != cudaSuccess) status_ = owner_.error("cudaStreamWaitEvent", cudaGetErrorString(e));
+    ncclResult_t async = ncclSuccess;
+    if (status_.ok() && owner_.nccl_.comm_get_async_error(owner_.comm_, &async) == ncclSuccess &&
+        async != ncclSuccess && async != ncclInProgress)
+      status_ = owner_.error("NCCL", owner_.nccl_.get_error_string(async));
+    return status_;
+  }
+  bool test() override { return done_ == nullptr || cudaEventQuery(done_) != cudaErrorNotReady; }
+
+ private:
+  const NcclCommunicator& owner_;
+  cudaEvent_t done_;
+  Status status_;
+};
+
+Status NcclCommunicator::error(const char* what, const std::string& detail) const {
+  return Internal("rank " + std::to_string(rank()) + "/" + std::to_string(world()) + ": " + what + ": " + detail, kHint);
+}
+
+StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Communicator* host,
+                                                                    std::unique_ptr<Communicator> owned, int device,
+                                                                    cudaStream_t compute) {
+  LMT_ASSIGN_OR_RETURN(const Library* lib, library());
+  std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(*lib, host, std::move(owned), device, compute));
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return c->error("cudaSetDevice", cudaGetErrorString(e));
+  ncclUniqueId id{};
+  // The id comes from rank 0; a failure there still broadcasts (zeros), so no rank waits alone.
+  ncclResult_t r = ncclSuccess;
+  if (host->rank() == 0) r = lib->get_unique_id(&id);
+  LMT_RETURN_IF_ERROR(host->broadcast(&id, sizeof id, 0));
+  if (r != ncclSuccess) return c->error("ncclGetUniqueId", lib->get_error_string(r));
+  r = lib->comm_init_rank(&c->comm_, host->world(), id, host->rank());
+  if (r != ncclSuccess) {
+    c->comm_ = nullptr;
+    return c->error("ncclCommInitRank", lib->get_error_string(r));
+  }
+  e = cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking);
+  if (e != cudaSuccess) return c->error("cudaStreamCreateWithFlags", cudaGetErrorString(e));
+  if (host->rank() == 0) {
+    LMT_LOG(INFO) << "NCCL " << version_string(lib->version) << ": " << host->world() << " ranks";
+  }
+  return c;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) nccl_.comm_destroy(comm_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+template <typename Enqueue>
+std::unique_ptr<Request> NcclCommunicator::launch(const char* what, Enqueue&& enqueue) {
+  cudaEvent_t ready = nullptr, done = nullptr;
+  cudaError_t e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(ready, compute_);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream_, ready, 0);
+  if (ready != nullptr) cudaEventDestroy(ready);  // released once its recorded work completes
+  if (e != cudaSuccess) {
+    if (done != nullptr) cudaEventDestroy(done);
+    return completed_request(error(what, cudaGetErrorString(e)));
+  }
+  const ncclResult_t r = enqueue(stream_);
+  Status st = r == ncclSuccess ? Status::Ok() : error(what, nccl_.get_error_string(r));
+  e = cudaEventRecord(done, stream_);
+  if (st.ok() && e != cudaSuccess) st = error("cudaEventRecord", cudaGetErrorString(e));
+  return std::make_unique<NcclRequest>(*this, done, std::move(st));
+}
+
+std::unique_ptr<Request> NcclCommunicator::all_reduce_sum_async(float* data, int64_t n) {
+  if (n <= 0 || where({data}) == 0) return host_->all_reduce_sum_async(data, n);
+  return launch("ncclAllReduce", [&](cudaStream_t s) {
+    return nccl_.all_reduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum, comm_, s);
+  });
+}
+
+Status NcclCommunicator::all_reduce_sum(float* data, int64_t n) { return all_reduce_sum_async(data, n)->wait(); }
+
+Status NcclCommunicator::all_reduce_sum(double* data, int64_t n) {
+  if (n <= 0 || where({data}) == 0) return host_->all_reduce_sum(data, n);
+  return launch("ncclAllReduce", [&](cudaStream_t s) {
+           return nccl_.all_reduce(data, data, static_cast<size_t>(n), ncclFloat64, ncclSum, comm_, s);
+         })
+      ->wait();
+}
+
+std::unique_ptr<Request> NcclCommunicator::reduce_scatter_sum_async(const float* send, float* recv,
+                                                                    const std::vector<int64_t>& counts) {
+  const int kind = where({send, recv});
+  if (kind == 0) return host_->reduce_scatter_sum_async(send, recv, counts);
+  if (Status st = check_counts(counts, world(), "reduce_scatter_sum"); !st.ok()) return completed_request(st);
+  if (kind < 0)
+    return completed_request(InvalidArgument("reduce_scatter_sum: send and recv in different memories",
+                                             "pass two device buffers or two host buffers"));
+  const std::vector<int64_t> off = offsets_of(counts);
+  bool equal = true;
+  for (int64_t c : counts) equal = equal && c == counts[0];
+  return launch("ncclReduceScatter", [&](cudaStream_t s) {
+    if (equal) return nccl_.reduce_scatter(send, recv, static_cast<size_t>(counts[0]), ncclFloat32, ncclSum, comm_, s);
+    ncclResult_t r = nccl_.group_start();
+    for (int p = 0; p < world() && r == ncclSuccess; ++p) {
+      if (counts[p] == 0) continue;  // recv is only written on the root, so every rank may pass its own
+      r = nccl_.reduce(send + off[p], recv, static_cast<size_t>(counts[p]), ncclFloat32, ncclSum, p, comm_, s);
+    }
+    const ncclResult_t end = nccl_.group_end();
+    return r != ncclSuccess ? r : end;
+  });
+}
+
+Status NcclCommunicator::reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) {
+  return reduce_scatter_sum_async(send, recv, counts)->wait();
+}
+
+std::unique_ptr<Request> NcclCommunicator::gather_parts(char* data, const std::vector<int64_t>& counts,
+                                                        size_t elem_bytes, const char* what) {
+  if (Status st = check_counts(counts, world(), what); !st.ok()) return completed_request(st);
+  const std::vector<int64_t> off = offsets_of(counts);
+  bool equal = true;
+  for (int64_t c : counts) equal = equal && c == counts[0];
+  return launch(what, [&](cudaStream_t s) {
+    const size_t me = static_cast<size_t>(off[rank()]) * elem_bytes;
+    if (equal)  // in place: NCCL's all-gather with sendbuff = recvbuff + rank · count
+      return nccl_.all_gather(data + me, data, static_cast<size_t>(counts[0]) * elem_bytes, ncclInt8, comm_, s);
+    ncclResult_t r = nccl_.group_start();
+    for (int p = 0; p < world() && r == ncclSuccess; ++p) {
+      if (counts[p] == 0) continue;
+      char* part = data + static_cast<size_t>(off[p]) * elem_bytes;
+      r = nccl_.broadcast(part, part, static_cast<size_t>(counts[p]) * elem_bytes, ncclInt8, p, comm_, s);
+    }
+    const ncclResult_t end = nccl_.group_end();
+    return r != ncclSuccess ? r : end;
+  });
+}
+
+std::unique_ptr<Request> NcclCommunicator::all_gather_async(float* data, const std::vector<int64_t>& counts) {
+  if (where({data}) == 0) return host_->all_gather_async(data, counts);
+  return gather_parts(reinterpret_cast<char*>(data), counts, sizeof(float), "all_gather");
+}
+
+std::unique_ptr<Request> NcclCommunicator::all_gather_async(uint16_t* data, const std::vector<int64_t>& counts) {
+  if (where({data}) == 0) return host_->all_gather_async(data, counts);
+  return gather_parts(reinterpret_cast<char*>(data), counts, sizeof(uint16_t), "all_gather");
+}
+
+Status NcclCommunicator::all_gather(float* data, const std::vector<int64_t>& counts) {
+  return all_gather_async(data, counts)->wait();
+}
+
+Status NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
+  if (bytes <= 0 || where({data}) == 0) return host_->broadcast(data, bytes, root);
+  if (root < 0 || root >= world())
+    return InvalidArgument("broadcast: root " + std::to_string(root) + " outside a world of " + std::to_string(world()),
+                           "pass a rank of this communicator");
+  return launch("ncclBroadcast", [&](cudaStream_t s) {
+           return nccl_.broadcast(data, data, static_cast<size_t>(bytes), ncclInt8, root, comm_, s);
+         })
+      ->wait();
+}
+
+Status NcclCommunicator::all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                                      const std::vector<int64_t>& recv_bytes) {
+  if (where({send, recv}) == 0) return host_->all_to_all_v(send, send_bytes, recv, recv_bytes);
+  return Unimplemented("all_to_all_v on GPU memory: the NCCL communicator has no all-to-all yet",
+                       "expert parallelism runs on --backend cpu (docs/CUDA.md, Known limits)");
+}
+
+std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer) {
+  if (bytes <= 0 || where({data}) == 0) return host_->send_async(data, bytes, peer);
+  if (peer < 0 || peer >= world() || peer == rank())
+    return completed_request(InvalidArgument("send: peer " + std::to_string(peer) + " is not another rank",
+                                             "pass another rank of this communicator"));
+  return launch("ncclSend", [&](cudaStream_t s) {
+    return nccl_.send(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s);
+  });
+}
+
+std::unique_ptr<Request> NcclCommunicator::recv_async(void* data, int64_t bytes, int peer) {
+  if (bytes <= 0 || where({data}) == 0) return host_->recv_async(data, bytes, peer);
+  if (peer < 0 || peer >= world() || peer == rank())
+    return completed_request(InvalidArgument("recv: peer " + std::to_string(peer) + " is not another rank",
+                                             "pass another rank of this communicator"));
+  return launch("ncclRecv", [&](cudaStream_t s) {
+    return nccl_.recv(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s);
+  });
+}
+
+Status NcclCommunicator::recv(void* data, int64_t bytes, int peer) { return recv_async(data, bytes, peer)->wait(); }
+
+StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key) {
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> group, host_->split(color, key));
+  Communicator* g = group.get();
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> c, create(g, std::move(group), device_, compute_));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+void NcclCommunicator::abort(int code) {
+  if (comm_ != nullptr) {
+    nccl_.comm_abort(comm_);
+    comm_ = nullptr;
+  }
+  host_->abort(code);
+}
+
+namespace {
+
+// The factory for backend "cuda": the backend's device and compute stream.
+StatusOr<std::unique_ptr<Communicator>> for_cuda(Communicator& host) {
+  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend("cuda"));
+  auto* cuda = dynamic_cast<kernels::cuda::CudaBackend*>(backend);
+  if (cuda == nullptr) return Internal("backend 'cuda' is not the CUDA backend of this build");
+  const kernels::cuda::Context& ctx = cuda->context();
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> c, NcclCommunicator::create(&host, nullptr, ctx.device, ctx.stream));
+  return std::unique_ptr<Communicator>(std::move(c));
+}
+
+[[maybe_unused]] const bool kRegistered = register_device_communicator("cuda", &for_cuda);
+
+}  // namespace
+}  // namespace lmt::dist::nccl

@@ -1,0 +1,96 @@
+// NcclCommunicator: the Communicator API (dist/communicator.h) where buffers in GPU memory go
+// through NCCL and host buffers through the MPI communicator it wraps, for data parallelism on the
+// cuda backend (one process per GPU; dist/device_communicator.h registers it for "cuda").
+//
+// Which path: each call looks at its buffer (cudaPointerGetAttributes): device or managed memory
+// takes NCCL, anything else the host communicator. A call's buffers are all of one kind (else
+// InvalidArgument), and every rank passes the same kind (as every rank calls the same collectives).
+//
+// Ordering with the backend: NCCL runs on its own stream. A call first makes that stream wait for
+// everything queued so far on the compute stream (an event), so a collective reads what the ops
+// before it wrote; Request::wait() makes the compute stream wait for the collective, so the ops
+// after it read its result. wait() does not block the host: host code that reads a device buffer
+// goes through the backend's copies, which synchronise. test() asks whether the collective is done.
+// Non-blocking calls thus overlap with the compute stream's later work (DDP buckets with backward).
+//
+// Shapes: NCCL's reduce-scatter and all-gather need equal parts; with unequal `counts` (balanced
+// ZeRO shards) they run as one group of per-rank reduces or broadcasts instead. all_to_all_v on
+// device memory is kUnimplemented (expert parallelism is refused on GPUs); barrier, splits and
+// symmetric buffers are the host communicator's (a split makes a new NCCL communicator per group,
+// its id broadcast over the group's MPI communicator).
+//
+// Errors: NCCL and CUDA failures are Status values naming the rank and the call; a failure while
+// the ranks create the communicator can leave the others waiting (abort() ends the job).
+#pragma once
+
+#include <memory>
+
+#include "lmt/base/status.h"
+#include "lmt/dist/communicator.h"
+#include "lmt/dist/nccl/nccl_library.h"
+
+namespace lmt::dist::nccl {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Collective over `host` (every rank calls it): one NCCL communicator over host's ranks, on CUDA
+  // device `device`, ordered with `compute` (a stream of that device). `host` must outlive the
+  // result unless `owned` holds it.
+  static StatusOr<std::unique_ptr<NcclCommunicator>> create(Communicator* host, std::unique_ptr<Communicator> owned,
+                                                            int device, cudaStream_t compute);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return host_->rank(); }
+  int world() const override { return host_->world(); }
+  const char* name() const override { return "nccl"; }
+  bool device_buffers() const override { return true; }
+
+  Status all_reduce_sum(float* data, int64_t n) override;
+  std::unique_ptr<Request> all_reduce_sum_async(float* data, int64_t n) override;
+  Status all_reduce_sum(double* data, int64_t n) override;
+  Status reduce_scatter_sum(const float* send, float* recv, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> reduce_scatter_sum_async(const float* send, float* recv,
+                                                    const std::vector<int64_t>& counts) override;
+  Status all_gather(float* data, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> all_gather_async(float* data, const std::vector<int64_t>& counts) override;
+  std::unique_ptr<Request> all_gather_async(uint16_t* data, const std::vector<int64_t>& counts) override;
+  Status broadcast(void* data, int64_t bytes, int root) override;
+  Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                      const std::vector<int64_t>& recv_bytes) override;
+  std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer) override;
+  std::unique_ptr<Request> recv_async(void* data, int64_t bytes, int peer) override;
+  Status recv(void* data, int64_t bytes, int peer) override;
+  Status barrier() override { return host_->barrier(); }
+  StatusOr<std::unique_ptr<SymmetricBuffer>> allocate_symmetric(int64_t bytes) override {
+    return host_->allocate_symmetric(bytes);
+  }
+  StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;
+  void abort(int code) override;
+
+  int version() const { return nccl_.version; }
+
+ private:
+  NcclCommunicator(const Library& nccl, Communicator* host, std::unique_ptr<Communicator> owned, int device,
+                   cudaStream_t compute)
+      : nccl_(nccl), host_(host), owned_host_(std::move(owned)), device_(device), compute_(compute) {}
+  // Queues enqueue(stream) on the NCCL stream after the compute stream's work so far; the request's
+  // wait() orders the compute stream after it.
+  template <typename Enqueue>
+  std::unique_ptr<Request> launch(const char* what, Enqueue&& enqueue);
+  // Per-rank parts: all equal (NCCL's own collective) or not (a group of rooted calls).
+  std::unique_ptr<Request> gather_parts(char* data, const std::vector<int64_t>& counts, size_t elem_bytes,
+                                        const char* what);
+  Status error(const char* what, const std::string& detail) const;
+
+  const Library& nccl_;
+  Communicator* host_;
+  std::unique_ptr<Communicator> owned_host_;
+  int device_;
+  cudaStream_t compute_;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+
+  friend class NcclRequest;
+};
+
+}  // namespace lmt::dist::nccl

@@ -1,0 +1,25 @@
+#include "lmt/train/device_world.h"
+
+#include <string>
+
+#include "lmt/dist/device_communicator.h"
+
+namespace lmt::train {
+
+StatusOr<dist::Communicator*> world_for_backend(kernels::Backend& backend, dist::Communicator& world,
+                                                const dist::ParallelSizes& sizes, int64_t ep,
+                                                std::unique_ptr<dist::Communicator>* owned) {
+  if (backend.device().is_host() || world.world() == 1) return &world;
+  const std::string name(backend.name());
+  if (sizes.tp > 1 || sizes.pp > 1 || ep > 1)
+    return Unimplemented("tensor, pipeline or expert parallelism on the '" + name + "' backend (tp " +
+                             std::to_string(sizes.tp) + ", pp " + std::to_string(sizes.pp) + ", ep " +
+                             std::to_string(ep) + "): their plans exchange host memory",
+                         "use data parallelism only (parallel.tp = parallel.pp = parallel.ep = 1) with --backend " +
+                             name + ", or --backend cpu (docs/CUDA.md, Known limits)");
+  if (world.device_buffers()) return &world;
+  LMT_ASSIGN_OR_RETURN(*owned, dist::make_device_communicator(name, world));
+  return owned->get();
+}
+
+}  // namespace lmt::train
