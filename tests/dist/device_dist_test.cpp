@@ -1,0 +1,238 @@
+// Data parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
+// so; alone it runs as world 1) the trainer trains backend "mpi_device" — the cpu kernels on host
+// memory marked cuda:5, so every device path of the trainer and DataParallel runs (no shared-memory
+// storage, the ZeRO-2 scratch from the backend's allocator, checkpoints staged through the host) —
+// over the device communicator registered for it, which forwards to MPI, counts the calls it got and
+// checks that every gradient reduction reads and writes the backend's memory.
+// The same run on backend "cpu" over the MPI world must give the same losses and parameters bit for
+// bit: the kernels and the reductions are the same, only the path differs. It is the CPU stand-in for
+// NCCL (nccl_communicator_test, label gpu, runs the real one on GPUs).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/mpi_trainer_runs.h"
+#include "lmt/dist/device_communicator.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/kernels/registry.h"
+#include "lmt/tensor/tensor.h"
+
+namespace lmt {
+namespace {
+namespace fs = std::filesystem;
+
+dist::Communicator* g_comm = nullptr;
+constexpr int64_t kVocab = 64;
+
+// The "device" memory: host memory this allocator handed out, its blocks remembered so the
+// communicator can tell where a buffer lives (as NCCL's asks CUDA).
+class MarkedHostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::cuda(5); }
+  void* allocate(size_t bytes, size_t alignment) override {
+    void* p = host_allocator().allocate(bytes, alignment);
+    std::lock_guard<std::mutex> lock(mu());
+    blocks()[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+  void deallocate(void* p, size_t bytes, size_t alignment) override {
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      blocks().erase(static_cast<const char*>(p));
+    }
+    host_allocator().deallocate(p, bytes, alignment);
+  }
+  void zero_fill(void* p, size_t bytes) override { host_allocator().zero_fill(p, bytes); }
+  // Whether p lies in a live block.
+  static bool owns(const void* p) {
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = blocks().upper_bound(static_cast<const char*>(p));
+    if (it == blocks().begin()) return false;
+    --it;
+    return static_cast<const char*>(p) < it->first + it->second;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<const char*, size_t>& blocks() {
+    static std::map<const char*, size_t> b;
+    return b;
+  }
+};
+
+class MpiDeviceBackend final : public kernels::CpuBackend {
+ public:
+  std::string_view name() const override { return "mpi_device"; }
+  Device device() const override { return Device::cuda(5); }
+  Allocator& allocator() override { return allocator_; }
+
+ private:
+  MarkedHostAllocator allocator_;
+};
+
+LMT_REGISTER_BACKEND(mpi_device, [] { return std::make_unique<MpiDeviceBackend>(); });
+
+std::atomic<int64_t> g_forwarded{0};       // f32 collectives the device communicator got
+std::atomic<int64_t> g_host_reductions{0};  // f32 reductions of buffers outside the device memory
+
+// A gradient reduction must read and write device memory (NCCL reduces nothing else).
+int64_t reduction(std::initializer_list<const void*> buffers) {
+  for (const void* p : buffers)
+    if (p != nullptr && !MarkedHostAllocator::owns(p)) ++g_host_reductions;
+  return ++g_forwarded;
+}
+
+// The device communicator of "mpi_device": every call forwarded to the MPI communicator it wraps.
+class ForwardingCommunicator final : public dist::Communicator {
+ public:
+  ForwardingCommunicator(dist::Communicator* host, std::unique_ptr<dist::Communicator> owned)
+      : host_(host), owned_(std::move(owned)) {}
+  int rank() const override { return host_->rank(); }
+  int world() const override { return host_->world(); }
+  const char* name() const override { return "forwarded"; }
+  bool device_buffers() const override { return true; }
+  Status all_reduce_sum(float* d, int64_t n) override { return reduction({d}), host_->all_reduce_sum(d, n); }
+  std::unique_ptr<dist::Request> all_reduce_sum_async(float* d, int64_t n) override {
+    return reduction({d}), host_->all_reduce_sum_async(d, n);
+  }
+  Status all_reduce_sum(double* d, int64_t n) override { return host_->all_reduce_sum(d, n); }
+  Status reduce_scatter_sum(const float* s, float* r, const std::vector<int64_t>& c) override {
+    return reduction({s, r}), host_->reduce_scatter_sum(s, r, c);
+  }
+  std::unique_ptr<dist::Request> reduce_scatter_sum_async(const float* s, float* r, const std::vector<int64_t>& c) override {
+    return reduction({s, r}), host_->reduce_scatter_sum_async(s, r, c);
+  }
+  Status all_gather(float* d, const std::vector<int64_t>& c) override { return ++g_forwarded, host_->all_gather(d, c); }
+  std::unique_ptr<dist::Request> all_gather_async(float* d, const std::vector<int64_t>& c) override {
+    return ++g_forwarded, host_->all_gather_async(d, c);
+  }
+  std::unique_ptr<dist::Request> all_gather_async(uint16_t* d, const std::vector<int64_t>& c) override {
+    return host_->all_gather_async(d, c);
+  }
+  Status broadcast(void* d, int64_t b, int root) override { return host_->broadcast(d, b, root); }
+  Status all_to_all_v(const void* s, const std::vector<int64_t>& sb, void* r, const std::vector<int64_t>& rb) override {
+    return host_->all_to_all_v(s, sb, r, rb);
+  }
+  std::unique_ptr<dist::Request> send_async(const void* d, int64_t b, int p) override { return host_->send_async(d, b, p); }
+  std::unique_ptr<dist::Request> recv_async(void* d, int64_t b, int p) override { return host_->recv_async(d, b, p); }
+  Status recv(void* d, int64_t b, int p) override { return host_->recv(d, b, p); }
+  Status barrier() override { return host_->barrier(); }
+  StatusOr<std::unique_ptr<dist::SymmetricBuffer>> allocate_symmetric(int64_t b) override {
+    return host_->allocate_symmetric(b);
+  }
+  StatusOr<std::unique_ptr<dist::Communicator>> split(int color, int key) override {
+    LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> g, host_->split(color, key));
+    dist::Communicator* raw = g.get();
+    return std::unique_ptr<dist::Communicator>(std::make_unique<ForwardingCommunicator>(raw, std::move(g)));
+  }
+  void abort(int code) override { host_->abort(code); }
+
+ private:
+  dist::Communicator* host_;
+  std::unique_ptr<dist::Communicator> owned_;
+};
+
+StatusOr<std::unique_ptr<dist::Communicator>> forwarding(dist::Communicator& host) {
+  return std::unique_ptr<dist::Communicator>(std::make_unique<ForwardingCommunicator>(&host, nullptr));
+}
+[[maybe_unused]] const bool kRegistered = dist::register_device_communicator("mpi_device", &forwarding);
+
+class DeviceDistTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { root_ = test::make_shared_run_root(*g_comm, "lmt_device_dist", kVocab); }
+  static void TearDownTestSuite() { test::remove_shared_run_root(*g_comm, root_); }
+
+  static config::Config recipe(const std::string& backend, int zero, int64_t steps, const std::string& dtype = "fp32") {
+    config::Config c = config::Config::defaults();
+    for (const std::string& kv :
+         {std::string("model.n_layers=2"), std::string("model.d_model=32"), std::string("model.n_heads=4"),
+          std::string("model.n_kv_heads=2"), std::string("model.head_dim=8"), std::string("model.ffn_hidden=64"),
+          std::string("model.max_seq_len=64"), std::string("train.seq_len=32"), std::string("train.micro_batch=2"),
+          "train.dtype=" + dtype, std::string("optim.lr=3e-3"), std::string("schedule.warmup_steps=2"),
+          std::string("eval.batches=2"), std::string("eval.every=3"), std::string("checkpoint.every=3"),
+          std::string("checkpoint.async=false"), std::string("dist.bucket_mb=0.01"), "runtime.backend=" + backend,
+          "train.zero=" + std::to_string(zero), "train.max_steps=" + std::to_string(steps),
+          "data.path=" + (root_ / "data").string()})
+      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    return c;
+  }
+
+  // The run on `backend` to its end: its losses (metrics.jsonl) and full parameters.
+  static std::pair<std::map<int64_t, double>, std::vector<float>> train(const config::Config& c, const std::string& name) {
+    const fs::path run = root_ / name;
+    auto t = test::make_trainer(c, run, g_comm);
+    EXPECT_TRUE(t);
+    if (!t) return {};
+    Status s = t->run();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(g_comm->barrier().ok());
+    return {test::losses_of(run), test::full_params_of(*t)};
+  }
+
+  void same_as_cpu(int zero, const std::string& dtype) {
+    const std::string tag = "z" + std::to_string(zero) + dtype;
+    const int64_t before = g_forwarded, host_before = g_host_reductions;
+    auto [dev_losses, dev_params] = train(recipe("mpi_device", zero, 5, dtype), "device_" + tag);
+    if (g_comm->world() > 1) {  // the gradients went through the device communicator, in device memory
+      EXPECT_GT(g_forwarded - before, 0);
+      EXPECT_EQ(g_host_reductions - host_before, 0);
+    }
+    auto [cpu_losses, cpu_params] = train(recipe("cpu", zero, 5, dtype), "cpu_" + tag);
+    ASSERT_EQ(dev_losses.size(), 5u);
+    EXPECT_EQ(dev_losses, cpu_losses);  // bit for bit: the same kernels and the same sums
+    EXPECT_EQ(dev_params, cpu_params);
+  }
+
+  static fs::path root_;
+};
+fs::path DeviceDistTest::root_;
+
+TEST_F(DeviceDistTest, Zero0OnTheDeviceCommunicatorEqualsTheCpuRun) { same_as_cpu(0, "fp32"); }
+TEST_F(DeviceDistTest, Zero1OnTheDeviceCommunicatorEqualsTheCpuRun) { same_as_cpu(1, "fp32"); }
+TEST_F(DeviceDistTest, Zero2OnTheDeviceCommunicatorEqualsTheCpuRun) { same_as_cpu(2, "fp32"); }
+TEST_F(DeviceDistTest, Bf16Zero1OnTheDeviceCommunicatorEqualsTheCpuRun) { same_as_cpu(1, "bf16"); }
+
+// A sharded (ZeRO-1) run stopped after its step-3 checkpoint and resumed on the same ranks gives
+// the uninterrupted run's losses exactly.
+TEST_F(DeviceDistTest, AShardedRunResumesExactly) {
+  auto whole = train(recipe("mpi_device", 1, 5), "whole").first;
+  const fs::path run = root_ / "stopped";
+  {
+    auto t = test::make_trainer(recipe("mpi_device", 1, 5), run, g_comm);
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(t->run(/*stop_after=*/3).ok());
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  {
+    auto t = test::make_trainer(recipe("mpi_device", 1, 5), run, g_comm, /*resume=*/true);
+    ASSERT_TRUE(t);
+    Status s = t->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  ASSERT_TRUE(g_comm->barrier().ok());
+  EXPECT_EQ(test::losses_of(run), whole);
+}
+
+// What a device backend does not do over several processes is refused before anything is written.
+TEST_F(DeviceDistTest, ZeroThreeAndModelParallelismAreRefusedBeforeWriting) {
+  if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
+  config::Config z3 = recipe("mpi_device", 3, 2);
+  test::expect_refused_before_writing(z3, root_ / "refused_z3", g_comm, "train.zero = 3");
+  config::Config tp = recipe("mpi_device", 0, 2);
+  ASSERT_TRUE(tp.apply_override("parallel.tp=2").ok());
+  test::expect_refused_before_writing(tp, root_ / "refused_tp", g_comm, "parallel.tp = parallel.pp = parallel.ep = 1");
+}
+
+}  // namespace
+}  // namespace lmt
+
+int main(int argc, char** argv) { return lmt::test::mpi_test_main(argc, argv, &lmt::g_comm); }
