@@ -3,7 +3,8 @@
 # runs the GPU tests (ctest label "gpu": the op test against ref, the stories260K golden on the GPU,
 # training steps on the GPU against the CPU, the trainer with checkpoint and resume on the GPU, Muon's
 # Newton–Schulz against the CPU, bf16 tensor-core attention against ref, the activations' bf16
-# outputs against convert()), then benchmarks full training steps and prints one JSON line per run:
+# outputs against convert(), the NCCL communicator on one GPU and on two), then benchmarks full
+# training steps (and data parallelism over NCCL where there are two GPUs) and prints one JSON line per run:
 # tokens/s, MFU against the device's dense bf16 peak, and peak device memory, each followed by its
 # time split by op family.
 #
@@ -30,13 +31,13 @@ while (($#)); do
     --skip-bench) bench=0; shift ;;
     --skip-tests) tests=0; shift ;;
     --skip-profile) profile=0; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
 targets=(lmtrain cuda_op_test cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test
-         cuda_math_test)
+         cuda_math_test nccl_communicator_test)
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -73,6 +74,7 @@ if ! ldconfig -p 2>/dev/null | grep -q libcublasLt.so.13; then
 fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 status=0
 # When the op test fails, each case runs again in its own process (8 at a time), so a kernel that
 # faults cannot hide the others' results: a device fault is sticky for the process that hit it.
@@ -102,6 +104,14 @@ if ((tests)); then
     echo "== $t"
     OMP_WAIT_POLICY=passive timeout 120 "$bin/$t" --gtest_brief=1 || status=1
   done
+  # The NCCL communicator (NCCL loaded at run time: it says "skipped" where libnccl.so.2 is not found;
+  # LMT_NCCL_LIBRARY names the file), on one GPU and, where there are two, on two ranks.
+  echo "== nccl_communicator_test"
+  timeout 120 "$bin/nccl_communicator_test" --gtest_brief=1 || status=1
+  if ((gpus >= 2)) && command -v mpirun >/dev/null; then
+    echo "== nccl_communicator_test, 2 ranks"
+    timeout 180 mpirun --allow-run-as-root -np 2 "$bin/nccl_communicator_test" --gtest_brief=1 || status=1
+  fi
 fi
 if ((bench)); then
   # preset micro-batch seq-len: the issue's two reference runs.
@@ -126,6 +136,19 @@ for line in sys.stdin:
 gpt2-124m 16 1024
 llama3.2-1b 4 2048
 RUNS
+  # Data parallelism over NCCL on two GPUs (the issue's >= 1.9x one GPU): gpt2-124m, B16 T1024 per GPU.
+  if ((gpus >= 2)) && command -v mpirun >/dev/null; then
+    echo "== bench train gpt2-124m B16 T1024 on 2 GPUs (data parallel, NCCL)"
+    timeout 300 mpirun --allow-run-as-root -np 2 "$bin/lmtrain" bench train --backend cuda --preset gpt2-124m \
+      --micro-batch 16 --seq-len 1024 --warmup 2 --iters 5 --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    print(json.dumps({"preset": j["preset"], "world": j["world"], "reduction": j["reduction"],
+                      "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
+                      "ms_per_step": round(1000 * j["seconds"], 1), "grad_reduce_ms": j["time"]["grad_reduce"]}))' ||
+      status=1
+  fi
   # Muon's optimizer step on the GPU: both Newton–Schulz methods, against AdamW's.
   echo "== bench optim gpt2-124m"
   timeout 200 "$bin/lmtrain" bench optim --backend cuda --preset gpt2-124m --json || status=1
