@@ -73,6 +73,15 @@ if ! ldconfig -p 2>/dev/null | grep -q libcublasLt.so.13; then
   [[ -n "$lt" ]] && export LD_LIBRARY_PATH="$(dirname "$lt"):${LD_LIBRARY_PATH:-}"
 fi
 
+# NCCL (dlopen'd by the multi-GPU path, so ldd and --pack do not see it) from the toolkit, a system
+# package or a pip wheel (nvidia-nccl-cu*), wherever this machine has it.
+if [[ -z "${LMT_NCCL_LIBRARY:-}" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so\.2 '; then
+  sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null || true)
+  # shellcheck disable=SC2086
+  nccl=$(find /usr/local/cuda*/lib64 /usr/lib /usr/local/lib /opt $sites -name 'libnccl.so.2' 2>/dev/null | head -1 || true)
+  [[ -n "$nccl" ]] && export LMT_NCCL_LIBRARY=$nccl
+fi
+
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 status=0
@@ -107,7 +116,11 @@ if ((tests)); then
   # The NCCL communicator (NCCL loaded at run time: it says "skipped" where libnccl.so.2 is not found;
   # LMT_NCCL_LIBRARY names the file), on one GPU and, where there are two, on two ranks.
   echo "== nccl_communicator_test"
-  timeout 120 "$bin/nccl_communicator_test" --gtest_brief=1 || status=1
+  timeout 120 "$bin/nccl_communicator_test" --gtest_brief=1 2>&1 | tee /tmp/gpu_check_nccl.log || status=1
+  if ((gpus >= 1)) && grep -q 'nccl_communicator_test: skipped' /tmp/gpu_check_nccl.log; then
+    echo "gpu_check: the NCCL test did not run on this GPU machine (above); set LMT_NCCL_LIBRARY" >&2
+    status=1
+  fi
   if ((gpus >= 2)) && command -v mpirun >/dev/null; then
     echo "== nccl_communicator_test, 2 ranks"
     timeout 180 mpirun --allow-run-as-root -np 2 "$bin/nccl_communicator_test" --gtest_brief=1 || status=1

@@ -15,6 +15,7 @@
 #include "lmt/dist/communicator.h"
 #include "lmt/dist/device_communicator.h"
 #include "lmt/dist/nccl/nccl_library.h"
+#include "lmt/kernels/backend.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
 
@@ -193,16 +194,42 @@ TEST(NcclCommunicator, MixedBuffersAreRefused) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
 }
 
-TEST(NcclCommunicator, SplitGroupsReduceAmongThemselves) {
+TEST(NcclCommunicator, ASplitGroupHasItsOwnRanksAndReducesAmongThem) {
   SKIP_WITHOUT_NCCL();
   Communicator& c = *setup().nccl;
-  auto group = c.split(rank() % 2, rank());  // even and odd ranks: groups of one with two ranks
+  auto group = c.split(0, world() - 1 - rank());  // every rank, ranked in reverse
   ASSERT_TRUE(group.ok()) << group.status().ToString();
   EXPECT_STREQ((*group)->name(), "nccl");
-  Tensor x = on_gpu(std::vector<float>(16, 1.0f));
+  EXPECT_EQ((*group)->world(), world());
+  EXPECT_EQ((*group)->rank(), world() - 1 - rank());
+  Tensor x = on_gpu(std::vector<float>(16, static_cast<float>((*group)->rank() + 1)));
   ASSERT_TRUE((*group)->all_reduce_sum(x.as<float>(), 16).ok());
   const std::vector<float> got = to_host(x);
-  for (float v : got) EXPECT_EQ(v, static_cast<float>((*group)->world()));
+  for (float v : got) EXPECT_EQ(v, static_cast<float>(world() * (world() + 1) / 2));
+}
+
+// The collective reads what the compute stream wrote just before it, and the compute stream's next
+// op reads what the collective wrote, with no host wait in between: a large device-to-device copy
+// is queued, then an out-of-place reduce-scatter of its result, then the copy back. On one rank the
+// reduce-scatter is a copy, so without the ordering events its output would be the zeros it read.
+TEST(NcclCommunicator, CollectivesAreOrderedWithTheComputeStream) {
+  SKIP_WITHOUT_NCCL();
+  Communicator& c = *setup().nccl;
+  kernels::Backend& be = *setup().cuda;
+  const int64_t part = int64_t{1} << 24, n = part * world();  // 64 MiB a rank
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = static_cast<float>(i % 1000 + rank());
+  Tensor filled = on_gpu(host);
+  Tensor send({n}, DType::kF32, be.allocator()), recv({part}, DType::kF32, be.allocator());
+  be.copy(send, filled);  // device to device: queued, not waited for
+  ASSERT_TRUE(c.reduce_scatter_sum(send.as<float>(), recv.as<float>(), std::vector<int64_t>(static_cast<size_t>(world()), part)).ok());
+  const std::vector<float> got = to_host(recv);
+  const float ranks = static_cast<float>(world() * (world() - 1) / 2);
+  for (int64_t i = 0; i < part; i += 4099) {
+    const int64_t g = rank() * part + i;
+    ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(world() * (g % 1000)) + ranks) << "element " << i;
+  }
+  ASSERT_EQ(got.back(), static_cast<float>(world() * ((rank() * part + part - 1) % 1000)) + ranks);
 }
 
 }  // namespace
@@ -225,6 +252,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const int rc = RUN_ALL_TESTS();
+  lmt::dist::setup().nccl.reset();  // before the MPI communicator it wraps
   // Every rank leaves together (a rank that skipped must not finalise MPI under a peer's collective).
   (void)(*world)->barrier();
   return rc;

@@ -76,8 +76,13 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
     r->time.pp_wait += t.seconds();
   }
   {
+    // A device communicator's waits order the device, not the host: the reduction's time is the
+    // device's, from the end of backward to the end of the reduction (one host wait on each side).
+    const bool device_wait = device_reduction();
+    if (device_wait) model_.backend().synchronize();
     Timer t;
     LMT_RETURN_IF_ERROR(plan_.finish(model_, options.full_grads));
+    if (device_wait) model_.backend().synchronize();
     LMT_ASSIGN_OR_RETURN(r->loss, plan_.mean(loss));
     r->time.reduce = t.seconds();
     r->time.zero3_comm = plan_.take_zero3_comm_seconds();
@@ -113,10 +118,17 @@ Status StepEngine::step(MicroBatchSource& source, const StepOptions& options, fl
 }
 
 StatusOr<double> StepEngine::time_reduction_alone() {
+  const bool device_wait = device_reduction();
+  if (device_wait) model_.backend().synchronize();
   plan_.arm(model_);
   Timer t;
   LMT_RETURN_IF_ERROR(plan_.finish(model_));
+  if (device_wait) model_.backend().synchronize();
   return t.seconds();
+}
+
+bool StepEngine::device_reduction() const {
+  return !model_.backend().device().is_host() && plan_.comm().world() > 1;
 }
 
 }  // namespace lmt::train

@@ -132,6 +132,9 @@ class StepEngine {
              const StepEngineConfig& config)
       : model_(model), plan_(plan), optimizer_(std::move(optimizer)), config_(config) {}
 
+  // Whether the gradients are reduced on a device over several processes (timed with host waits).
+  bool device_reduction() const;
+
   model::Transformer& model_;
   DataParallel& plan_;
   std::unique_ptr<optim::Optimizer> optimizer_;

@@ -53,7 +53,7 @@ Status check_counts(const std::vector<int64_t>& counts, int world, const char* w
 // A queued NCCL call: done is recorded on the NCCL stream after it.
 class NcclRequest final : public Request {
  public:
-  NcclRequest(const NcclCommunicator& owner, cudaEvent_t done, Status launched)
+  NcclRequest(NcclCommunicator& owner, cudaEvent_t done, Status launched)
       : owner_(owner), done_(done), status_(std::move(launched)) {}
   ~NcclRequest() override { (void)wait(); }
   Status wait() override {
@@ -66,12 +66,13 @@ class NcclRequest final : public Request {
     if (status_.ok() && owner_.nccl_.comm_get_async_error(owner_.comm_, &async) == ncclSuccess &&
         async != ncclSuccess && async != ncclInProgress)
       status_ = owner_.error("NCCL", owner_.nccl_.get_error_string(async));
+    if (!status_.ok()) owner_.failed_ = true;
     return status_;
   }
   bool test() override { return done_ == nullptr || cudaEventQuery(done_) != cudaErrorNotReady; }
 
  private:
-  const NcclCommunicator& owner_;
+  NcclCommunicator& owner_;
   cudaEvent_t done_;
   Status status_;
 };
@@ -85,34 +86,55 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Communicato
                                                                     cudaStream_t compute) {
   LMT_ASSIGN_OR_RETURN(const Library* lib, library());
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(*lib, host, std::move(owned), device, compute));
-  cudaError_t e = cudaSetDevice(device);
+  const cudaError_t e = cudaSetDevice(device);
   if (e != cudaSuccess) return c->error("cudaSetDevice", cudaGetErrorString(e));
-  ncclUniqueId id{};
-  // The id comes from rank 0; a failure there still broadcasts (zeros), so no rank waits alone.
-  ncclResult_t r = ncclSuccess;
-  if (host->rank() == 0) r = lib->get_unique_id(&id);
-  LMT_RETURN_IF_ERROR(host->broadcast(&id, sizeof id, 0));
-  if (r != ncclSuccess) return c->error("ncclGetUniqueId", lib->get_error_string(r));
-  r = lib->comm_init_rank(&c->comm_, host->world(), id, host->rank());
-  if (r != ncclSuccess) {
-    c->comm_ = nullptr;
-    return c->error("ncclCommInitRank", lib->get_error_string(r));
-  }
-  e = cudaStreamCreateWithFlags(&c->stream_, cudaStreamNonBlocking);
-  if (e != cudaSuccess) return c->error("cudaStreamCreateWithFlags", cudaGetErrorString(e));
-  if (host->rank() == 0) {
-    LMT_LOG(INFO) << "NCCL " << version_string(lib->version) << ": " << host->world() << " ranks";
-  }
   return c;
 }
 
+Status NcclCommunicator::start() {
+  if (comm_ != nullptr) return Status::Ok();
+  if (!start_error_.ok()) return start_error_;
+  // Collective over host_: rank 0 makes the id and broadcasts it with whether that worked, so on a
+  // failure every rank returns the error instead of waiting in ncclCommInitRank.
+  struct {
+    int32_t ok = 1;
+    ncclUniqueId id{};
+  } boot;
+  ncclResult_t r = ncclSuccess;
+  if (host_->rank() == 0) {
+    r = nccl_.get_unique_id(&boot.id);
+    boot.ok = r == ncclSuccess;
+  }
+  start_error_ = host_->broadcast(&boot, sizeof boot, 0);
+  if (start_error_.ok() && !boot.ok)
+    start_error_ = error("ncclGetUniqueId", host_->rank() == 0 ? nccl_.get_error_string(r) : "failed on rank 0");
+  cudaError_t e = cudaSuccess;
+  if (start_error_.ok() && (e = cudaSetDevice(device_)) != cudaSuccess) start_error_ = error("cudaSetDevice", cudaGetErrorString(e));
+  if (start_error_.ok() && (r = nccl_.comm_init_rank(&comm_, host_->world(), boot.id, host_->rank())) != ncclSuccess) {
+    comm_ = nullptr;
+    start_error_ = error("ncclCommInitRank", nccl_.get_error_string(r));
+  }
+  if (start_error_.ok() && (e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)) != cudaSuccess)
+    start_error_ = error("cudaStreamCreateWithFlags", cudaGetErrorString(e));
+  if (!start_error_.ok()) {
+    failed_ = true;
+    return start_error_;
+  }
+  if (host_->rank() == 0) {
+    LMT_LOG(INFO) << "NCCL " << version_string(nccl_.version) << ": a communicator of " << host_->world() << " ranks";
+  }
+  return Status::Ok();
+}
+
 NcclCommunicator::~NcclCommunicator() {
-  if (comm_ != nullptr) nccl_.comm_destroy(comm_);
+  // After an error the peers may never finish what is queued: abort rather than wait for it.
+  if (comm_ != nullptr) (failed_ ? nccl_.comm_abort : nccl_.comm_destroy)(comm_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
 template <typename Enqueue>
 std::unique_ptr<Request> NcclCommunicator::launch(const char* what, Enqueue&& enqueue) {
+  if (Status st = start(); !st.ok()) return completed_request(st);
   cudaEvent_t ready = nullptr, done = nullptr;
   cudaError_t e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
@@ -121,12 +143,14 @@ std::unique_ptr<Request> NcclCommunicator::launch(const char* what, Enqueue&& en
   if (ready != nullptr) cudaEventDestroy(ready);  // released once its recorded work completes
   if (e != cudaSuccess) {
     if (done != nullptr) cudaEventDestroy(done);
+    failed_ = true;
     return completed_request(error(what, cudaGetErrorString(e)));
   }
   const ncclResult_t r = enqueue(stream_);
   Status st = r == ncclSuccess ? Status::Ok() : error(what, nccl_.get_error_string(r));
   e = cudaEventRecord(done, stream_);
   if (st.ok() && e != cudaSuccess) st = error("cudaEventRecord", cudaGetErrorString(e));
+  if (!st.ok()) failed_ = true;
   return std::make_unique<NcclRequest>(*this, done, std::move(st));
 }
 

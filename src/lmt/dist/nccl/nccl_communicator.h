@@ -17,10 +17,17 @@
 // ZeRO shards) they run as one group of per-rank reduces or broadcasts instead. all_to_all_v on
 // device memory is kUnimplemented (expert parallelism is refused on GPUs); barrier, splits and
 // symmetric buffers are the host communicator's (a split makes a new NCCL communicator per group,
-// its id broadcast over the group's MPI communicator).
+// its id broadcast over the group's MPI communicator when it is first used).
 //
-// Errors: NCCL and CUDA failures are Status values naming the rank and the call; a failure while
-// the ranks create the communicator can leave the others waiting (abort() ends the job).
+// Set-up: the NCCL communicator is made at the first call on device memory (its id broadcast over
+// the host communicator), so groups that never reduce device memory cost nothing.
+//
+// Errors: NCCL and CUDA failures are Status values naming the rank and the call; after one, the
+// destructor aborts the NCCL communicator instead of waiting for its queue. A failure on one rank
+// alone (or a peer that dies) can leave the others waiting in a collective: the caller ends the job
+// (abort(); lmtrain train does). There is no watchdog yet. send_async and recv_async are separate
+// NCCL calls: two ranks that both send first deadlock (pipeline parallelism, which would pair them,
+// is refused on GPUs).
 #pragma once
 
 #include <memory>
@@ -81,6 +88,10 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Request> gather_parts(char* data, const std::vector<int64_t>& counts, size_t elem_bytes,
                                         const char* what);
   Status error(const char* what, const std::string& detail) const;
+  // Makes the NCCL communicator at the first device collective (collective over host_, which every
+  // rank reaches at the same call, as every rank calls the same collectives): groups that never
+  // reduce device memory (the world, groups of one rank) cost no NCCL set-up.
+  Status start();
 
   const Library& nccl_;
   Communicator* host_;
@@ -89,6 +100,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
+  Status start_error_;   // start()'s failure, returned again by later calls
+  bool failed_ = false;  // an error happened: the destructor aborts instead of waiting for the queue
 
   friend class NcclRequest;
 };
