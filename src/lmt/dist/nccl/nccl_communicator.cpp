@@ -251,11 +251,15 @@ Status NcclCommunicator::all_to_all_v(const void* send, const std::vector<int64_
                        "expert parallelism runs on --backend cpu (docs/CUDA.md, Known limits)");
 }
 
+Status NcclCommunicator::check_peer(int peer, const char* what) const {
+  if (peer >= 0 && peer < world() && peer != rank()) return Status::Ok();
+  return InvalidArgument(std::string(what) + ": peer " + std::to_string(peer) + " is not another rank",
+                         "pass another rank of this communicator");
+}
+
 std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer) {
   if (bytes <= 0 || where({data}) == 0) return host_->send_async(data, bytes, peer);
-  if (peer < 0 || peer >= world() || peer == rank())
-    return completed_request(InvalidArgument("send: peer " + std::to_string(peer) + " is not another rank",
-                                             "pass another rank of this communicator"));
+  if (Status st = check_peer(peer, "send"); !st.ok()) return completed_request(st);
   return launch("ncclSend", [&](cudaStream_t s) {
     return nccl_.send(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s);
   });
@@ -263,9 +267,7 @@ std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t 
 
 std::unique_ptr<Request> NcclCommunicator::recv_async(void* data, int64_t bytes, int peer) {
   if (bytes <= 0 || where({data}) == 0) return host_->recv_async(data, bytes, peer);
-  if (peer < 0 || peer >= world() || peer == rank())
-    return completed_request(InvalidArgument("recv: peer " + std::to_string(peer) + " is not another rank",
-                                             "pass another rank of this communicator"));
+  if (Status st = check_peer(peer, "recv"); !st.ok()) return completed_request(st);
   return launch("ncclRecv", [&](cudaStream_t s) {
     return nccl_.recv(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s);
   });

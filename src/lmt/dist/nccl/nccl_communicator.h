@@ -88,6 +88,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Request> gather_parts(char* data, const std::vector<int64_t>& counts, size_t elem_bytes,
                                         const char* what);
   Status error(const char* what, const std::string& detail) const;
+  Status check_peer(int peer, const char* what) const;  // another rank of this communicator
   // Makes the NCCL communicator at the first device collective (collective over host_, which every
   // rank reaches at the same call, as every rank calls the same collectives): groups that never
   // reduce device memory (the world, groups of one rank) cost no NCCL set-up.
