@@ -10,11 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
-#include <mutex>
-#include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/mpi_trainer_runs.h"
@@ -81,7 +81,7 @@ class MpiDeviceBackend final : public kernels::CpuBackend {
 
 LMT_REGISTER_BACKEND(mpi_device, [] { return std::make_unique<MpiDeviceBackend>(); });
 
-std::atomic<int64_t> g_forwarded{0};       // f32 collectives the device communicator got
+std::atomic<int64_t> g_forwarded{0};        // f32 collectives the device communicator got
 std::atomic<int64_t> g_host_reductions{0};  // f32 reductions of buffers outside the device memory
 
 // A gradient reduction must read and write device memory (NCCL reduces nothing else).
@@ -108,7 +108,8 @@ class ForwardingCommunicator final : public dist::Communicator {
   Status reduce_scatter_sum(const float* s, float* r, const std::vector<int64_t>& c) override {
     return reduction({s, r}), host_->reduce_scatter_sum(s, r, c);
   }
-  std::unique_ptr<dist::Request> reduce_scatter_sum_async(const float* s, float* r, const std::vector<int64_t>& c) override {
+  std::unique_ptr<dist::Request> reduce_scatter_sum_async(const float* s, float* r,
+                                                          const std::vector<int64_t>& c) override {
     return reduction({s, r}), host_->reduce_scatter_sum_async(s, r, c);
   }
   Status all_gather(float* d, const std::vector<int64_t>& c) override { return ++g_forwarded, host_->all_gather(d, c); }
@@ -122,7 +123,9 @@ class ForwardingCommunicator final : public dist::Communicator {
   Status all_to_all_v(const void* s, const std::vector<int64_t>& sb, void* r, const std::vector<int64_t>& rb) override {
     return host_->all_to_all_v(s, sb, r, rb);
   }
-  std::unique_ptr<dist::Request> send_async(const void* d, int64_t b, int p) override { return host_->send_async(d, b, p); }
+  std::unique_ptr<dist::Request> send_async(const void* d, int64_t b, int p) override {
+    return host_->send_async(d, b, p);
+  }
   std::unique_ptr<dist::Request> recv_async(void* d, int64_t b, int p) override { return host_->recv_async(d, b, p); }
   Status recv(void* d, int64_t b, int p) override { return host_->recv(d, b, p); }
   Status barrier() override { return host_->barrier(); }
@@ -153,21 +156,34 @@ class DeviceDistTest : public ::testing::Test {
 
   static config::Config recipe(const std::string& backend, int zero, int64_t steps, const std::string& dtype = "fp32") {
     config::Config c = config::Config::defaults();
-    for (const std::string& kv :
-         {std::string("model.n_layers=2"), std::string("model.d_model=32"), std::string("model.n_heads=4"),
-          std::string("model.n_kv_heads=2"), std::string("model.head_dim=8"), std::string("model.ffn_hidden=64"),
-          std::string("model.max_seq_len=64"), std::string("train.seq_len=32"), std::string("train.micro_batch=2"),
-          "train.dtype=" + dtype, std::string("optim.lr=3e-3"), std::string("schedule.warmup_steps=2"),
-          std::string("eval.batches=2"), std::string("eval.every=3"), std::string("checkpoint.every=3"),
-          std::string("checkpoint.async=false"), std::string("dist.bucket_mb=0.01"), "runtime.backend=" + backend,
-          "train.zero=" + std::to_string(zero), "train.max_steps=" + std::to_string(steps),
-          "data.path=" + (root_ / "data").string()})
+    for (const std::string& kv : {std::string("model.n_layers=2"),
+                                  std::string("model.d_model=32"),
+                                  std::string("model.n_heads=4"),
+                                  std::string("model.n_kv_heads=2"),
+                                  std::string("model.head_dim=8"),
+                                  std::string("model.ffn_hidden=64"),
+                                  std::string("model.max_seq_len=64"),
+                                  std::string("train.seq_len=32"),
+                                  std::string("train.micro_batch=2"),
+                                  "train.dtype=" + dtype,
+                                  std::string("optim.lr=3e-3"),
+                                  std::string("schedule.warmup_steps=2"),
+                                  std::string("eval.batches=2"),
+                                  std::string("eval.every=3"),
+                                  std::string("checkpoint.every=3"),
+                                  std::string("checkpoint.async=false"),
+                                  std::string("dist.bucket_mb=0.01"),
+                                  "runtime.backend=" + backend,
+                                  "train.zero=" + std::to_string(zero),
+                                  "train.max_steps=" + std::to_string(steps),
+                                  "data.path=" + (root_ / "data").string()})
       EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
     return c;
   }
 
   // The run on `backend` to its end: its losses (metrics.jsonl) and full parameters.
-  static std::pair<std::map<int64_t, double>, std::vector<float>> train(const config::Config& c, const std::string& name) {
+  static std::pair<std::map<int64_t, double>, std::vector<float>> train(const config::Config& c,
+                                                                        const std::string& name) {
     const fs::path run = root_ / name;
     auto t = test::make_trainer(c, run, g_comm);
     EXPECT_TRUE(t);

@@ -3,9 +3,8 @@
 // is made the way the trainer makes it, dist::make_device_communicator("cuda", world), and checked
 // against exact sums of small integers (exact in f32). The binary skips, saying why, without a GPU,
 // without NCCL, or with fewer GPUs than ranks.
-#include <gtest/gtest.h>
-
 #include <cuda_runtime.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <memory>
@@ -107,7 +106,8 @@ TEST(NcclCommunicator, AllReduceSumsDeviceBuffersInOrderWithTheBackendsStream) {
   // Asynchronous: buckets of one buffer launched in turn, then waited for together.
   Tensor y = on_gpu(ramp(n, rank()));
   std::vector<std::unique_ptr<Request>> inflight;
-  for (int64_t b = 0; b < n; b += 300) inflight.push_back(c.all_reduce_sum_async(y.as<float>() + b, std::min<int64_t>(300, n - b)));
+  for (int64_t b = 0; b < n; b += 300)
+    inflight.push_back(c.all_reduce_sum_async(y.as<float>() + b, std::min<int64_t>(300, n - b)));
   for (auto& r : inflight) ASSERT_TRUE(r->wait().ok());
   got = to_host(y);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], ramp_sum(i)) << "element " << i;
@@ -125,7 +125,8 @@ TEST(NcclCommunicator, ReduceScatterWithEqualAndUnequalParts) {
     ASSERT_TRUE(c.reduce_scatter_sum(send.as<float>(), recv.as<float>(), counts).ok()) << "equal " << equal;
     const std::vector<float> got = to_host(recv);
     for (int64_t i = 0; i < counts[static_cast<size_t>(rank())]; ++i)
-      ASSERT_EQ(got[static_cast<size_t>(i)], ramp_sum(off[static_cast<size_t>(rank())] + i)) << "equal " << equal << " element " << i;
+      ASSERT_EQ(got[static_cast<size_t>(i)], ramp_sum(off[static_cast<size_t>(rank())] + i))
+          << "equal " << equal << " element " << i;
   }
 }
 
@@ -144,7 +145,8 @@ TEST(NcclCommunicator, AllGatherInPlaceWithEqualAndUnequalParts) {
     const std::vector<float> got = to_host(data);
     for (int p = 0; p < world(); ++p)
       for (int64_t i = off[static_cast<size_t>(p)]; i < off[static_cast<size_t>(p) + 1]; ++i)
-        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(1000 * p + i)) << "equal " << equal << " element " << i;
+        ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(1000 * p + i))
+            << "equal " << equal << " element " << i;
   }
 }
 
@@ -190,7 +192,8 @@ TEST(NcclCommunicator, MixedBuffersAreRefused) {
   Communicator& c = *setup().nccl;
   Tensor send = on_gpu(ramp(2 * world(), rank()));
   std::vector<float> recv(2);
-  const Status st = c.reduce_scatter_sum(send.as<float>(), recv.data(), std::vector<int64_t>(static_cast<size_t>(world()), 2));
+  const Status st =
+      c.reduce_scatter_sum(send.as<float>(), recv.data(), std::vector<int64_t>(static_cast<size_t>(world()), 2));
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
 }
 
@@ -222,7 +225,9 @@ TEST(NcclCommunicator, CollectivesAreOrderedWithTheComputeStream) {
   Tensor filled = on_gpu(host);
   Tensor send({n}, DType::kF32, be.allocator()), recv({part}, DType::kF32, be.allocator());
   be.copy(send, filled);  // device to device: queued, not waited for
-  ASSERT_TRUE(c.reduce_scatter_sum(send.as<float>(), recv.as<float>(), std::vector<int64_t>(static_cast<size_t>(world()), part)).ok());
+  ASSERT_TRUE(
+      c.reduce_scatter_sum(send.as<float>(), recv.as<float>(), std::vector<int64_t>(static_cast<size_t>(world()), part))
+          .ok());
   const std::vector<float> got = to_host(recv);
   const float ranks = static_cast<float>(world() * (world() - 1) / 2);
   for (int64_t i = 0; i < part; i += 4099) {

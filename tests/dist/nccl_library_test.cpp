@@ -1,12 +1,12 @@
 // NCCL loaded at run time (dist/nccl/nccl_library.h), on any machine: no GPU is needed to load the
 // library and bind its symbols. Skips, saying why, where no libnccl.so.2 is found (the CUDA toolkit
 // of these machines has one in /usr/local/cuda/lib64).
+#include "lmt/dist/nccl/nccl_library.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <string>
-
-#include "lmt/dist/nccl/nccl_library.h"
 
 namespace lmt::dist::nccl {
 namespace {
@@ -20,7 +20,8 @@ std::string toolkit_nccl() {
 
 TEST(NcclLibrary, LoadsAndBindsEverySymbol) {
   const std::string file = toolkit_nccl();
-  if (file.empty()) GTEST_SKIP() << "no libnccl.so.2 on this machine: " << load_library("libnccl.so.2").status().ToString();
+  if (file.empty())
+    GTEST_SKIP() << "no libnccl.so.2 on this machine: " << load_library("libnccl.so.2").status().ToString();
   auto lib = load_library(file);
   ASSERT_TRUE(lib.ok()) << lib.status().ToString();
   EXPECT_GE(lib->version, 20700) << "NCCL older than 2.7";
@@ -42,7 +43,8 @@ TEST(NcclLibrary, AMissingFileIsAnErrorWithAHint) {
 TEST(NcclLibrary, ALibraryWithoutNcclSymbolsIsRefusedNamingTheFirstMissing) {
   auto lib = load_library("libm.so.6");
   ASSERT_FALSE(lib.ok());
-  EXPECT_NE(lib.status().message().find("libm.so.6 lacks ncclGetVersion"), std::string::npos) << lib.status().ToString();
+  EXPECT_NE(lib.status().message().find("libm.so.6 lacks ncclGetVersion"), std::string::npos)
+      << lib.status().ToString();
 }
 
 TEST(NcclLibrary, VersionStrings) {

@@ -2,6 +2,8 @@
 // (dist/device_communicator.h): which communicator a run's data parallelism gets on a host or a
 // device backend, and what is refused. The NCCL communicator itself runs in nccl_communicator_test
 // (label gpu).
+#include "lmt/train/device_world.h"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,7 +11,6 @@
 
 #include "lmt/dist/device_communicator.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
-#include "lmt/train/device_world.h"
 
 namespace lmt::train {
 namespace {
@@ -34,7 +35,9 @@ class SizedWorld final : public dist::Communicator {
   const char* name() const override { return device_ ? "sized-device" : "sized"; }
   bool device_buffers() const override { return device_; }
   Status all_reduce_sum(float*, int64_t) override { return unused(); }
-  std::unique_ptr<dist::Request> all_reduce_sum_async(float*, int64_t) override { return dist::completed_request(unused()); }
+  std::unique_ptr<dist::Request> all_reduce_sum_async(float*, int64_t) override {
+    return dist::completed_request(unused());
+  }
   Status all_reduce_sum(double*, int64_t) override { return unused(); }
   Status reduce_scatter_sum(const float*, float*, const std::vector<int64_t>&) override { return unused(); }
   std::unique_ptr<dist::Request> reduce_scatter_sum_async(const float*, float*, const std::vector<int64_t>&) override {
@@ -51,7 +54,9 @@ class SizedWorld final : public dist::Communicator {
   Status all_to_all_v(const void*, const std::vector<int64_t>&, void*, const std::vector<int64_t>&) override {
     return unused();
   }
-  std::unique_ptr<dist::Request> send_async(const void*, int64_t, int) override { return dist::completed_request(unused()); }
+  std::unique_ptr<dist::Request> send_async(const void*, int64_t, int) override {
+    return dist::completed_request(unused());
+  }
   std::unique_ptr<dist::Request> recv_async(void*, int64_t, int) override { return dist::completed_request(unused()); }
   Status recv(void*, int64_t, int) override { return unused(); }
   Status barrier() override { return unused(); }
@@ -121,9 +126,9 @@ TEST(DeviceWorld, ABuildWithoutADeviceCommunicatorRefusesNamingTheBackend) {
 TEST(DeviceWorld, ModelParallelismOnADeviceIsRefusedBeforeAnyCommunicatorIsMade) {
   PretendDeviceBackend gpu("pretend_nccl");
   SizedWorld four(4, false);
-  for (const auto& [sizes, ep] : {std::pair{dist::ParallelSizes{2, 2, 1}, int64_t{1}},
-                                  std::pair{dist::ParallelSizes{2, 1, 2}, int64_t{1}},
-                                  std::pair{dist::ParallelSizes{4, 1, 1}, int64_t{2}}}) {
+  for (const auto& [sizes, ep] :
+       {std::pair{dist::ParallelSizes{2, 2, 1}, int64_t{1}}, std::pair{dist::ParallelSizes{2, 1, 2}, int64_t{1}},
+        std::pair{dist::ParallelSizes{4, 1, 1}, int64_t{2}}}) {
     std::unique_ptr<dist::Communicator> owned;
     auto made = world_for_backend(gpu, four, sizes, ep, &owned);
     ASSERT_FALSE(made.ok());

@@ -14,8 +14,9 @@
 namespace lmt::dist::nccl {
 namespace {
 
-constexpr const char* kHint = "check that every rank has its own GPU (nvidia-smi), run with NCCL_DEBUG=WARN for "
-                              "NCCL's reason, or run one process (docs/CUDA.md, On a cluster)";
+constexpr const char* kHint =
+    "check that every rank has its own GPU (nvidia-smi), run with NCCL_DEBUG=WARN for "
+    "NCCL's reason, or run one process (docs/CUDA.md, On a cluster)";
 
 bool on_device(const void* p) {
   cudaPointerAttributes a{};
@@ -32,17 +33,19 @@ int where(std::initializer_list<const void*> buffers) {
   for (const void* p : buffers) {
     if (p == nullptr) continue;
     const int d = on_device(p) ? 1 : 0;
-    if (device == -2) device = d;
-    else if (device != d) return -1;
+    if (device == -2)
+      device = d;
+    else if (device != d)
+      return -1;
   }
   return device == -2 ? 0 : device;
 }
 
 Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
   if (static_cast<int>(counts.size()) != world)
-    return InvalidArgument(std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " +
-                               std::to_string(world),
-                           "pass one count per rank");
+    return InvalidArgument(
+        std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " + std::to_string(world),
+        "pass one count per rank");
   for (int64_t c : counts)
     if (c < 0) return InvalidArgument(std::string(what) + ": a negative count", "counts are element counts >= 0");
   return Status::Ok();
@@ -78,12 +81,13 @@ class NcclRequest final : public Request {
 };
 
 Status NcclCommunicator::error(const char* what, const std::string& detail) const {
-  return Internal("rank " + std::to_string(rank()) + "/" + std::to_string(world()) + ": " + what + ": " + detail, kHint);
+  return Internal("rank " + std::to_string(rank()) + "/" + std::to_string(world()) + ": " + what + ": " + detail,
+                  kHint);
 }
 
 StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(Communicator* host,
-                                                                    std::unique_ptr<Communicator> owned, int device,
-                                                                    cudaStream_t compute) {
+                                                                     std::unique_ptr<Communicator> owned, int device,
+                                                                     cudaStream_t compute) {
   LMT_ASSIGN_OR_RETURN(const Library* lib, library());
   std::unique_ptr<NcclCommunicator> c(new NcclCommunicator(*lib, host, std::move(owned), device, compute));
   const cudaError_t e = cudaSetDevice(device);
@@ -109,7 +113,8 @@ Status NcclCommunicator::start() {
   if (start_error_.ok() && !boot.ok)
     start_error_ = error("ncclGetUniqueId", host_->rank() == 0 ? nccl_.get_error_string(r) : "failed on rank 0");
   cudaError_t e = cudaSuccess;
-  if (start_error_.ok() && (e = cudaSetDevice(device_)) != cudaSuccess) start_error_ = error("cudaSetDevice", cudaGetErrorString(e));
+  if (start_error_.ok() && (e = cudaSetDevice(device_)) != cudaSuccess)
+    start_error_ = error("cudaSetDevice", cudaGetErrorString(e));
   if (start_error_.ok() && (r = nccl_.comm_init_rank(&comm_, host_->world(), boot.id, host_->rank())) != ncclSuccess) {
     comm_ = nullptr;
     start_error_ = error("ncclCommInitRank", nccl_.get_error_string(r));
@@ -165,9 +170,10 @@ Status NcclCommunicator::all_reduce_sum(float* data, int64_t n) { return all_red
 
 Status NcclCommunicator::all_reduce_sum(double* data, int64_t n) {
   if (n <= 0 || where({data}) == 0) return host_->all_reduce_sum(data, n);
-  return launch("ncclAllReduce", [&](cudaStream_t s) {
-           return nccl_.all_reduce(data, data, static_cast<size_t>(n), ncclFloat64, ncclSum, comm_, s);
-         })
+  return launch("ncclAllReduce",
+                [&](cudaStream_t s) {
+                  return nccl_.all_reduce(data, data, static_cast<size_t>(n), ncclFloat64, ncclSum, comm_, s);
+                })
       ->wait();
 }
 
@@ -238,9 +244,10 @@ Status NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
   if (root < 0 || root >= world())
     return InvalidArgument("broadcast: root " + std::to_string(root) + " outside a world of " + std::to_string(world()),
                            "pass a rank of this communicator");
-  return launch("ncclBroadcast", [&](cudaStream_t s) {
-           return nccl_.broadcast(data, data, static_cast<size_t>(bytes), ncclInt8, root, comm_, s);
-         })
+  return launch("ncclBroadcast",
+                [&](cudaStream_t s) {
+                  return nccl_.broadcast(data, data, static_cast<size_t>(bytes), ncclInt8, root, comm_, s);
+                })
       ->wait();
 }
 
@@ -260,17 +267,15 @@ Status NcclCommunicator::check_peer(int peer, const char* what) const {
 std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer) {
   if (bytes <= 0 || where({data}) == 0) return host_->send_async(data, bytes, peer);
   if (Status st = check_peer(peer, "send"); !st.ok()) return completed_request(st);
-  return launch("ncclSend", [&](cudaStream_t s) {
-    return nccl_.send(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s);
-  });
+  return launch("ncclSend",
+                [&](cudaStream_t s) { return nccl_.send(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s); });
 }
 
 std::unique_ptr<Request> NcclCommunicator::recv_async(void* data, int64_t bytes, int peer) {
   if (bytes <= 0 || where({data}) == 0) return host_->recv_async(data, bytes, peer);
   if (Status st = check_peer(peer, "recv"); !st.ok()) return completed_request(st);
-  return launch("ncclRecv", [&](cudaStream_t s) {
-    return nccl_.recv(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s);
-  });
+  return launch("ncclRecv",
+                [&](cudaStream_t s) { return nccl_.recv(data, static_cast<size_t>(bytes), ncclInt8, peer, comm_, s); });
 }
 
 Status NcclCommunicator::recv(void* data, int64_t bytes, int peer) { return recv_async(data, bytes, peer)->wait(); }
@@ -294,11 +299,12 @@ namespace {
 
 // The factory for backend "cuda": the backend's device and compute stream.
 StatusOr<std::unique_ptr<Communicator>> for_cuda(Communicator& host) {
-  LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend("cuda"));
+  LMT_ASSIGN_OR_RETURN(kernels::Backend * backend, kernels::find_backend("cuda"));
   auto* cuda = dynamic_cast<kernels::cuda::CudaBackend*>(backend);
   if (cuda == nullptr) return Internal("backend 'cuda' is not the CUDA backend of this build");
   const kernels::cuda::Context& ctx = cuda->context();
-  LMT_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> c, NcclCommunicator::create(&host, nullptr, ctx.device, ctx.stream));
+  LMT_ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> c,
+                       NcclCommunicator::create(&host, nullptr, ctx.device, ctx.stream));
   return std::unique_ptr<Communicator>(std::move(c));
 }
 
