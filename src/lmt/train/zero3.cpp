@@ -57,8 +57,8 @@ Status Zero3::supports(const kernels::Backend& backend) {
   const std::string name(backend.name());
   return Unimplemented("train.zero = 3 on the '" + name +
                            "' backend: ZeRO-3 gathers and shards the parameters in host memory",
-                       "use train.zero = 0 with --backend " + name +
-                           " (one process), or train.zero = 3 with --backend cpu (docs/CUDA.md, Known limits)");
+                       "use train.zero = 0, 1 or 2 with --backend " + name +
+                           ", or train.zero = 3 with --backend cpu (docs/CUDA.md, Known limits)");
 }
 
 StatusOr<std::unique_ptr<Zero3>> Zero3::create(dist::Communicator& comm, model::Transformer& m,
