@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/mpi_trainer_runs.h"
 #include "lmt/dist/device_communicator.h"
@@ -156,27 +157,15 @@ class DeviceDistTest : public ::testing::Test {
 
   static config::Config recipe(const std::string& backend, int zero, int64_t steps, const std::string& dtype = "fp32") {
     config::Config c = config::Config::defaults();
-    for (const std::string& kv : {std::string("model.n_layers=2"),
-                                  std::string("model.d_model=32"),
-                                  std::string("model.n_heads=4"),
-                                  std::string("model.n_kv_heads=2"),
-                                  std::string("model.head_dim=8"),
-                                  std::string("model.ffn_hidden=64"),
-                                  std::string("model.max_seq_len=64"),
-                                  std::string("train.seq_len=32"),
-                                  std::string("train.micro_batch=2"),
-                                  "train.dtype=" + dtype,
-                                  std::string("optim.lr=3e-3"),
-                                  std::string("schedule.warmup_steps=2"),
-                                  std::string("eval.batches=2"),
-                                  std::string("eval.every=3"),
-                                  std::string("checkpoint.every=3"),
-                                  std::string("checkpoint.async=false"),
-                                  std::string("dist.bucket_mb=0.01"),
-                                  "runtime.backend=" + backend,
-                                  "train.zero=" + std::to_string(zero),
-                                  "train.max_steps=" + std::to_string(steps),
-                                  "data.path=" + (root_ / "data").string()})
+    std::vector<std::string> kvs = {"model.n_layers=2",        "model.d_model=32",       "model.n_heads=4",
+                                    "model.n_kv_heads=2",      "model.head_dim=8",       "model.ffn_hidden=64",
+                                    "model.max_seq_len=64",    "train.seq_len=32",       "train.micro_batch=2",
+                                    "optim.lr=3e-3",           "schedule.warmup_steps=2", "eval.batches=2",
+                                    "eval.every=3",            "checkpoint.every=3",     "checkpoint.async=false",
+                                    "dist.bucket_mb=0.01"};
+    kvs.insert(kvs.end(), {"train.dtype=" + dtype, "runtime.backend=" + backend, "train.zero=" + std::to_string(zero),
+                           "train.max_steps=" + std::to_string(steps), "data.path=" + (root_ / "data").string()});
+    for (const std::string& kv : kvs)
       EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
     return c;
   }
