@@ -28,8 +28,9 @@
 //
 // Vector code uses GCC vector extensions: one f32x16 (16 floats, the tiles' layout unit) is one
 // AVX-512 register with -march=native and two AVX2 halves without AVX-512; the register-blocked
-// micro-kernels work on simd::f32reg (a zmm or a ymm) instead, their block width (kBlockRegs) the
-// only ISA #ifdef. Tiles: 64×64 (Br = Bc), the best measured on Zen 5 at HD = 64.
+// micro-kernels and the softmax passes work on simd::f32reg (a zmm or a ymm) instead. The ISA
+// #ifdefs: the block width (kBlockRegs), the horizontal max/sum, and the AVX2 key-tile transpose.
+// Tiles: 64×64 (Br = Bc), the best measured on Zen 5 at HD = 64.
 #include <omp.h>
 
 #include <algorithm>
