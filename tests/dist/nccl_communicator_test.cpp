@@ -3,6 +3,8 @@
 // is made the way the trainer makes it, dist::make_device_communicator("cuda", world), and checked
 // against exact sums of small integers (exact in f32). The binary skips, saying why, without a GPU,
 // without NCCL, or with fewer GPUs than ranks.
+#include "lmt/dist/nccl/nccl_communicator.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -148,6 +150,35 @@ TEST(NcclCommunicator, AllGatherInPlaceWithEqualAndUnequalParts) {
         ASSERT_EQ(got[static_cast<size_t>(i)], static_cast<float>(1000 * p + i))
             << "equal " << equal << " element " << i;
   }
+}
+
+// The per-rank rooted path (grouped ncclReduce / ncclBroadcast) of unequal parts, forced for equal
+// ones, so that one GPU runs it too.
+TEST(NcclCommunicator, RootedPartsGiveTheSameResults) {
+  SKIP_WITHOUT_NCCL();
+  auto* nccl = dynamic_cast<nccl::NcclCommunicator*>(setup().nccl.get());
+  ASSERT_NE(nccl, nullptr);
+  nccl->use_rooted_parts(true);
+  const std::vector<int64_t> counts(static_cast<size_t>(world()), 96);
+  const std::vector<int64_t> off = offsets_of(counts);
+  Tensor send = on_gpu(ramp(off.back(), rank()));
+  Tensor recv = on_gpu(std::vector<float>(96, -1.0f));
+  const Status rs = nccl->reduce_scatter_sum(send.as<float>(), recv.as<float>(), counts);
+  std::vector<float> mine(static_cast<size_t>(off.back()), -1.0f);
+  for (int64_t i = off[static_cast<size_t>(rank())]; i < off[static_cast<size_t>(rank()) + 1]; ++i)
+    mine[static_cast<size_t>(i)] = static_cast<float>(1000 * rank() + i);
+  Tensor data = on_gpu(mine);
+  const Status ag = nccl->all_gather(data.as<float>(), counts);
+  nccl->use_rooted_parts(false);
+  ASSERT_TRUE(rs.ok()) << rs.ToString();
+  ASSERT_TRUE(ag.ok()) << ag.ToString();
+  const std::vector<float> got = to_host(recv);
+  for (int64_t i = 0; i < 96; ++i)
+    ASSERT_EQ(got[static_cast<size_t>(i)], ramp_sum(off[static_cast<size_t>(rank())] + i)) << "element " << i;
+  const std::vector<float> gathered = to_host(data);
+  for (int p = 0; p < world(); ++p)
+    for (int64_t i = off[static_cast<size_t>(p)]; i < off[static_cast<size_t>(p) + 1]; ++i)
+      ASSERT_EQ(gathered[static_cast<size_t>(i)], static_cast<float>(1000 * p + i)) << "element " << i;
 }
 
 TEST(NcclCommunicator, BroadcastFromEveryRoot) {

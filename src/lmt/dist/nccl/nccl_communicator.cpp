@@ -186,8 +186,7 @@ std::unique_ptr<Request> NcclCommunicator::reduce_scatter_sum_async(const float*
     return completed_request(InvalidArgument("reduce_scatter_sum: send and recv in different memories",
                                              "pass two device buffers or two host buffers"));
   const std::vector<int64_t> off = offsets_of(counts);
-  bool equal = true;
-  for (int64_t c : counts) equal = equal && c == counts[0];
+  const bool equal = equal_parts(counts);
   return launch("ncclReduceScatter", [&](cudaStream_t s) {
     if (equal) return nccl_.reduce_scatter(send, recv, static_cast<size_t>(counts[0]), ncclFloat32, ncclSum, comm_, s);
     ncclResult_t r = nccl_.group_start();
@@ -208,8 +207,7 @@ std::unique_ptr<Request> NcclCommunicator::gather_parts(char* data, const std::v
                                                         size_t elem_bytes, const char* what) {
   if (Status st = check_counts(counts, world(), what); !st.ok()) return completed_request(st);
   const std::vector<int64_t> off = offsets_of(counts);
-  bool equal = true;
-  for (int64_t c : counts) equal = equal && c == counts[0];
+  const bool equal = equal_parts(counts);
   return launch(what, [&](cudaStream_t s) {
     const size_t me = static_cast<size_t>(off[rank()]) * elem_bytes;
     if (equal)  // in place: NCCL's all-gather with sendbuff = recvbuff + rank · count
@@ -256,6 +254,13 @@ Status NcclCommunicator::all_to_all_v(const void* send, const std::vector<int64_
   if (where({send, recv}) == 0) return host_->all_to_all_v(send, send_bytes, recv, recv_bytes);
   return Unimplemented("all_to_all_v on GPU memory: the NCCL communicator has no all-to-all yet",
                        "expert parallelism runs on --backend cpu (docs/CUDA.md, Known limits)");
+}
+
+bool NcclCommunicator::equal_parts(const std::vector<int64_t>& counts) const {
+  if (rooted_parts_) return false;
+  for (int64_t c : counts)
+    if (c != counts[0]) return false;
+  return true;
 }
 
 Status NcclCommunicator::check_peer(int peer, const char* what) const {

@@ -75,6 +75,9 @@ class NcclCommunicator final : public Communicator {
   void abort(int code) override;
 
   int version() const { return nccl_.version; }
+  // Reduce-scatters and all-gathers as groups of per-rank rooted calls even when the parts are equal
+  // (the path of unequal parts), so that a one-GPU test runs it; off by default.
+  void use_rooted_parts(bool on) { rooted_parts_ = on; }
 
  private:
   NcclCommunicator(const Library& nccl, Communicator* host, std::unique_ptr<Communicator> owned, int device,
@@ -88,7 +91,8 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Request> gather_parts(char* data, const std::vector<int64_t>& counts, size_t elem_bytes,
                                         const char* what);
   Status error(const char* what, const std::string& detail) const;
-  Status check_peer(int peer, const char* what) const;  // another rank of this communicator
+  Status check_peer(int peer, const char* what) const;         // another rank of this communicator
+  bool equal_parts(const std::vector<int64_t>& counts) const;  // NCCL's own collective applies
   // Makes the NCCL communicator at the first device collective (collective over host_, which every
   // rank reaches at the same call, as every rank calls the same collectives): groups that never
   // reduce device memory (the world, groups of one rank) cost no NCCL set-up.
@@ -101,8 +105,9 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
-  Status start_error_;   // start()'s failure, returned again by later calls
-  bool failed_ = false;  // an error happened: the destructor aborts instead of waiting for the queue
+  Status start_error_;         // start()'s failure, returned again by later calls
+  bool failed_ = false;        // an error happened: the destructor aborts instead of waiting for the queue
+  bool rooted_parts_ = false;  // use_rooted_parts()
 
   friend class NcclRequest;
 };
