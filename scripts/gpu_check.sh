@@ -37,7 +37,7 @@ while (($#)); do
 done
 
 targets=(lmtrain cuda_op_test cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test
-         cuda_math_test nccl_communicator_test)
+         cuda_math_test cuda_linear_grad_write_test nccl_communicator_test)
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -109,7 +109,8 @@ if ((tests)); then
     run_isolated cuda_op_test || status=1
     status=1
   fi
-  for t in cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test; do
+  for t in cuda_attention_test cuda_bf16_outputs_test cuda_linear_grad_write_test cuda_model_test cuda_trainer_test \
+           cuda_muon_test; do
     echo "== $t"
     OMP_WAIT_POLICY=passive timeout 120 "$bin/$t" --gtest_brief=1 || status=1
   done

@@ -4,10 +4,14 @@
 // GEMMs that write their output, in blocks of rows past 1,024 output features with AVX-512, as
 // dWᵀ transposed into dW for tall, thin dW on AVX2) and the ref backend
 // (the default: zeros, then the accumulating product). The bias gradient accumulates either way.
+// cuda_linear_grad_write_test (ctest label gpu) is this source with LMT_GRAD_WRITE_TEST_BACKEND
+// "cuda" (its GEMM written with beta = 0, the operands staged through the GPU's memory); it skips,
+// with the reason, where no GPU is visible.
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "lmt/base/rng.h"
 #include "lmt/kernels/registry.h"
@@ -15,6 +19,36 @@
 
 namespace lmt::kernels {
 namespace {
+
+struct Case {
+  const char* backend;
+  DType dt;
+  int64_t N, C, OC;
+};
+
+#ifdef LMT_GRAD_WRITE_TEST_BACKEND
+const std::vector<Case> kCases = {{LMT_GRAD_WRITE_TEST_BACKEND, DType::kBF16, 64, 48, 40},
+                                  {LMT_GRAD_WRITE_TEST_BACKEND, DType::kF32, 33, 20, 17},
+                                  {LMT_GRAD_WRITE_TEST_BACKEND, DType::kBF16, 32, 24, 1100},
+                                  {LMT_GRAD_WRITE_TEST_BACKEND, DType::kF32, 16, 8, 4200}};
+#else
+const std::vector<Case> kCases = {{"cpu", DType::kBF16, 64, 48, 40},   {"cpu", DType::kF32, 33, 20, 17},
+                                  {"cpu", DType::kBF16, 32, 24, 1100}, {"cpu", DType::kF32, 16, 8, 1030},
+                                  {"cpu", DType::kF32, 16, 8, 4200},  // on AVX2: dWᵀ in two chunks, transposed
+                                  {"ref", DType::kF32, 9, 7, 5},       {"ref", DType::kBF16, 12, 8, 6}};
+#endif
+
+// A tensor in `be`'s memory holding `host`'s values, and back.
+Tensor to_backend(Backend& be, const Tensor& host) {
+  Tensor t(host.view().shape(), host.dtype(), be.allocator());
+  be.copy(t.view(), host.view());
+  return t;
+}
+std::vector<float> to_host(Backend& be, const Tensor& t) {
+  Tensor h(t.view().shape(), DType::kF32);
+  be.copy(h.view(), t.view());
+  return std::vector<float>(h.as<float>(), h.as<float>() + h.numel());
+}
 
 Tensor random_tensor(const Shape& s, DType dt, Rng& rng) {
   Tensor f(s, DType::kF32);
@@ -26,24 +60,18 @@ Tensor random_tensor(const Shape& s, DType dt, Rng& rng) {
 }
 
 TEST(LinearGradWrite, OverwriteEqualsAccumulatingIntoZeros) {
-  struct Case {
-    const char* backend;
-    DType dt;
-    int64_t N, C, OC;
-  };
-  const Case cases[] = {{"cpu", DType::kBF16, 64, 48, 40},  {"cpu", DType::kF32, 33, 20, 17},
-                        {"cpu", DType::kBF16, 32, 24, 1100}, {"cpu", DType::kF32, 16, 8, 1030},
-                        {"cpu", DType::kF32, 16, 8, 4200},  // on AVX2: dWᵀ in two chunks, transposed
-                        {"ref", DType::kF32, 9, 7, 5},       {"ref", DType::kBF16, 12, 8, 6}};
   Rng rng(3);
-  for (const Case& k : cases) {
+  for (const Case& k : kCases) {
     SCOPED_TRACE(std::string(k.backend) + " " + std::string(dtype_name(k.dt)) + " N" + std::to_string(k.N) + " C" +
                  std::to_string(k.C) + " OC" + std::to_string(k.OC));
-    Backend& be = backend(k.backend);
-    const Tensor x = random_tensor({k.N, k.C}, k.dt, rng), w = random_tensor({k.OC, k.C}, k.dt, rng),
-                 dy = random_tensor({k.N, k.OC}, k.dt, rng);
-    Tensor dw_add({k.OC, k.C}, DType::kF32), dw_over({k.OC, k.C}, DType::kF32);
-    Tensor db_add({k.OC}, DType::kF32), db_over({k.OC}, DType::kF32);
+    auto found = find_backend(k.backend);
+    if (!found.ok()) GTEST_SKIP() << found.status().ToString();
+    Backend& be = **found;
+    const Tensor x = to_backend(be, random_tensor({k.N, k.C}, k.dt, rng)),
+                 w = to_backend(be, random_tensor({k.OC, k.C}, k.dt, rng)),
+                 dy = to_backend(be, random_tensor({k.N, k.OC}, k.dt, rng));
+    Tensor dw_add({k.OC, k.C}, DType::kF32, be.allocator()), dw_over({k.OC, k.C}, DType::kF32, be.allocator());
+    Tensor db_add({k.OC}, DType::kF32, be.allocator()), db_over({k.OC}, DType::kF32, be.allocator());
     be.fill(dw_add.view(), 0.0);
     be.fill(dw_over.view(), std::numeric_limits<double>::quiet_NaN());
     be.fill(db_add.view(), 1.0);
@@ -51,15 +79,18 @@ TEST(LinearGradWrite, OverwriteEqualsAccumulatingIntoZeros) {
     be.linear_backward(TensorView(), dw_add.view(), db_add.view(), dy.view(), x.view(), w.view());
     be.linear_backward(TensorView(), dw_over.view(), db_over.view(), dy.view(), x.view(), w.view(),
                        GradWrite::kOverwrite);
-    for (int64_t i = 0; i < dw_add.numel(); ++i)
-      ASSERT_EQ(dw_over.as<float>()[i], dw_add.as<float>()[i]) << "dweight element " << i;
-    for (int64_t i = 0; i < db_add.numel(); ++i)
-      ASSERT_EQ(db_over.as<float>()[i], db_add.as<float>()[i]) << "dbias element " << i << " (accumulates onto 1)";
+    std::vector<float> add = to_host(be, dw_add), over = to_host(be, dw_over);
+    for (size_t i = 0; i < add.size(); ++i) ASSERT_EQ(over[i], add[i]) << "dweight element " << i;
+    const std::vector<float> badd = to_host(be, db_add), bover = to_host(be, db_over);
+    for (size_t i = 0; i < badd.size(); ++i)
+      ASSERT_EQ(bover[i], badd[i]) << "dbias element " << i << " (accumulates onto 1)";
     // A second overwrite replaces the first; accumulating doubles it.
-    be.linear_backward(TensorView(), dw_over.view(), TensorView(), dy.view(), x.view(), w.view(), GradWrite::kOverwrite);
+    be.linear_backward(TensorView(), dw_over.view(), TensorView(), dy.view(), x.view(), w.view(),
+                       GradWrite::kOverwrite);
     be.linear_backward(TensorView(), dw_add.view(), TensorView(), dy.view(), x.view(), w.view());
-    for (int64_t i = 0; i < dw_add.numel(); ++i)
-      ASSERT_EQ(2.0f * dw_over.as<float>()[i], dw_add.as<float>()[i]) << "dweight element " << i << " after two writes";
+    add = to_host(be, dw_add), over = to_host(be, dw_over);
+    for (size_t i = 0; i < add.size(); ++i)
+      ASSERT_EQ(2.0f * over[i], add[i]) << "dweight element " << i << " after two writes";
   }
 }
 

@@ -151,6 +151,10 @@ void CudaBackend::linear_backward_impl(const TensorView& dinp, const TensorView&
                                        const TensorView& dout, const TensorView& inp, const TensorView& weight) {
   cuda::linear_backward(init(), dinp, dweight, dbias, dout, inp, weight);
 }
+void CudaBackend::linear_weight_grad_overwrite_impl(const TensorView& dweight, const TensorView& dout,
+                                                    const TensorView& inp, const TensorView&) {
+  cuda::linear_weight_grad(init(), dweight, dout, inp, /*accumulate=*/false);
+}
 void CudaBackend::embedding_forward_impl(const TensorView& out, const TensorView& ids, const TensorView& table,
                                          bool accumulate) {
   cuda::embedding_forward(init(), out, ids, table, accumulate);

@@ -49,6 +49,9 @@ class CudaBackend final : public Backend {
                            const TensorView& bias) override;
   void linear_backward_impl(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                             const TensorView& dout, const TensorView& inp, const TensorView& weight) override;
+  // The GEMM writes dweight (beta = 0): no fill, no read of the old values.
+  void linear_weight_grad_overwrite_impl(const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+                                         const TensorView& weight) override;
   void embedding_forward_impl(const TensorView& out, const TensorView& ids, const TensorView& table,
                               bool accumulate) override;
   void embedding_backward_impl(const TensorView& dtable, const TensorView& dout, const TensorView& ids) override;

@@ -287,17 +287,21 @@ void linear_backward(Context& ctx, const TensorView& dinp, const TensorView& dwe
     g.C = dptr<float>(dinp), g.ldc = C;
     gemm(ctx, g);
   }
-  if (dweight.present()) {  // dweight[OC,C] += dout[N,OC]ᵀ · inp[N,C]
-    GemmArgs g;
-    g.bf16 = bf;
-    g.M = OC, g.N = C, g.K = N;
-    g.A = dout.data(), g.lda = OC, g.trans_a = true;
-    g.B = inp.data(), g.ldb = C;
-    g.C = dptr<float>(dweight), g.ldc = C;
-    g.beta = 1.0f;
-    gemm(ctx, g);
-  }
+  if (dweight.present()) linear_weight_grad(ctx, dweight, dout, inp, /*accumulate=*/true);
   if (dbias.present()) column_sum_accumulate(ctx, dbias, dout);
+}
+
+void linear_weight_grad(Context& ctx, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+                        bool accumulate) {
+  const int64_t N = dout.dim(0), OC = dout.dim(1), C = inp.dim(1);
+  GemmArgs g;
+  g.bf16 = is_bf16(dout);
+  g.M = OC, g.N = C, g.K = N;
+  g.A = dout.data(), g.lda = OC, g.trans_a = true;
+  g.B = inp.data(), g.ldb = C;
+  g.C = dptr<float>(dweight), g.ldc = C;
+  g.beta = accumulate ? 1.0f : 0.0f;
+  gemm(ctx, g);
 }
 
 }  // namespace lmt::kernels::cuda

@@ -43,6 +43,10 @@ void linear_forward(Context& ctx, const TensorView& out, const TensorView& inp, 
 void linear_backward(Context& ctx, const TensorView& dinp, const TensorView& dweight,
                      const TensorView& dbias, const TensorView& dout, const TensorView& inp,
                      const TensorView& weight);
+// dweight[OC,C] (+)= dout[N,OC]ᵀ · inp[N,C]: added (accumulate) or written over dweight, which the
+// GEMM then does not read (beta = 0).
+void linear_weight_grad(Context& ctx, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+                        bool accumulate);
 // dbias[OC] += Σ_n dout[n, :] (dout f32 or bf16 [N,OC]); deterministic.
 void column_sum_accumulate(Context& ctx, const TensorView& dbias, const TensorView& dout);
 
