@@ -68,7 +68,15 @@ function(lmt_test name)
     list(APPEND ARG_LABELS threads)
     add_dependencies(lmt_threaded_tests ${name})
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  # A gpu-labelled binary built from another test's source (cuda_attention_test is
+  # attention_bf16_test.cpp for "cuda") has that test's names: its names get the binary as a prefix,
+  # so every ctest name is one test, and the gpu label never lands on the cpu binary's tests (it
+  # did: `ctest -LE gpu` left them out).
+  if("gpu" IN_LIST ARG_LABELS)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "${name}.")
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  endif()
   # The discovered tests get their properties from a file ctest includes after them, not from
   # gtest_discover_tests(PROPERTIES): that flattens a list value, so a second label would have
   # swallowed the properties after it.
