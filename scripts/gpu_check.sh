@@ -37,7 +37,9 @@ while (($#)); do
 done
 
 targets=(lmtrain cuda_op_test cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test
-         cuda_math_test cuda_linear_grad_write_test nccl_communicator_test)
+         cuda_math_test cuda_linear_grad_write_test)
+# nccl_communicator_test exists where CMake found nccl.h (src/lmt/dist/nccl/CMakeLists.txt).
+nccl_target=nccl_communicator_test
 
 if [[ -z "$prebuilt" ]]; then
   if [[ -z "$arch" ]]; then
@@ -45,6 +47,7 @@ if [[ -z "$prebuilt" ]]; then
   fi
   bash scripts/setup.sh
   cmake -S . -B "$build" -G Ninja -DLMT_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DLMT_BUILD_BENCH=OFF >/dev/null
+  if cmake --build "$build" --target help | grep -q "^$nccl_target:"; then targets+=("$nccl_target"); fi
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
   bin=$build/bin
 else
@@ -84,6 +87,8 @@ fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+# CUDA_VISIBLE_DEVICES narrows what the processes see (nvidia-smi ignores it).
+if [[ -n "${CUDA_VISIBLE_DEVICES+x}" ]]; then gpus=$(tr ',' '\n' <<< "$CUDA_VISIBLE_DEVICES" | grep -c . || true); fi
 status=0
 # When the op test fails, each case runs again in its own process (8 at a time), so a kernel that
 # faults cannot hide the others' results: a device fault is sticky for the process that hit it.
@@ -117,12 +122,18 @@ if ((tests)); then
   # The NCCL communicator (NCCL loaded at run time: it says "skipped" where libnccl.so.2 is not found;
   # LMT_NCCL_LIBRARY names the file), on one GPU and, where there are two, on two ranks.
   echo "== nccl_communicator_test"
-  timeout 120 "$bin/nccl_communicator_test" --gtest_brief=1 2>&1 | tee /tmp/gpu_check_nccl.log || status=1
-  if ((gpus >= 1)) && grep -q 'nccl_communicator_test: skipped' /tmp/gpu_check_nccl.log; then
-    echo "gpu_check: the NCCL test did not run on this GPU machine (above); set LMT_NCCL_LIBRARY" >&2
+  if [[ ! -x "$bin/nccl_communicator_test" ]]; then
+    echo "gpu_check: nccl_communicator_test was not built (CMake found no nccl.h: install NCCL's headers)" >&2
     status=1
+  else
+    timeout 120 "$bin/nccl_communicator_test" --gtest_brief=1 2>&1 | tee /tmp/gpu_check_nccl.log || status=1
+    if ((gpus >= 1)) && grep -q 'nccl_communicator_test: skipped' /tmp/gpu_check_nccl.log; then
+      echo "gpu_check: the NCCL test did not run on this GPU machine (its reason above; LMT_NCCL_LIBRARY names" \
+        "libnccl.so.2 where the loader does not find it)" >&2
+      status=1
+    fi
   fi
-  if ((gpus >= 2)) && command -v mpirun >/dev/null; then
+  if ((gpus >= 2)) && [[ -x "$bin/nccl_communicator_test" ]] && command -v mpirun >/dev/null; then
     echo "== nccl_communicator_test, 2 ranks"
     timeout 180 mpirun --allow-run-as-root -np 2 "$bin/nccl_communicator_test" --gtest_brief=1 || status=1
   fi
@@ -160,7 +171,7 @@ for line in sys.stdin:
     j = json.loads(line)
     print(json.dumps({"preset": j["preset"], "world": j["world"], "reduction": j["reduction"],
                       "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
-                      "ms_per_step": round(1000 * j["seconds"], 1), "grad_reduce_ms": j["time"]["grad_reduce"]}))' ||
+                      "ms_per_step": round(1000 * j["seconds"], 1), "grad_reduce_ms": round(1000 * j["time"]["grad_reduce"], 2)}))' ||
       status=1
   fi
   # Muon's optimizer step on the GPU: both Newton–Schulz methods, against AdamW's.

@@ -154,6 +154,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   LMT_RETURN_IF_ERROR(dp.shard_parameters(m, a.zero3_vocab_rows));  // --zero 3
   train::StepEngineConfig ec;
   ec.grad_clip = 1.0f;
+  ec.time_device_reduction = true;  // grad_reduce on GPUs: the device's time, not the host's queueing
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<train::StepEngine> engine, train::StepEngine::create(m, dp, oc, ec));
   if (pp) pp->prepare_schedule(m, a.batch, a.seq, o);
   if (model_split.split()) engine->set_model_split(&model_split);

@@ -4,8 +4,9 @@
 // storage, the ZeRO-2 scratch from the backend's allocator, checkpoints staged through the host) —
 // over the device communicator registered for it, which forwards to MPI, counts the calls it got and
 // checks that every gradient reduction reads and writes the backend's memory.
-// The same run on backend "cpu" over the MPI world must give the same losses and parameters bit for
-// bit: the kernels and the reductions are the same, only the path differs. It is the CPU stand-in for
+// The same run on backend "cpu" over the MPI world (MPI messages too: no shared-memory storage) must
+// give the same losses and parameters bit for bit: the kernels and the reductions are the same, only
+// the path through the trainer differs. It is the CPU stand-in for
 // NCCL (nccl_communicator_test, label gpu, runs the real one on GPUs).
 #include <gtest/gtest.h>
 
@@ -157,16 +158,15 @@ class DeviceDistTest : public ::testing::Test {
 
   static config::Config recipe(const std::string& backend, int zero, int64_t steps, const std::string& dtype = "fp32") {
     config::Config c = config::Config::defaults();
-    std::vector<std::string> kvs = {"model.n_layers=2",        "model.d_model=32",       "model.n_heads=4",
-                                    "model.n_kv_heads=2",      "model.head_dim=8",       "model.ffn_hidden=64",
-                                    "model.max_seq_len=64",    "train.seq_len=32",       "train.micro_batch=2",
-                                    "optim.lr=3e-3",           "schedule.warmup_steps=2", "eval.batches=2",
-                                    "eval.every=3",            "checkpoint.every=3",     "checkpoint.async=false",
-                                    "dist.bucket_mb=0.01"};
+    std::vector<std::string> kvs = {"model.n_layers=2",     "model.d_model=32",        "model.n_heads=4",
+                                    "model.n_kv_heads=2",   "model.head_dim=8",        "model.ffn_hidden=64",
+                                    "model.max_seq_len=64", "train.seq_len=32",        "train.micro_batch=2",
+                                    "optim.lr=3e-3",        "schedule.warmup_steps=2", "eval.batches=2",
+                                    "eval.every=3",         "checkpoint.every=3",      "checkpoint.async=false",
+                                    "dist.bucket_mb=0.01",  "dist.shared_memory=false"};
     kvs.insert(kvs.end(), {"train.dtype=" + dtype, "runtime.backend=" + backend, "train.zero=" + std::to_string(zero),
                            "train.max_steps=" + std::to_string(steps), "data.path=" + (root_ / "data").string()});
-    for (const std::string& kv : kvs)
-      EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    for (const std::string& kv : kvs) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
     return c;
   }
 

@@ -11,10 +11,11 @@
 namespace lmt::dist::nccl {
 namespace {
 
-// The toolkit's copy, where the loader's path has none.
+// $LMT_NCCL_LIBRARY, the loader's libnccl.so.2, or the toolkit's copy: the first that loads.
 std::string toolkit_nccl() {
-  for (const char* f : {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"})
-    if (load_library(f).ok()) return f;
+  const char* env = std::getenv("LMT_NCCL_LIBRARY");
+  for (const char* f : {env != nullptr ? env : "", "libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"})
+    if (*f != '\0' && load_library(f).ok()) return f;
   return "";
 }
 
@@ -28,7 +29,6 @@ TEST(NcclLibrary, LoadsAndBindsEverySymbol) {
   int v = 0;
   ASSERT_EQ(lib->get_version(&v), ncclSuccess);  // a real call into the library
   EXPECT_EQ(v, lib->version);
-  EXPECT_STREQ(lib->get_error_string(ncclInvalidArgument), lib->get_error_string(ncclInvalidArgument));
   EXPECT_NE(std::string(lib->get_error_string(ncclInvalidArgument)), "");
 }
 

@@ -36,8 +36,9 @@ StatusOr<std::unique_ptr<Communicator>> make_device_communicator(const std::stri
   if (factory == nullptr)
     return Unimplemented("data parallelism on the '" + backend + "' backend over " + std::to_string(host.world()) +
                              " processes needs a communicator for its device memory, and this build has none",
-                         backend == "cuda" ? "build with the CUDA toolkit (LMT_CUDA, which also builds the NCCL "
-                                             "communicator; docs/CUDA.md), or run one process"
+                         backend == "cuda" ? "the NCCL communicator is built where CMake finds the CUDA toolkit and "
+                                             "NCCL's nccl.h (install NCCL's headers, then reconfigure; docs/CUDA.md), "
+                                             "or run one process"
                                            : "run one process, or use --backend cpu under mpirun");
   return factory(host);
 }

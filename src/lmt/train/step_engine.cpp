@@ -76,8 +76,9 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
     r->time.pp_wait += t.seconds();
   }
   {
-    // A device communicator's waits order the device, not the host: the reduction's time is the
-    // device's, from the end of backward to the end of the reduction (one host wait on each side).
+    // A device communicator's waits order the device, not the host: for benchmarks the reduction's
+    // time is the device's, from the end of backward to the end of the reduction (a host wait on
+    // each side; StepEngineConfig::time_device_reduction).
     const bool device_wait = device_reduction();
     if (device_wait) model_.backend().synchronize();
     Timer t;
@@ -128,7 +129,7 @@ StatusOr<double> StepEngine::time_reduction_alone() {
 }
 
 bool StepEngine::device_reduction() const {
-  return !model_.backend().device().is_host() && plan_.comm().world() > 1;
+  return config_.time_device_reduction && !model_.backend().device().is_host() && plan_.comm().world() > 1;
 }
 
 }  // namespace lmt::train

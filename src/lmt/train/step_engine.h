@@ -91,6 +91,10 @@ struct StepEngineConfig {
   float grad_clip = 1.0f;    // max global norm; <= 0: no clipping
   bool doc_masking = false;  // pass the micro-batches' doc_ids to the model (attention within documents)
   bool reset_positions = false;  // pass their positions (restarting at each document) instead of n % T
+  // Benchmarks: on a device over several processes, wait for the device on both sides of the
+  // gradient reduction, so its time (StepResult's reduce, time_reduction_alone()) is the device's.
+  // Training leaves it off: the reduction is ordered on the device and the host does not wait.
+  bool time_device_reduction = false;
 };
 
 class ModelSplit;    // model_split.h
@@ -132,7 +136,8 @@ class StepEngine {
              const StepEngineConfig& config)
       : model_(model), plan_(plan), optimizer_(std::move(optimizer)), config_(config) {}
 
-  // Whether the gradients are reduced on a device over several processes (timed with host waits).
+  // Whether the reduction is timed with host waits (config_.time_device_reduction on a device over
+  // several processes).
   bool device_reduction() const;
 
   model::Transformer& model_;

@@ -264,9 +264,15 @@ bool NcclCommunicator::equal_parts(const std::vector<int64_t>& counts) const {
 }
 
 Status NcclCommunicator::check_peer(int peer, const char* what) const {
-  if (peer >= 0 && peer < world() && peer != rank()) return Status::Ok();
-  return InvalidArgument(std::string(what) + ": peer " + std::to_string(peer) + " is not another rank",
-                         "pass another rank of this communicator");
+  if (peer < 0 || peer >= world() || peer == rank())
+    return InvalidArgument(std::string(what) + ": peer " + std::to_string(peer) + " is not another rank",
+                           "pass another rank of this communicator");
+  // start() is collective over every rank: beyond two, a first call between two of them would wait.
+  if (comm_ == nullptr && world() > 2)
+    return FailedPrecondition(std::string(what) + " on GPU memory before any collective on " + std::to_string(world()) +
+                                  " ranks: the NCCL communicator starts with a collective",
+                              "run a collective on GPU memory over every rank first");
+  return Status::Ok();
 }
 
 std::unique_ptr<Request> NcclCommunicator::send_async(const void* data, int64_t bytes, int peer) {

@@ -26,8 +26,9 @@
 // destructor aborts the NCCL communicator instead of waiting for its queue. A failure on one rank
 // alone (or a peer that dies) can leave the others waiting in a collective: the caller ends the job
 // (abort(); lmtrain train does). There is no watchdog yet. send_async and recv_async are separate
-// NCCL calls: two ranks that both send first deadlock (pipeline parallelism, which would pair them,
-// is refused on GPUs).
+// NCCL calls: two ranks that both send first deadlock, and on more than two ranks they cannot be a
+// communicator's first device call (FailedPrecondition: the start is collective). Pipeline
+// parallelism, which would pair them, is refused on GPUs.
 #pragma once
 
 #include <memory>

@@ -1,10 +1,11 @@
 // Small vector-math helpers shared by the cpu kernels.
 //
 // vexp(x): e^x for one f32x16 (16 floats as a GCC vector: one zmm register with AVX-512, two ymm
-// halves in the portable x86-64-v3 build) or one f32reg (a zmm, or a ymm without AVX-512), ~1 ulp (Cephes polynomial); exactly 0 below -87.3 (so
-// -inf, a masked score, becomes a probability of 0 and softmax needs no mask), saturating above
-// 88.3. This is the one vector exp of the cpu kernels: flash attention calls it on f32x16 values,
-// the AVX-512 intrinsic code (loss, activations, softmax) as exp16() on an __m512, the same register.
+// halves in the portable x86-64-v3 build) or one f32reg (a zmm, or a ymm without AVX-512), ~1 ulp
+// (Cephes polynomial); exactly 0 below -87.3 (so -inf, a masked score, becomes a probability of 0
+// and softmax needs no mask), saturating above 88.3. This is the one vector exp of the cpu kernels:
+// flash attention calls it on f32reg values, the AVX-512 intrinsic code (loss, activations,
+// softmax) as exp16() on an __m512, the same register.
 // With AVX-512 both are one implementation with explicit FMAs, so every build (-O1 sanitizer or
 // -O3, any -march with AVX-512) rounds alike: tests that compare layouts to 1e-6 after several
 // Adam steps depend on it. With AVX2 (no AVX-512) vexp is exp8() on each half, the same polynomial
