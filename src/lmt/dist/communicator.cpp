@@ -24,14 +24,6 @@ class CompletedRequest final : public Request {
   Status status_;
 };
 
-Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
-  if (static_cast<int>(counts.size()) != world)
-    return InvalidArgument(std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " +
-                               std::to_string(world),
-                           "pass one count per rank");
-  return Status::Ok();
-}
-
 // World 1: the buffer is the only part; every collective leaves it as it is.
 class LocalSymmetricBuffer final : public SymmetricBuffer {
  public:
@@ -62,6 +54,16 @@ class LocalSymmetricBuffer final : public SymmetricBuffer {
 }  // namespace
 
 std::unique_ptr<Request> completed_request(Status status) { return std::make_unique<CompletedRequest>(std::move(status)); }
+
+Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
+  if (static_cast<int>(counts.size()) != world)
+    return InvalidArgument(std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " +
+                               std::to_string(world),
+                           "pass one count per rank");
+  for (int64_t c : counts)
+    if (c < 0) return InvalidArgument(std::string(what) + ": a negative count", "counts are sizes >= 0");
+  return Status::Ok();
+}
 
 std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts) {
   std::vector<int64_t> o(counts.size() + 1, 0);

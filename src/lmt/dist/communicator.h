@@ -154,4 +154,8 @@ int default_threads_per_rank(int local_ranks);
 // Prefix-sum offsets of `counts` (world + 1 entries, from 0).
 std::vector<int64_t> offsets_of(const std::vector<int64_t>& counts);
 
+// Ok when `counts` has one entry per rank of a world of `world`, none negative; else
+// InvalidArgument naming `what` (the collective) with a hint.
+Status check_counts(const std::vector<int64_t>& counts, int world, const char* what);
+
 }  // namespace lmt::dist

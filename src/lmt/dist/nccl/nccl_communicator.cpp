@@ -41,16 +41,6 @@ int where(std::initializer_list<const void*> buffers) {
   return device == -2 ? 0 : device;
 }
 
-Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
-  if (static_cast<int>(counts.size()) != world)
-    return InvalidArgument(
-        std::string(what) + ": " + std::to_string(counts.size()) + " counts for a world of " + std::to_string(world),
-        "pass one count per rank");
-  for (int64_t c : counts)
-    if (c < 0) return InvalidArgument(std::string(what) + ": a negative count", "counts are element counts >= 0");
-  return Status::Ok();
-}
-
 }  // namespace
 
 // A queued NCCL call: done is recorded on the NCCL stream after it.
