@@ -115,12 +115,27 @@ TEST(NcclCommunicator, AllReduceSumsDeviceBuffersInOrderWithTheBackendsStream) {
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], ramp_sum(i)) << "element " << i;
 }
 
+// One count per rank: first + step · p (step 0: equal parts).
+std::vector<int64_t> parts(int64_t first, int64_t step) {
+  std::vector<int64_t> counts(static_cast<size_t>(world()));
+  for (int p = 0; p < world(); ++p) counts[static_cast<size_t>(p)] = first + step * p;
+  return counts;
+}
+
+// A buffer of the parts' total (offsets `off`) with only this rank's part set: 1000 · rank + i at
+// element i, -1 elsewhere.
+std::vector<float> own_part(const std::vector<int64_t>& off) {
+  std::vector<float> mine(static_cast<size_t>(off.back()), -1.0f);
+  for (int64_t i = off[static_cast<size_t>(rank())]; i < off[static_cast<size_t>(rank()) + 1]; ++i)
+    mine[static_cast<size_t>(i)] = static_cast<float>(1000 * rank() + i);
+  return mine;
+}
+
 TEST(NcclCommunicator, ReduceScatterWithEqualAndUnequalParts) {
   SKIP_WITHOUT_NCCL();
   Communicator& c = *setup().nccl;
   for (bool equal : {true, false}) {
-    std::vector<int64_t> counts(static_cast<size_t>(world()));
-    for (int p = 0; p < world(); ++p) counts[static_cast<size_t>(p)] = equal ? 64 : 37 + 11 * p;
+    const std::vector<int64_t> counts = equal ? parts(64, 0) : parts(37, 11);
     const std::vector<int64_t> off = offsets_of(counts);
     Tensor send = on_gpu(ramp(off.back(), rank()));
     Tensor recv = on_gpu(std::vector<float>(static_cast<size_t>(counts[static_cast<size_t>(rank())]), -1.0f));
@@ -136,13 +151,9 @@ TEST(NcclCommunicator, AllGatherInPlaceWithEqualAndUnequalParts) {
   SKIP_WITHOUT_NCCL();
   Communicator& c = *setup().nccl;
   for (bool equal : {true, false}) {
-    std::vector<int64_t> counts(static_cast<size_t>(world()));
-    for (int p = 0; p < world(); ++p) counts[static_cast<size_t>(p)] = equal ? 50 : 13 + 7 * p;
+    const std::vector<int64_t> counts = equal ? parts(50, 0) : parts(13, 7);
     const std::vector<int64_t> off = offsets_of(counts);
-    std::vector<float> mine(static_cast<size_t>(off.back()), -1.0f);  // only this rank's part is set
-    for (int64_t i = off[static_cast<size_t>(rank())]; i < off[static_cast<size_t>(rank()) + 1]; ++i)
-      mine[static_cast<size_t>(i)] = static_cast<float>(1000 * rank() + i);
-    Tensor data = on_gpu(mine);
+    Tensor data = on_gpu(own_part(off));
     ASSERT_TRUE(c.all_gather(data.as<float>(), counts).ok());
     const std::vector<float> got = to_host(data);
     for (int p = 0; p < world(); ++p)
@@ -159,15 +170,12 @@ TEST(NcclCommunicator, RootedPartsGiveTheSameResults) {
   auto* nccl = dynamic_cast<nccl::NcclCommunicator*>(setup().nccl.get());
   ASSERT_NE(nccl, nullptr);
   nccl->use_rooted_parts(true);
-  const std::vector<int64_t> counts(static_cast<size_t>(world()), 96);
+  const std::vector<int64_t> counts = parts(96, 0);
   const std::vector<int64_t> off = offsets_of(counts);
   Tensor send = on_gpu(ramp(off.back(), rank()));
   Tensor recv = on_gpu(std::vector<float>(96, -1.0f));
   const Status rs = nccl->reduce_scatter_sum(send.as<float>(), recv.as<float>(), counts);
-  std::vector<float> mine(static_cast<size_t>(off.back()), -1.0f);
-  for (int64_t i = off[static_cast<size_t>(rank())]; i < off[static_cast<size_t>(rank()) + 1]; ++i)
-    mine[static_cast<size_t>(i)] = static_cast<float>(1000 * rank() + i);
-  Tensor data = on_gpu(mine);
+  Tensor data = on_gpu(own_part(off));
   const Status ag = nccl->all_gather(data.as<float>(), counts);
   nccl->use_rooted_parts(false);
   ASSERT_TRUE(rs.ok()) << rs.ToString();
