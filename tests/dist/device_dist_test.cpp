@@ -1,7 +1,8 @@
 // Data parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
 // so; alone it runs as world 1) the trainer trains backend "mpi_device" — the cpu kernels on host
 // memory marked cuda:5, so every device path of the trainer and DataParallel runs (no shared-memory
-// storage, the ZeRO-2 scratch from the backend's allocator, checkpoints staged through the host) —
+// storage, the ZeRO-2 scratch from the backend's allocator, checkpoints staged through the host; its
+// copy kernel, like cuda's, refuses two host views, which a sharded checkpoint once handed it) —
 // over the device communicator registered for it, which forwards to MPI, counts the calls it got and
 // checks that every gradient reduction reads and writes the backend's memory.
 // The same run on backend "cpu" over the MPI world (MPI messages too: no shared-memory storage) must
@@ -76,6 +77,13 @@ class MpiDeviceBackend final : public kernels::CpuBackend {
   std::string_view name() const override { return "mpi_device"; }
   Device device() const override { return Device::cuda(5); }
   Allocator& allocator() override { return allocator_; }
+
+ protected:
+  // As the cuda backend's: its copy kernel moves data to, from or within its own memory only.
+  void copy_impl(const TensorView& out, const TensorView& inp) override {
+    LMT_CHECK(!(out.device().is_host() && inp.device().is_host())) << "mpi_device copy between two host views";
+    CpuBackend::copy_impl(out, inp);
+  }
 
  private:
   MarkedHostAllocator allocator_;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -616,6 +617,12 @@ void Backend::copy(const TensorView& out, const TensorView& inp) {
   const char* i = static_cast<const char*>(inp.data());
   x.require(out.device() != inp.device() || o + out.bytes() <= i || i + inp.bytes() <= o,
             "out and inp must not overlap");
+  // Host to host on a device backend (e.g. ZeRO's gathered optimizer state into a checkpoint's
+  // staging buffer): the host copies; a device's copy kernel moves data to or from its own memory.
+  if (!device().is_host() && out.device().is_host() && inp.device().is_host()) {
+    std::memcpy(out.data(), inp.data(), inp.bytes());
+    return;
+  }
   copy_impl(out, inp);
 }
 

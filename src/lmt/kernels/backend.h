@@ -340,7 +340,8 @@ class Backend {
   // fill(x, 0) writes +0.0 bits, exactly what a memset to zero writes.
   void fill(const TensorView& x, double value);
   // out = inp, byte for byte: same dtype and numel (shapes may differ). The explicit copy op; copies
-  // between devices go through the backend that can reach both. out and inp must not overlap.
+  // between devices go through the backend that can reach both (host to host on any backend). out
+  // and inp must not overlap.
   void copy(const TensorView& out, const TensorView& inp);
   // out[N] i32: positions of the tokens of N = rows·T. With `given` absent, out[n] = n % T (the
   // position within the row); with `given` [N] i32 (e.g. positions restarting at each document),
