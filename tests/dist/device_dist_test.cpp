@@ -16,13 +16,12 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/mpi_trainer_runs.h"
+#include "common/pretend_device.h"
 #include "lmt/dist/device_communicator.h"
-#include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
 
@@ -33,63 +32,7 @@ namespace fs = std::filesystem;
 dist::Communicator* g_comm = nullptr;
 constexpr int64_t kVocab = 64;
 
-// The "device" memory: host memory this allocator handed out, its blocks remembered so the
-// communicator can tell where a buffer lives (as NCCL's asks CUDA).
-class MarkedHostAllocator final : public Allocator {
- public:
-  Device device() const override { return Device::cuda(5); }
-  void* allocate(size_t bytes, size_t alignment) override {
-    void* p = host_allocator().allocate(bytes, alignment);
-    std::lock_guard<std::mutex> lock(mu());
-    blocks()[static_cast<const char*>(p)] = bytes;
-    return p;
-  }
-  void deallocate(void* p, size_t bytes, size_t alignment) override {
-    {
-      std::lock_guard<std::mutex> lock(mu());
-      blocks().erase(static_cast<const char*>(p));
-    }
-    host_allocator().deallocate(p, bytes, alignment);
-  }
-  void zero_fill(void* p, size_t bytes) override { host_allocator().zero_fill(p, bytes); }
-  // Whether p lies in a live block.
-  static bool owns(const void* p) {
-    std::lock_guard<std::mutex> lock(mu());
-    auto it = blocks().upper_bound(static_cast<const char*>(p));
-    if (it == blocks().begin()) return false;
-    --it;
-    return static_cast<const char*>(p) < it->first + it->second;
-  }
-
- private:
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::map<const char*, size_t>& blocks() {
-    static std::map<const char*, size_t> b;
-    return b;
-  }
-};
-
-class MpiDeviceBackend final : public kernels::CpuBackend {
- public:
-  std::string_view name() const override { return "mpi_device"; }
-  Device device() const override { return Device::cuda(5); }
-  Allocator& allocator() override { return allocator_; }
-
- protected:
-  // As the cuda backend's: its copy kernel moves data to, from or within its own memory only.
-  void copy_impl(const TensorView& out, const TensorView& inp) override {
-    LMT_CHECK(!(out.device().is_host() && inp.device().is_host())) << "mpi_device copy between two host views";
-    CpuBackend::copy_impl(out, inp);
-  }
-
- private:
-  MarkedHostAllocator allocator_;
-};
-
-LMT_REGISTER_BACKEND(mpi_device, [] { return std::make_unique<MpiDeviceBackend>(); });
+LMT_REGISTER_BACKEND(mpi_device, [] { return std::make_unique<test::PretendDeviceBackend>("mpi_device", 5); });
 
 std::atomic<int64_t> g_forwarded{0};        // f32 collectives the device communicator got
 std::atomic<int64_t> g_host_reductions{0};  // f32 reductions of buffers outside the device memory
@@ -97,11 +40,25 @@ std::atomic<int64_t> g_host_reductions{0};  // f32 reductions of buffers outside
 // A gradient reduction must read and write device memory (NCCL reduces nothing else).
 int64_t reduction(std::initializer_list<const void*> buffers) {
   for (const void* p : buffers)
-    if (p != nullptr && !MarkedHostAllocator::owns(p)) ++g_host_reductions;
+    if (p != nullptr && !test::PretendDeviceMemory::owns(p)) ++g_host_reductions;
   return ++g_forwarded;
 }
 
-// The device communicator of "mpi_device": every call forwarded to the MPI communicator it wraps.
+// A request in flight keeps the pretend device's memory open (MPI may move its data in any later
+// MPI call) until it is waited for.
+class OpenRequest final : public dist::Request {
+ public:
+  explicit OpenRequest(std::unique_ptr<dist::Request> r) : r_(std::move(r)) {}
+  Status wait() override { return r_->wait(); }
+  bool test() override { return r_->test(); }
+
+ private:
+  test::DeviceAccess open_;
+  std::unique_ptr<dist::Request> r_;
+};
+
+// The device communicator of "mpi_device": every call forwarded to the MPI communicator it wraps,
+// with the device memory open to MPI, as NCCL reaches the GPU's.
 class ForwardingCommunicator final : public dist::Communicator {
  public:
   ForwardingCommunicator(dist::Communicator* host, std::unique_ptr<dist::Communicator> owned)
@@ -110,34 +67,46 @@ class ForwardingCommunicator final : public dist::Communicator {
   int world() const override { return host_->world(); }
   const char* name() const override { return "forwarded"; }
   bool device_buffers() const override { return true; }
-  Status all_reduce_sum(float* d, int64_t n) override { return reduction({d}), host_->all_reduce_sum(d, n); }
-  std::unique_ptr<dist::Request> all_reduce_sum_async(float* d, int64_t n) override {
-    return reduction({d}), host_->all_reduce_sum_async(d, n);
+  Status all_reduce_sum(float* d, int64_t n) override {
+    reduction({d});
+    return call([&] { return host_->all_reduce_sum(d, n); });
   }
-  Status all_reduce_sum(double* d, int64_t n) override { return host_->all_reduce_sum(d, n); }
+  std::unique_ptr<dist::Request> all_reduce_sum_async(float* d, int64_t n) override {
+    reduction({d});
+    return async([&] { return host_->all_reduce_sum_async(d, n); });
+  }
+  Status all_reduce_sum(double* d, int64_t n) override { return call([&] { return host_->all_reduce_sum(d, n); }); }
   Status reduce_scatter_sum(const float* s, float* r, const std::vector<int64_t>& c) override {
-    return reduction({s, r}), host_->reduce_scatter_sum(s, r, c);
+    reduction({s, r});
+    return call([&] { return host_->reduce_scatter_sum(s, r, c); });
   }
   std::unique_ptr<dist::Request> reduce_scatter_sum_async(const float* s, float* r,
                                                           const std::vector<int64_t>& c) override {
-    return reduction({s, r}), host_->reduce_scatter_sum_async(s, r, c);
+    reduction({s, r});
+    return async([&] { return host_->reduce_scatter_sum_async(s, r, c); });
   }
-  Status all_gather(float* d, const std::vector<int64_t>& c) override { return ++g_forwarded, host_->all_gather(d, c); }
+  Status all_gather(float* d, const std::vector<int64_t>& c) override {
+    ++g_forwarded;
+    return call([&] { return host_->all_gather(d, c); });
+  }
   std::unique_ptr<dist::Request> all_gather_async(float* d, const std::vector<int64_t>& c) override {
-    return ++g_forwarded, host_->all_gather_async(d, c);
+    ++g_forwarded;
+    return async([&] { return host_->all_gather_async(d, c); });
   }
   std::unique_ptr<dist::Request> all_gather_async(uint16_t* d, const std::vector<int64_t>& c) override {
-    return host_->all_gather_async(d, c);
+    return async([&] { return host_->all_gather_async(d, c); });
   }
-  Status broadcast(void* d, int64_t b, int root) override { return host_->broadcast(d, b, root); }
+  Status broadcast(void* d, int64_t b, int root) override { return call([&] { return host_->broadcast(d, b, root); }); }
   Status all_to_all_v(const void* s, const std::vector<int64_t>& sb, void* r, const std::vector<int64_t>& rb) override {
-    return host_->all_to_all_v(s, sb, r, rb);
+    return call([&] { return host_->all_to_all_v(s, sb, r, rb); });
   }
   std::unique_ptr<dist::Request> send_async(const void* d, int64_t b, int p) override {
-    return host_->send_async(d, b, p);
+    return async([&] { return host_->send_async(d, b, p); });
   }
-  std::unique_ptr<dist::Request> recv_async(void* d, int64_t b, int p) override { return host_->recv_async(d, b, p); }
-  Status recv(void* d, int64_t b, int p) override { return host_->recv(d, b, p); }
+  std::unique_ptr<dist::Request> recv_async(void* d, int64_t b, int p) override {
+    return async([&] { return host_->recv_async(d, b, p); });
+  }
+  Status recv(void* d, int64_t b, int p) override { return call([&] { return host_->recv(d, b, p); }); }
   Status barrier() override { return host_->barrier(); }
   StatusOr<std::unique_ptr<dist::SymmetricBuffer>> allocate_symmetric(int64_t b) override {
     return host_->allocate_symmetric(b);
@@ -150,6 +119,17 @@ class ForwardingCommunicator final : public dist::Communicator {
   void abort(int code) override { host_->abort(code); }
 
  private:
+  template <typename F>
+  static Status call(F f) {
+    const test::DeviceAccess open;
+    return f();
+  }
+  template <typename F>
+  static std::unique_ptr<dist::Request> async(F f) {
+    const test::DeviceAccess open;  // the request opens it again for as long as it lives
+    return std::make_unique<OpenRequest>(f());
+  }
+
   dist::Communicator* host_;
   std::unique_ptr<dist::Communicator> owned_;
 };

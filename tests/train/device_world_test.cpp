@@ -9,22 +9,11 @@
 #include <memory>
 #include <string>
 
+#include "common/pretend_device.h"
 #include "lmt/dist/device_communicator.h"
-#include "lmt/kernels/cpu/cpu_backend.h"
 
 namespace lmt::train {
 namespace {
-
-// The cpu backend's kernels reported on a device: all world_for_backend looks at.
-class PretendDeviceBackend final : public kernels::CpuBackend {
- public:
-  explicit PretendDeviceBackend(std::string name) : name_(std::move(name)) {}
-  std::string_view name() const override { return name_; }
-  Device device() const override { return Device::cuda(3); }
-
- private:
-  std::string name_;
-};
 
 // A world of `world` ranks whose collectives this test never calls: only its size and kind matter.
 class SizedWorld final : public dist::Communicator {
@@ -78,7 +67,7 @@ const bool kRegistered = dist::register_device_communicator("pretend_nccl", &pre
 
 TEST(DeviceWorld, AHostBackendOrOneProcessKeepsTheWorld) {
   kernels::CpuBackend cpu;
-  PretendDeviceBackend gpu("pretend_none");
+  test::PretendDeviceBackend gpu("pretend_none", 3);
   SizedWorld two(2, false), one(1, false);
   std::unique_ptr<dist::Communicator> owned;
   auto host = world_for_backend(cpu, two, {2, 1, 1}, 1, &owned);
@@ -92,7 +81,7 @@ TEST(DeviceWorld, AHostBackendOrOneProcessKeepsTheWorld) {
 
 TEST(DeviceWorld, ADeviceBackendOverSeveralProcessesGetsItsDeviceCommunicator) {
   ASSERT_TRUE(kRegistered);
-  PretendDeviceBackend gpu("pretend_nccl");
+  test::PretendDeviceBackend gpu("pretend_nccl", 3);
   SizedWorld two(2, false);
   std::unique_ptr<dist::Communicator> owned;
   auto made = world_for_backend(gpu, two, {2, 1, 1}, 1, &owned);
@@ -111,7 +100,7 @@ TEST(DeviceWorld, ADeviceBackendOverSeveralProcessesGetsItsDeviceCommunicator) {
 }
 
 TEST(DeviceWorld, ABuildWithoutADeviceCommunicatorRefusesNamingTheBackend) {
-  PretendDeviceBackend gpu("pretend_none");
+  test::PretendDeviceBackend gpu("pretend_none", 3);
   SizedWorld two(2, false);
   std::unique_ptr<dist::Communicator> owned;
   auto made = world_for_backend(gpu, two, {2, 1, 1}, 1, &owned);
@@ -124,7 +113,7 @@ TEST(DeviceWorld, ABuildWithoutADeviceCommunicatorRefusesNamingTheBackend) {
 }
 
 TEST(DeviceWorld, ModelParallelismOnADeviceIsRefusedBeforeAnyCommunicatorIsMade) {
-  PretendDeviceBackend gpu("pretend_nccl");
+  test::PretendDeviceBackend gpu("pretend_nccl", 3);
   SizedWorld four(4, false);
   for (const auto& [sizes, ep] :
        {std::pair{dist::ParallelSizes{2, 2, 1}, int64_t{1}}, std::pair{dist::ParallelSizes{2, 1, 2}, int64_t{1}},

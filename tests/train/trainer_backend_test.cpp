@@ -2,8 +2,9 @@
 // upload, checkpoint save and load (through host staging) and resume all go through Backend::copy.
 //
 // LMT_TRAINER_TEST_BACKEND names the backend under test:
-// - "cpu_as_device" (trainer_backend_test, every machine): the cpu backend's kernels on host memory
-//   that its allocator marks as cuda:7, so every staging path of a device backend runs on a CPU, and
+// - "cpu_as_device" (trainer_backend_test, every machine): the cpu backend's kernels on a pretend
+//   device, cuda:7, whose memory host code cannot touch (common/pretend_device.h), so every staging
+//   path of a device backend runs on a CPU, a host access to device memory crashes as on a GPU, and
 //   the losses must equal the plain cpu backend's bit for bit;
 // - "cuda" (cuda_trainer_test, label gpu): the real GPU; losses within bf16 tolerance of the cpu run.
 // Either way a run stopped at step 4 and resumed must give the uninterrupted run's losses exactly.
@@ -15,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/pretend_device.h"
 #include "common/synthetic_dataset.h"
-#include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
 #include "lmt/train/trainer.h"
@@ -29,26 +30,14 @@ namespace lmt::train {
 namespace {
 namespace fs = std::filesystem;
 
-// Host memory reported as living on cuda:7: nothing but Backend::copy may move data in or out of it.
-class MarkedHostAllocator final : public Allocator {
+// The cpu kernels on a pretend device, cuda:7, whose memory host code cannot touch
+// (common/pretend_device.h): nothing but the backend's ops may move data in or out of it.
+class CpuAsDeviceBackend final : public test::PretendDeviceBackend {
  public:
-  Device device() const override { return Device::cuda(7); }
-  void* allocate(size_t bytes, size_t alignment) override { return host_allocator().allocate(bytes, alignment); }
-  void deallocate(void* p, size_t bytes, size_t alignment) override { host_allocator().deallocate(p, bytes, alignment); }
-  void zero_fill(void* p, size_t bytes) override { host_allocator().zero_fill(p, bytes); }
-};
-
-class CpuAsDeviceBackend final : public kernels::CpuBackend {
- public:
-  std::string_view name() const override { return "cpu_as_device"; }
-  Device device() const override { return Device::cuda(7); }
-  Allocator& allocator() override { return allocator_; }
+  CpuAsDeviceBackend() : PretendDeviceBackend("cpu_as_device", 7) {}
   // A device of `memory_bytes` (0: this machine's memory), for the memory checks.
   MemoryTarget memory_target() override { return {memory_bytes, "cuda:7 (a pretend device)"}; }
   static inline double memory_bytes = 0;
-
- private:
-  MarkedHostAllocator allocator_;
 };
 
 LMT_REGISTER_BACKEND(cpu_as_device, [] { return std::make_unique<CpuAsDeviceBackend>(); });
@@ -177,6 +166,24 @@ TEST_F(TrainerBackendTest, ARunTooBigForTheDeviceIsRefusedNamingIt) {
   EXPECT_NE(recipe.status().message().find("more than cuda:7 (a pretend device) has (0.1 GiB)"), std::string::npos)
       << recipe.status().ToString();
   EXPECT_NE(recipe.status().message().find("train.micro_batch"), std::string::npos) << recipe.status().ToString();
+}
+
+// The pretend device is only a check if host code really cannot reach its memory: a host read of a
+// tensor on it crashes, and the backend's own ops (a fill, a copy to the host) work.
+TEST(PretendDevice, HostCodeCannotTouchItsMemoryButItsOpsCan) {
+  if (!kExact) GTEST_SKIP() << "the pretend device only";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  CpuAsDeviceBackend be;
+  Tensor t({16}, DType::kF32, be.allocator());
+  be.fill(t.view(), 2.5);
+  Tensor h({16}, DType::kF32);
+  be.copy(h.view(), t.view());
+  EXPECT_EQ(h.as<float>()[15], 2.5f);
+  EXPECT_DEATH({ h.as<float>()[0] = *static_cast<volatile const float*>(t.as<float>()); }, "");
+  {
+    const test::DeviceAccess open;
+    EXPECT_EQ(t.as<float>()[3], 2.5f);
+  }
 }
 
 }  // namespace

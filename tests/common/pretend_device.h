@@ -1,0 +1,282 @@
+// A pretend GPU for the host-side code of device runs, on any machine (tests only).
+//
+// PretendDeviceBackend runs the cpu backend's kernels over memory that it reports as
+// Device::cuda(index) and that host code cannot touch: PretendDeviceMemory maps it with mmap and
+// keeps it PROT_NONE except while the backend's own ops run, or while a DeviceAccess is alive (the
+// pretend NCCL of a device communicator holds one around its calls). So trainer, optimizer, data
+// parallelism or checkpoint code that reads or writes device memory directly, as a memcpy or a host
+// loop, stops with SIGSEGV here, as it would on a GPU (where the same pointer is not host memory),
+// and the tests that train on this backend find it without a GPU. Its copy kernel, like cuda's,
+// moves data to, from or within its own memory: a copy between two host views reaching it is an
+// error (Backend::copy does those on the host).
+//
+// Not covered: timing and asynchrony (every op has finished when it returns), and host code that
+// touches device memory while a DeviceAccess is open (e.g. during a bucket in flight).
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "lmt/base/check.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/tensor/allocator.h"
+
+namespace lmt::test {
+
+// The pretend device's pages, process-wide and thread-safe.
+class PretendDeviceMemory {
+ public:
+  static void* map(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu());
+    const size_t len = round_up(bytes);
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    LMT_CHECK(p != MAP_FAILED) << "pretend device: cannot map " << len << " bytes";
+    blocks()[static_cast<const char*>(p)] = len;
+    if (open_depth() == 0) protect(static_cast<const char*>(p), len, PROT_NONE);
+    return p;
+  }
+  static void unmap(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu());
+    blocks().erase(static_cast<const char*>(p));
+    ::munmap(p, round_up(bytes));
+  }
+  // Whether p lies in a live block of the pretend device.
+  static bool owns(const void* p) {
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = blocks().upper_bound(static_cast<const char*>(p));
+    if (it == blocks().begin()) return false;
+    --it;
+    return static_cast<const char*>(p) < it->first + it->second;
+  }
+  // Opens every block to host code (nested: the outermost close() closes them again).
+  static void open() {
+    std::lock_guard<std::mutex> lock(mu());
+    if (open_depth()++ == 0)
+      for (const auto& [p, len] : blocks()) protect(p, len, PROT_READ | PROT_WRITE);
+  }
+  static void close() {
+    std::lock_guard<std::mutex> lock(mu());
+    LMT_CHECK(open_depth() > 0) << "pretend device: close() without open()";
+    if (--open_depth() == 0)
+      for (const auto& [p, len] : blocks()) protect(p, len, PROT_NONE);
+  }
+
+ private:
+  static size_t round_up(size_t bytes) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    return (bytes == 0 ? 1 : bytes + page - 1) / page * page;
+  }
+  static void protect(const char* p, size_t len, int prot) {
+    LMT_CHECK(::mprotect(const_cast<char*>(p), len, prot) == 0) << "pretend device: mprotect failed";
+  }
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<const char*, size_t>& blocks() {
+    static std::map<const char*, size_t> b;
+    return b;
+  }
+  static int& open_depth() {
+    static int d = 0;
+    return d;
+  }
+};
+
+// The pretend device's memory open to host code for this scope: its kernels, its communicator.
+class DeviceAccess {
+ public:
+  DeviceAccess() { PretendDeviceMemory::open(); }
+  ~DeviceAccess() { PretendDeviceMemory::close(); }
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+
+class PretendDeviceAllocator final : public Allocator {
+ public:
+  explicit PretendDeviceAllocator(int index) : index_(index) {}
+  Device device() const override { return Device::cuda(index_); }
+  void* allocate(size_t bytes, size_t alignment) override {
+    LMT_CHECK(alignment <= static_cast<size_t>(::sysconf(_SC_PAGESIZE))) << "pretend device: alignment " << alignment;
+    return PretendDeviceMemory::map(bytes);
+  }
+  void deallocate(void* p, size_t bytes, size_t) override { PretendDeviceMemory::unmap(p, bytes); }
+  void zero_fill(void* p, size_t bytes) override {
+    const DeviceAccess open;
+    host_allocator().zero_fill(p, bytes);
+  }
+
+ private:
+  int index_;
+};
+
+// Every op of the cpu backend, with the device memory open while it runs.
+#define LMT_PRETEND_DEVICE_OP(ret, name, params, args) \
+  ret name params override {                           \
+    const DeviceAccess open;                           \
+    return kernels::CpuBackend::name args;             \
+  }
+
+class PretendDeviceBackend : public kernels::CpuBackend {
+ public:
+  PretendDeviceBackend(std::string name, int index) : name_(std::move(name)), allocator_(index) {}
+  std::string_view name() const override { return name_; }
+  Device device() const override { return allocator_.device(); }
+  Allocator& allocator() override { return allocator_; }
+
+ protected:
+  void copy_impl(const TensorView& out, const TensorView& inp) override {
+    LMT_CHECK(!(out.device().is_host() && inp.device().is_host())) << name_ << " copy between two host views";
+    const DeviceAccess open;
+    kernels::CpuBackend::copy_impl(out, inp);
+  }
+  LMT_PRETEND_DEVICE_OP(void, matmul_impl,
+                        (const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a, bool trans_b,
+                         bool accumulate),
+                        (c, a, b, trans_a, trans_b, accumulate))
+  LMT_PRETEND_DEVICE_OP(void, linear_forward_impl,
+                        (const TensorView& out, const TensorView& inp, const TensorView& weight,
+                         const TensorView& bias),
+                        (out, inp, weight, bias))
+  LMT_PRETEND_DEVICE_OP(void, linear_backward_impl,
+                        (const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                         const TensorView& dout, const TensorView& inp, const TensorView& weight),
+                        (dinp, dweight, dbias, dout, inp, weight))
+  LMT_PRETEND_DEVICE_OP(void, linear_weight_grad_overwrite_impl,
+                        (const TensorView& dweight, const TensorView& dout, const TensorView& inp,
+                         const TensorView& weight),
+                        (dweight, dout, inp, weight))
+  LMT_PRETEND_DEVICE_OP(void, embedding_forward_impl,
+                        (const TensorView& out, const TensorView& ids, const TensorView& table, bool accumulate),
+                        (out, ids, table, accumulate))
+  LMT_PRETEND_DEVICE_OP(void, embedding_backward_impl,
+                        (const TensorView& dtable, const TensorView& dout, const TensorView& ids), (dtable, dout, ids))
+  LMT_PRETEND_DEVICE_OP(void, layernorm_forward_impl,
+                        (const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
+                         const TensorView& weight, const TensorView& bias, float eps),
+                        (out, mean, rstd, inp, weight, bias, eps))
+  LMT_PRETEND_DEVICE_OP(void, layernorm_backward_impl,
+                        (const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
+                         const TensorView& dout, const TensorView& inp, const TensorView& weight,
+                         const TensorView& mean, const TensorView& rstd, bool accumulate),
+                        (dinp, dweight, dbias, dout, inp, weight, mean, rstd, accumulate))
+  LMT_PRETEND_DEVICE_OP(void, rmsnorm_forward_impl,
+                        (const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
+                         float eps),
+                        (out, rstd, inp, weight, eps))
+  LMT_PRETEND_DEVICE_OP(void, rmsnorm_backward_impl,
+                        (const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                         const TensorView& inp, const TensorView& weight, const TensorView& rstd, bool accumulate),
+                        (dinp, dweight, dout, inp, weight, rstd, accumulate))
+  LMT_PRETEND_DEVICE_OP(void, activation_forward_impl,
+                        (kernels::Activation act, const TensorView& out, const TensorView& inp), (act, out, inp))
+  LMT_PRETEND_DEVICE_OP(void, activation_backward_impl,
+                        (kernels::Activation act, const TensorView& dinp, const TensorView& dout,
+                         const TensorView& inp),
+                        (act, dinp, dout, inp))
+  LMT_PRETEND_DEVICE_OP(void, glu_forward_impl, (kernels::Activation act, const TensorView& out, const TensorView& inp),
+                        (act, out, inp))
+  LMT_PRETEND_DEVICE_OP(void, glu_backward_impl,
+                        (kernels::Activation act, const TensorView& dinp, const TensorView& dout,
+                         const TensorView& inp),
+                        (act, dinp, dout, inp))
+  LMT_PRETEND_DEVICE_OP(void, rope_impl,
+                        (const TensorView& out, const TensorView& inp, const TensorView& positions,
+                         const kernels::RopeFreqs& freqs, bool inverse),
+                        (out, inp, positions, freqs, inverse))
+  LMT_PRETEND_DEVICE_OP(void, attention_forward_impl,
+                        (kernels::AttentionBackend backend, const TensorView& out, const TensorView& lse,
+                         const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& doc_ids,
+                         float scale, DType compute),
+                        (backend, out, lse, q, k, v, doc_ids, scale, compute))
+  LMT_PRETEND_DEVICE_OP(void, attention_backward_impl,
+                        (kernels::AttentionBackend backend, const TensorView& dq, const TensorView& dk,
+                         const TensorView& dv, const TensorView& dout, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const TensorView& out, const TensorView& lse, const TensorView& doc_ids,
+                         float scale, DType compute),
+                        (backend, dq, dk, dv, dout, q, k, v, out, lse, doc_ids, scale, compute))
+  LMT_PRETEND_DEVICE_OP(void, attention_decode_impl,
+                        (const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                         const TensorView& v_cache, int64_t length, float scale),
+                        (out, q, k_cache, v_cache, length, scale))
+  LMT_PRETEND_DEVICE_OP(void, attention_prefill_impl,
+                        (const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                         const TensorView& v_cache, int64_t start, float scale),
+                        (out, q, k_cache, v_cache, start, scale))
+  LMT_PRETEND_DEVICE_OP(void, lm_head_cross_entropy_impl,
+                        (const TensorView& losses, const TensorView& x, const TensorView& weight,
+                         const TensorView& targets, const kernels::CrossEntropyOptions& opts, const TensorView& dx,
+                         const TensorView& dweight),
+                        (losses, x, weight, targets, opts, dx, dweight))
+  LMT_PRETEND_DEVICE_OP(void, add_impl, (const TensorView& out, const TensorView& a, const TensorView& b), (out, a, b))
+  LMT_PRETEND_DEVICE_OP(void, convert_impl, (const TensorView& out, const TensorView& inp), (out, inp))
+  LMT_PRETEND_DEVICE_OP(double, sum_squares_impl, (const TensorView& x), (x))
+  LMT_PRETEND_DEVICE_OP(void, scale_impl, (const TensorView& x, float s), (x, s))
+  LMT_PRETEND_DEVICE_OP(void, matmul_batched_impl,
+                        (const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a, bool trans_b,
+                         bool accumulate),
+                        (c, a, b, trans_a, trans_b, accumulate))
+  LMT_PRETEND_DEVICE_OP(void, matmul_batched_symmetric_impl,
+                        (const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a, bool trans_b),
+                        (c, a, b, trans_a, trans_b))
+  LMT_PRETEND_DEVICE_OP(void, axpby_impl,
+                        (const TensorView& out, float alpha, const TensorView& x, float beta, const TensorView& y,
+                         const TensorView& out_bf16),
+                        (out, alpha, x, beta, y, out_bf16))
+  LMT_PRETEND_DEVICE_OP(void, adamw_update_impl,
+                        (const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+                         const TensorView& param_bf16, const kernels::AdamWParams& p),
+                        (param, grad, m, v, param_bf16, p))
+  LMT_PRETEND_DEVICE_OP(void, moe_router_forward_impl,
+                        (const TensorView& weights, const TensorView& experts, const TensorView& probs,
+                         const TensorView& lse, const TensorView& logits, const TensorView& bias, bool renormalize),
+                        (weights, experts, probs, lse, logits, bias, renormalize))
+  LMT_PRETEND_DEVICE_OP(void, moe_router_backward_impl,
+                        (const TensorView& dlogits, const TensorView& dweights, const TensorView& probs,
+                         const TensorView& lse, const TensorView& experts, bool renormalize, const TensorView& dprobs,
+                         double z_scale),
+                        (dlogits, dweights, probs, lse, experts, renormalize, dprobs, z_scale))
+  LMT_PRETEND_DEVICE_OP(void, moe_gather_rows_impl,
+                        (const TensorView& out, const TensorView& inp, const TensorView& rows), (out, inp, rows))
+  LMT_PRETEND_DEVICE_OP(void, moe_scatter_add_rows_impl,
+                        (const TensorView& dinp, const TensorView& dout, const TensorView& rows), (dinp, dout, rows))
+  LMT_PRETEND_DEVICE_OP(void, moe_combine_forward_impl,
+                        (const TensorView& out, const TensorView& y, const TensorView& weights,
+                         const TensorView& slots),
+                        (out, y, weights, slots))
+  LMT_PRETEND_DEVICE_OP(void, moe_combine_backward_impl,
+                        (const TensorView& dy, const TensorView& dweights, const TensorView& dout, const TensorView& y,
+                         const TensorView& weights, const TensorView& slots),
+                        (dy, dweights, dout, y, weights, slots))
+  LMT_PRETEND_DEVICE_OP(void, grouped_linear_forward_impl,
+                        (const TensorView& out, const TensorView& inp, const TensorView& weight,
+                         const std::vector<int64_t>& offsets),
+                        (out, inp, weight, offsets))
+  LMT_PRETEND_DEVICE_OP(void, grouped_linear_backward_impl,
+                        (const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
+                         const TensorView& inp, const TensorView& weight, const std::vector<int64_t>& offsets),
+                        (dinp, dweight, dout, inp, weight, offsets))
+  LMT_PRETEND_DEVICE_OP(void, fill_impl, (const TensorView& x, double value), (x, value))
+  LMT_PRETEND_DEVICE_OP(void, positions_impl, (const TensorView& out, const TensorView& given, int64_t T),
+                        (out, given, T))
+  LMT_PRETEND_DEVICE_OP(int64_t, count_valid_targets_impl, (const TensorView& targets, int32_t ignore_index),
+                        (targets, ignore_index))
+  LMT_PRETEND_DEVICE_OP(double, sum_impl, (const TensorView& x), (x))
+
+ private:
+  std::string name_;
+  PretendDeviceAllocator allocator_;
+};
+
+#undef LMT_PRETEND_DEVICE_OP
+
+}  // namespace lmt::test
