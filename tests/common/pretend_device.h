@@ -8,10 +8,11 @@
 // loop, stops with SIGSEGV here, as it would on a GPU (where the same pointer is not host memory),
 // and the tests that train on this backend find it without a GPU. Its copy kernel, like cuda's,
 // moves data to, from or within its own memory: a copy between two host views reaching it is an
-// error (Backend::copy does those on the host).
+// error (Backend::copy does those on the host). A copy_async to the host lands only when a fence
+// taken after it is waited for (until then the destination holds NaN bytes).
 //
-// Not covered: timing and asynchrony (every op has finished when it returns), and host code that
-// touches device memory while a DeviceAccess is open (e.g. during a bucket in flight).
+// Not covered: timing and other asynchrony (every other op has finished when it returns), and host
+// code that touches device memory while a DeviceAccess is open (e.g. during a bucket in flight).
 #pragma once
 
 #include <sys/mman.h>
@@ -19,7 +20,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -132,12 +135,37 @@ class PretendDeviceBackend : public kernels::CpuBackend {
   std::string_view name() const override { return name_; }
   Device device() const override { return allocator_.device(); }
   Allocator& allocator() override { return allocator_; }
+  // Delivers the queued copies to the host issued so far when waited for.
+  kernels::Fence fence() override {
+    std::vector<std::shared_ptr<QueuedCopy>> due;
+    std::swap(due, queued_);
+    return kernels::Fence([due] {
+      for (const auto& c : due) c->deliver();
+    });
+  }
+  void synchronize() override { fence().wait(); }
 
  protected:
   void copy_impl(const TensorView& out, const TensorView& inp) override {
-    LMT_CHECK(!(out.device().is_host() && inp.device().is_host())) << name_ << " copy between two host views";
+    check_copy(out, inp);
     const DeviceAccess open;
     kernels::CpuBackend::copy_impl(out, inp);
+  }
+  // A queued copy to the host is read now (what a stream would read at this point) and lands in
+  // `out` only when a later fence() is waited for; until then `out` holds NaN bytes, so a reader
+  // that skipped the fence reads garbage, as it could on a GPU. Copies to the device land at once:
+  // every later op sees them, as on a stream.
+  void copy_async_impl(const TensorView& out, const TensorView& inp) override {
+    check_copy(out, inp);
+    if (!out.device().is_host()) return copy_impl(out, inp);
+    auto c = std::make_shared<QueuedCopy>();
+    c->to = out.data();
+    {
+      const DeviceAccess open;
+      c->bytes.assign(static_cast<const char*>(inp.data()), static_cast<const char*>(inp.data()) + inp.bytes());
+    }
+    std::memset(out.data(), 0xff, out.bytes());  // NaN in f32 and bf16
+    queued_.push_back(std::move(c));
   }
   LMT_PRETEND_DEVICE_OP(void, matmul_impl,
                         (const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a, bool trans_b,
@@ -273,8 +301,22 @@ class PretendDeviceBackend : public kernels::CpuBackend {
   LMT_PRETEND_DEVICE_OP(double, sum_impl, (const TensorView& x), (x))
 
  private:
+  struct QueuedCopy {
+    void* to = nullptr;
+    std::vector<char> bytes;
+    std::once_flag done;
+    void deliver() {
+      std::call_once(done, [this] { std::memcpy(to, bytes.data(), bytes.size()); });
+    }
+  };
+  // As the cuda backend's: its copy kernel moves data to, from or within its own memory only.
+  void check_copy(const TensorView& out, const TensorView& inp) const {
+    LMT_CHECK(!(out.device().is_host() && inp.device().is_host())) << name_ << " copy between two host views";
+  }
+
   std::string name_;
   PretendDeviceAllocator allocator_;
+  std::vector<std::shared_ptr<QueuedCopy>> queued_;  // copies to the host no fence has covered yet
 };
 
 #undef LMT_PRETEND_DEVICE_OP

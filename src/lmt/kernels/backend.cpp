@@ -606,24 +606,33 @@ void Backend::fill(const TensorView& t, double value) {
   if (t.numel() > 0) fill_impl(t, value);
 }
 
-void Backend::copy(const TensorView& out, const TensorView& inp) {
-  LMT_OP_TRACE("op:elementwise");
-  Ctx x("copy", LMT_ARG(out), LMT_ARG(inp));
+// copy() and copy_async()'s checks; true when nothing is left to do: nothing to copy, or a copy
+// between two host views on a device backend (e.g. ZeRO's gathered optimizer state into a
+// checkpoint's staging buffer), which the host has done. A device's copy kernel moves data to, from
+// or within its own memory.
+bool Backend::copy_done_here(const char* op, const TensorView& out, const TensorView& inp) {
+  Ctx x(op, LMT_ARG(out), LMT_ARG(inp));
   x.same_dtype("out", out, "inp", inp);
   x.require(out.numel() == inp.numel(), "out and inp must have one numel");
-  if (out.numel() == 0) return;
+  if (out.numel() == 0) return true;
   x.require(out.present() && inp.present(), "out and inp must be present");
   const char* o = static_cast<const char*>(out.data());
   const char* i = static_cast<const char*>(inp.data());
   x.require(out.device() != inp.device() || o + out.bytes() <= i || i + inp.bytes() <= o,
             "out and inp must not overlap");
-  // Host to host on a device backend (e.g. ZeRO's gathered optimizer state into a checkpoint's
-  // staging buffer): the host copies; a device's copy kernel moves data to or from its own memory.
-  if (!device().is_host() && out.device().is_host() && inp.device().is_host()) {
-    std::memcpy(out.data(), inp.data(), inp.bytes());
-    return;
-  }
-  copy_impl(out, inp);
+  if (device().is_host() || !out.device().is_host() || !inp.device().is_host()) return false;
+  std::memcpy(out.data(), inp.data(), inp.bytes());
+  return true;
+}
+
+void Backend::copy(const TensorView& out, const TensorView& inp) {
+  LMT_OP_TRACE("op:elementwise");
+  if (!copy_done_here("copy", out, inp)) copy_impl(out, inp);
+}
+
+void Backend::copy_async(const TensorView& out, const TensorView& inp) {
+  LMT_OP_TRACE("op:elementwise");
+  if (!copy_done_here("copy_async", out, inp)) copy_async_impl(out, inp);
 }
 
 void Backend::positions(const TensorView& out, const TensorView& given, int64_t T) {

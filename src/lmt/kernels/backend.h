@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "lmt/base/limits.h"
@@ -94,6 +95,21 @@ struct AdamWParams {
   float grad_scale = 1.0f;    // gradients are multiplied by this first (e.g. the clipping factor)
 };
 
+// What Backend::fence() returns: wait() blocks until every op issued before the fence has finished.
+// A default Fence has nothing to wait for. Copies share one wait; any thread may call it, any number
+// of times.
+class Fence {
+ public:
+  Fence() = default;
+  explicit Fence(std::function<void()> wait) : wait_(std::move(wait)) {}
+  void wait() const {
+    if (wait_) wait_();
+  }
+
+ private:
+  std::function<void()> wait_;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -117,6 +133,14 @@ class Backend {
   // Ops may run asynchronously on a device (ops that return a value to the host wait for their own
   // result); synchronize() waits until every queued op has finished. Timing code calls it.
   virtual void synchronize() {}
+  // A wait for the ops issued so far, for another thread (e.g. the checkpoint writer waiting for
+  // copy_async's snapshot while this thread queues the next step). Host backends finish every op
+  // before returning: nothing to wait for.
+  virtual Fence fence() { return Fence(); }
+  // Page-locked host memory for transfers between the host and device() (checkpoint snapshots):
+  // copies from and to it run at the link's full speed and without the host waiting. Host memory on
+  // host backends. Its tensors are host tensors (Device::host()).
+  virtual Allocator& staging_allocator() { return host_allocator(); }
   // Whether this backend can run in this process: a GPU backend without a visible GPU says why.
   // find_backend() returns this status for a name the user gave.
   virtual Status available() const { return Status::Ok(); }
@@ -343,6 +367,13 @@ class Backend {
   // between devices go through the backend that can reach both (host to host on any backend). out
   // and inp must not overlap.
   void copy(const TensorView& out, const TensorView& inp);
+  // copy() without waiting for the device: it may return before the data has moved. A host
+  // destination holds the data once a fence() taken after this call has been waited for (give it
+  // staging_allocator() memory, or the copy waits for the device after all); a host source may be
+  // changed as soon as the call returns (small ones are staged in page-locked memory, large ones
+  // copied before returning). Ordered with the backend's ops as copy() is: ops issued before it
+  // have written what it reads, ops issued after it see what it wrote. Host backends copy at once.
+  void copy_async(const TensorView& out, const TensorView& inp);
   // out[N] i32: positions of the tokens of N = rows·T. With `given` absent, out[n] = n % T (the
   // position within the row); with `given` [N] i32 (e.g. positions restarting at each document),
   // a copy of it, each value checked to be in [0, T).
@@ -458,9 +489,13 @@ class Backend {
                                             const TensorView& weight, const std::vector<int64_t>& offsets);
   virtual void fill_impl(const TensorView& x, double value) = 0;
   virtual void copy_impl(const TensorView& out, const TensorView& inp) = 0;
+  virtual void copy_async_impl(const TensorView& out, const TensorView& inp) { copy_impl(out, inp); }
   virtual void positions_impl(const TensorView& out, const TensorView& given, int64_t T) = 0;
   virtual int64_t count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) = 0;
   virtual double sum_impl(const TensorView& x) = 0;
+
+ private:
+  bool copy_done_here(const char* op, const TensorView& out, const TensorView& inp);
 };
 
 // The instances live in the registry (kernels/registry.h): kernels::backend("cpu"), find_backend(name).

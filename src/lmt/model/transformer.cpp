@@ -293,7 +293,7 @@ TensorView Transformer::device_ints(const int32_t* host, Shape shape, Tensor& st
   const TensorView h(const_cast<int32_t*>(host), shape, DType::kI32);
   if (backend_.device().is_host()) return h;
   const TensorView d = staging.view().reshape(shape);
-  backend_.copy(d, h);
+  backend_.copy_async(d, h);  // queued: the host goes on to queue the pass
   return d;
 }
 

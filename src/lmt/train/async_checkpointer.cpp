@@ -19,25 +19,28 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
   LMT_RETURN_IF_ERROR(wait());
   LMT_TRACE_SCOPE("checkpoint");
   data_ = data;
-  // Host staging buffers, allocated at the first save (and again only if a size changes).
-  auto staged = [](Tensor& buf, const Shape& shape) -> const Tensor& {
-    if (!buf.view().present() || buf.shape() != shape) buf = Tensor(shape, DType::kF32);
+  // Host staging buffers (page-locked on a GPU), allocated at the first save (and again only if a
+  // size changes). The copies into them are queued behind the step that just ended; the writer
+  // waits for them (the fence), the training thread does not.
+  auto staged = [this](Tensor& buf, const Shape& shape) -> const Tensor& {
+    if (!buf.view().present() || buf.shape() != shape) buf = Tensor(shape, DType::kF32, backend_.staging_allocator());
     return buf;
   };
   const int64_t n = data.layout->total_numel();
-  backend_.copy(staged(params_, Shape{n}),
-                TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32, data.params_device));
+  backend_.copy_async(staged(params_, Shape{n}),
+                      TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32, data.params_device));
   data_.params = params_.as<float>();
   data_.params_device = Device::host();
   state_.resize(data.optimizer_state.size());
   for (size_t i = 0; i < data.optimizer_state.size(); ++i) {
     const TensorView& v = data.optimizer_state[i].second;
     LMT_CHECK(v.dtype() == DType::kF32) << "optimizer state " << data.optimizer_state[i].first << " is " << v.to_string();
-    backend_.copy(staged(state_[i], v.shape()), v);
+    backend_.copy_async(staged(state_[i], v.shape()), v);
     data_.optimizer_state[i].second = state_[i].view();
   }
-  auto save = [this, step] {
+  auto save = [this, step, snapshot = backend_.fence()] {
     try {  // an exception must not escape the thread (std::terminate): it becomes the save's error
+      snapshot.wait();
       result_ = train::save_checkpoint(dir_, step, data_);
       if (result_.ok()) result_ = io::prune_checkpoints(dir_, keep_);
     } catch (const std::exception& e) {

@@ -4,8 +4,11 @@
 // owns, so the trainer may keep updating the originals at once; the thread then writes the
 // checkpoint (train/checkpoint.h) and prunes old ones. At most one save is in flight: start() and
 // wait() first wait for the previous one, and report its error if it failed. The snapshot is taken
-// with `backend`'s copy op (the explicit copy out of the memory the model and optimizer live in) into
-// host buffers reused from one save to the next.
+// with `backend`'s copy_async (the explicit copy out of the memory the model and optimizer live in)
+// into host buffers from its staging allocator (page-locked on a GPU), reused from one save to the
+// next: on a GPU the copies are queued behind the step that just ended and the writer thread waits
+// for them (a fence), so the training thread goes on at once and later steps, queued after the
+// copies, cannot change what they read.
 #pragma once
 
 #include <string>

@@ -19,6 +19,7 @@
 // Only the opaque handle types, so plain C++ files (the backend class, tests) need no CUDA headers.
 typedef struct CUstream_st* cudaStream_t;
 typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct CUevent_st* cudaEvent_t;
 
 namespace lmt::kernels::cuda {
 
@@ -34,10 +35,26 @@ struct Context {
   void* host_pinned = nullptr;  // small pinned buffer for reductions read back by the host
   size_t host_pinned_bytes = 0;
 
+  // Pinned host buffers for queued host-to-device copies (copy_async): a batch's token ids are
+  // copied into one, and the GPU reads them from there while the host goes on. Used in turn; a slot
+  // is reused once the copy that read it has run (its event).
+  struct UploadSlot {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t read = nullptr;  // recorded after the copy that reads ptr
+    bool in_use = false;         // `read` was recorded
+  };
+  static constexpr int kUploadSlots = 8;
+  static constexpr size_t kUploadSlotMaxBytes = size_t{16} << 20;  // larger uploads are copied before returning
+  UploadSlot uploads[kUploadSlots];
+  int next_upload = 0;
+
   static constexpr size_t kLtWorkspaceBytes = size_t{64} << 20;
   void* scratch(size_t bytes);
   // Pinned host memory of at least `bytes` (reductions copy their result here), same lifetime rules.
   void* pinned(size_t bytes);
+  // The next upload slot, holding at least `bytes` (<= kUploadSlotMaxBytes), its previous copy done.
+  UploadSlot& upload_slot(size_t bytes);
   void sync();
 };
 

@@ -7,6 +7,10 @@
 // so no allocation happens inside a training step.
 #pragma once
 
+#include <atomic>
+#include <mutex>
+#include <unordered_set>
+
 #include "lmt/tensor/allocator.h"
 
 namespace lmt::kernels::cuda {
@@ -24,6 +28,23 @@ class CudaAllocator final : public Allocator {
  private:
   int device_;
   size_t in_use_ = 0, peak_ = 0;
+};
+
+// Page-locked host memory (cudaHostAlloc, portable to every device): Backend::staging_allocator()
+// of the cuda backend, for transfers that neither stage through the driver's bounce buffer nor make
+// the host wait. Where the system refuses to lock more memory, it warns once and hands out ordinary
+// host memory (copies into it are then synchronous: slower, still correct). Thread-safe.
+class PinnedHostAllocator final : public Allocator {
+ public:
+  Device device() const override { return Device::host(); }
+  void* allocate(size_t bytes, size_t alignment = kDefaultAlignment) override;
+  void deallocate(void* p, size_t bytes, size_t alignment = kDefaultAlignment) override;
+  void zero_fill(void* p, size_t bytes) override;
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<void*> unpinned_;  // the fallback's blocks
+  std::atomic<bool> warned_{false};
 };
 
 }  // namespace lmt::kernels::cuda

@@ -103,8 +103,22 @@ Allocator& CudaBackend::allocator() {
   return *allocator_;
 }
 
+Allocator& CudaBackend::staging_allocator() {
+  init();
+  return pinned_;
+}
+
 void CudaBackend::synchronize() {
   if (initialised_) ctx_.sync();
+}
+
+Fence CudaBackend::fence() {
+  if (!initialised_) return Fence();  // nothing was queued
+  cudaEvent_t ev = nullptr;
+  LMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  LMT_CUDA_CHECK(cudaEventRecord(ev, ctx_.stream));
+  std::shared_ptr<CUevent_st> event(ev, [](cudaEvent_t e) { cudaEventDestroy(e); });
+  return Fence([event] { LMT_CUDA_CHECK(cudaEventSynchronize(event.get())); });
 }
 
 int64_t CudaBackend::device_memory_peak_bytes() const {
@@ -243,6 +257,9 @@ void CudaBackend::adamw_update_impl(const TensorView& param, const TensorView& g
 }
 void CudaBackend::fill_impl(const TensorView& x, double value) { cuda::fill(init(), x, value); }
 void CudaBackend::copy_impl(const TensorView& out, const TensorView& inp) { cuda::copy(init(), out, inp); }
+void CudaBackend::copy_async_impl(const TensorView& out, const TensorView& inp) {
+  cuda::copy_async(init(), out, inp);
+}
 void CudaBackend::positions_impl(const TensorView& out, const TensorView& given, int64_t T) {
   cuda::positions(init(), out, given, T);
 }

@@ -28,6 +28,11 @@ class CudaBackend final : public Backend {
   Device device() const override;
   Allocator& allocator() override;
   void synchronize() override;
+  // An event recorded on the stream; waiting for it is cudaEventSynchronize (any thread).
+  Fence fence() override;
+  // Page-locked host memory (PinnedHostAllocator), after the GPU is chosen (a host allocation before
+  // would open a context on device 0).
+  Allocator& staging_allocator() override;
   Status available() const override;
 
   std::string device_description() override;
@@ -110,6 +115,7 @@ class CudaBackend final : public Backend {
                                  const TensorView& y, const TensorView& weights, const TensorView& slots) override;
   void fill_impl(const TensorView& x, double value) override;
   void copy_impl(const TensorView& out, const TensorView& inp) override;
+  void copy_async_impl(const TensorView& out, const TensorView& inp) override;
   void positions_impl(const TensorView& out, const TensorView& given, int64_t T) override;
   int64_t count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) override;
   double sum_impl(const TensorView& x) override;
@@ -119,6 +125,7 @@ class CudaBackend final : public Backend {
   bool initialised_ = false;
   Context ctx_;
   std::unique_ptr<CudaAllocator> allocator_;
+  PinnedHostAllocator pinned_;
 };
 
 }  // namespace lmt::kernels::cuda

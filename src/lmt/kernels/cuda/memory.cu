@@ -2,6 +2,8 @@
 // code, run where the memory is.
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 #include "lmt/kernels/cuda/common.cuh"
 #include "lmt/kernels/cuda/ops.h"
 
@@ -100,6 +102,26 @@ void copy(Context& ctx, const TensorView& out, const TensorView& inp) {
   // A copy from or to host memory must be complete when the call returns: the caller may reuse or
   // read the host buffer at once.
   if (on_host(out) || on_host(inp)) ctx.sync();
+}
+
+void copy_async(Context& ctx, const TensorView& out, const TensorView& inp) {
+  const size_t bytes = inp.bytes();
+  if (on_host(inp) && bytes > Context::kUploadSlotMaxBytes) {
+    copy(ctx, out, inp);  // a checkpoint's load: once per run
+    return;
+  }
+  const void* src = inp.data();
+  Context::UploadSlot* slot = nullptr;
+  if (on_host(inp)) {
+    slot = &ctx.upload_slot(bytes);
+    std::memcpy(slot->ptr, src, bytes);
+    src = slot->ptr;
+  }
+  LMT_CUDA_CHECK(cudaMemcpyAsync(out.data(), src, bytes, cudaMemcpyDefault, ctx.stream));
+  if (slot != nullptr) {
+    LMT_CUDA_CHECK(cudaEventRecord(slot->read, ctx.stream));
+    slot->in_use = true;
+  }
 }
 
 void positions(Context& ctx, const TensorView& out, const TensorView& given, int64_t T) {

@@ -116,6 +116,11 @@ void fill(Context& ctx, const TensorView& x, double value);
 // Any direction: host->device, device->host, device->device (cudaMemcpyDefault); a copy that reads
 // or writes host memory has finished when this returns.
 void copy(Context& ctx, const TensorView& out, const TensorView& inp);
+// Queued on the stream, the host not waiting (Backend::copy_async): a host source of up to
+// Context::kUploadSlotMaxBytes is first copied into an upload slot (so the caller may change it at
+// once); a larger one is copied as copy() does. A host destination is written when the stream gets
+// there (at once and synchronously if it is not page-locked: CUDA's rule for pageable memory).
+void copy_async(Context& ctx, const TensorView& out, const TensorView& inp);
 void positions(Context& ctx, const TensorView& out, const TensorView& given, int64_t T);
 int64_t count_valid_targets(Context& ctx, const TensorView& targets, int32_t ignore_index);  // synchronises
 double sum(Context& ctx, const TensorView& x);  // f64 accumulation in index order; synchronises

@@ -2,8 +2,11 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstring>
+#include <mutex>
 #include <string>
 
+#include "lmt/base/log.h"
 #include "lmt/kernels/cuda/common.cuh"
 #include "lmt/kernels/cuda/cuda_allocator.h"
 
@@ -49,6 +52,22 @@ void* Context::pinned(size_t bytes) {
   return host_pinned;
 }
 
+Context::UploadSlot& Context::upload_slot(size_t bytes) {
+  UploadSlot& u = uploads[next_upload];
+  next_upload = (next_upload + 1) % kUploadSlots;
+  if (u.read == nullptr) LMT_CUDA_CHECK(cudaEventCreateWithFlags(&u.read, cudaEventDisableTiming));
+  if (u.in_use) LMT_CUDA_CHECK(cudaEventSynchronize(u.read));  // the GPU has read the slot's last upload
+  u.in_use = false;
+  if (bytes > u.bytes) {
+    if (u.ptr != nullptr) LMT_CUDA_CHECK(cudaFreeHost(u.ptr));
+    u.ptr = nullptr;
+    const size_t grown = bytes < 4096 ? 4096 : bytes + bytes / 4;
+    LMT_CUDA_CHECK(cudaMallocHost(&u.ptr, grown));
+    u.bytes = grown;
+  }
+  return u;
+}
+
 void Context::sync() { LMT_CUDA_CHECK(cudaStreamSynchronize(stream)); }
 
 void* CudaAllocator::allocate(size_t bytes, size_t alignment) {
@@ -81,5 +100,35 @@ void CudaAllocator::zero_fill(void* p, size_t bytes) {
   if (bytes == 0) return;
   LMT_CUDA_CHECK(cudaMemset(p, 0, bytes));
 }
+
+void* PinnedHostAllocator::allocate(size_t bytes, size_t alignment) {
+  LMT_CHECK(alignment <= 4096) << "pinned host allocator: alignment " << alignment << " > 4096 is not supported";
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable);
+  if (e == cudaSuccess) return p;
+  cudaGetLastError();
+  if (!warned_.exchange(true)) {
+    LMT_LOG(WARNING) << "cuda: cannot page-lock " << bytes << " bytes of host memory (" << cudaGetErrorString(e)
+                     << "); checkpoint snapshots use ordinary host memory, and copying into it waits for the GPU";
+  }
+  p = host_allocator().allocate(bytes, alignment);
+  std::lock_guard<std::mutex> lock(mu_);
+  unpinned_.insert(p);
+  return p;
+}
+
+void PinnedHostAllocator::deallocate(void* p, size_t bytes, size_t alignment) {
+  if (p == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unpinned_.erase(p) > 0) {
+      host_allocator().deallocate(p, bytes, alignment);
+      return;
+    }
+  }
+  LMT_CUDA_CHECK(cudaFreeHost(p));  // waits for copies still reading or writing it
+}
+
+void PinnedHostAllocator::zero_fill(void* p, size_t bytes) { std::memset(p, 0, bytes); }
 
 }  // namespace lmt::kernels::cuda
