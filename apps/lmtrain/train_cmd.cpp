@@ -131,9 +131,6 @@ Status train_body(const TrainArgs& a, const JsonStdout& out) {
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Communicator> comm, dist::make_communicator());
   // parallel.* against the world, before anything is printed or written (every rank decides alike).
   LMT_RETURN_IF_ERROR(train::resolve_parallel_layout(recipe.parallel, comm->world()).status());
-  if (comm->rank() == 0 && comm->world() > 1)
-    std::printf("data parallel: %d ranks (%s), ZeRO-%d, global batch %lld sequences\n", comm->world(), comm->name(),
-                recipe.zero, static_cast<long long>(recipe.micro_batch * recipe.grad_accum * comm->world()));
   if (comm->rank() == 0 && out.enabled())
     out.emit({{"type", "start"}, {"run_dir", a.run_dir}, {"model", recipe.model.name}, {"params", recipe.model.param_count()},
               {"max_steps", recipe.max_steps}, {"grad_accum", recipe.grad_accum}, {"micro_batch", recipe.micro_batch},
@@ -147,6 +144,10 @@ Status train_body(const TrainArgs& a, const JsonStdout& out) {
   // SIGTERM/SIGINT: finish the step, checkpoint, exit with status 3 (docs/RELIABILITY.md).
   if (recipe.save_on_signal) install_stop_handlers();
   auto trainer = train::Trainer::create(recipe, c.to_toml(), a.run_dir, a.resume, comm.get());
+  if (trainer.ok() && comm->rank() == 0 && comm->world() > 1)  // the gradients' transport: mpi, or nccl on GPUs
+    std::printf("data parallel: %d ranks (%s), ZeRO-%d, global batch %lld sequences\n", comm->world(),
+                (*trainer)->gradient_transport(), recipe.zero,
+                static_cast<long long>(recipe.micro_batch * recipe.grad_accum * comm->world()));
   if (trainer.ok() && !changes.empty()) {
     if (comm->rank() == 0) std::fprintf(stderr, "warning: --allow-changes: resuming with a changed recipe:%s\n", changes_text(changes).c_str());
     const Status e = (*trainer)->record_event({{"event", "config_changed"}, {"changes", changes}});

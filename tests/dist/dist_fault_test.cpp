@@ -181,6 +181,9 @@ TEST_F(DistFaultTest, SigtermOnOneRankStopsEveryRankAtTheSameStepWithACheckpoint
 TEST_F(DistFaultTest, AnErrorOnOneRankStopsEveryRankNamingIt) {
   const std::string run = path("error");
   ASSERT_EQ(wait_exit(launch(run, "--set train.max_steps=4"), 60), 0) << test::read_bytes(log());
+  // The gradients' transport is named (nccl on GPUs).
+  EXPECT_NE(test::read_bytes(log()).find("data parallel: 2 ranks (mpi), ZeRO-"), std::string::npos)
+      << test::read_bytes(log());
   // lmtrain never overwrites a checkpoint: on resuming, rank 0 (the only writer) fails at step 6.
   // A file (not a directory, which resume would take for a damaged checkpoint and rename aside).
   const std::string blocker = run + "/checkpoints/" + io::checkpoint_name(6);

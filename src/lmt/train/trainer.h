@@ -94,6 +94,9 @@ class Trainer {
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
+  // What carries the gradients between ranks: "mpi" on host backends, the device communicator's
+  // name ("nccl") on a device backend over several processes, "solo" alone.
+  const char* gradient_transport() const { return device_comm_ ? device_comm_->name() : comm_->name(); }
 
  private:
   // parallel.ep > 1: each rank holds only its ep rank's experts (expert_shard_plan.h).
