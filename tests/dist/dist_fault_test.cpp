@@ -6,7 +6,8 @@
 //  - a run of 4 steps is resumed by 2 ranks, and rank 0 alone hits an error at step 6 (a file
 //    already has that checkpoint's name, and lmtrain never overwrites one) while rank 1 waits in
 //    a collective: every rank stops with a message naming rank 0 and the error, and the step-4
-//    checkpoint stays intact.
+//    checkpoint stays intact;
+//  - rank 1 hangs (SIGSTOP): rank 0's stall watchdog ends the job after train.stall_timeout_s.
 // The test launches mpirun itself (it is not run under it). Skips where mpirun or MPI is missing.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -176,6 +177,42 @@ TEST_F(DistFaultTest, SigtermOnOneRankStopsEveryRankAtTheSameStepWithACheckpoint
   ASSERT_EQ(wait_exit(launch(run, "--resume --allow-changes --set train.max_steps=" + std::to_string(step + 2)), 60), 0)
       << test::read_bytes(log());
   EXPECT_EQ(latest_step(run), step + 2);
+}
+
+// A rank that hangs (SIGSTOP: alive, making no progress) leaves rank 0 waiting in a collective
+// that would never return: rank 0's stall watchdog ends it with status 4 after
+// train.stall_timeout_s, naming the stall, mpirun then ends the job (the stopped rank too), and
+// the last checkpoint verifies and resumes.
+TEST_F(DistFaultTest, AHungRankEndsTheJobAfterTheStallTimeout) {
+  const std::string run = path("hung");
+  const pid_t mpirun = launch(run, "--set train.stall_timeout_s=3");
+  ASSERT_GT(mpirun, 0);
+  if (!wait_for_checkpoint(run + "/checkpoints", 60)) {
+    kill(-mpirun, SIGKILL);
+    waitpid(mpirun, nullptr, 0);
+    FAIL() << "no checkpoint within 60 s:\n" << test::read_bytes(log());
+  }
+  const pid_t r1 = rank_pid(mpirun, 1);
+  ASSERT_GT(r1, 0) << "rank 1's process not found";
+  ASSERT_EQ(kill(r1, SIGSTOP), 0);
+  const auto hung = Clock::now();
+  const int code = wait_exit(mpirun, 60);
+  const double seconds = std::chrono::duration<double>(Clock::now() - hung).count();
+  const std::string out = test::read_bytes(log());
+  if (code == -1) {
+    kill(r1, SIGKILL);
+    kill(-mpirun, SIGKILL);
+    waitpid(mpirun, nullptr, 0);
+    FAIL() << "mpirun still running 60 s after rank 1 hung:\n" << out;
+  }
+  EXPECT_LT(seconds, 30.0) << "the job took " << seconds << " s to end after rank 1 hung";
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("rank 0/2: no progress for"), std::string::npos) << out;
+  EXPECT_NE(out.find("hint: restart with the same command and --resume"), std::string::npos) << out;
+  for (int i = 0; i < 100 && alive(r1); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (alive(r1)) kill(r1, SIGKILL);
+  EXPECT_FALSE(alive(r1)) << "the hung rank outlived the job";
+  expect_resumable(run);
 }
 
 TEST_F(DistFaultTest, AnErrorOnOneRankStopsEveryRankNamingIt) {

@@ -6,9 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "lmt/base/build_info.h"
 #include "lmt/base/rng.h"
@@ -233,6 +238,36 @@ TEST_F(TrainerTest, NonFiniteStepIsSkippedAndTrainingGoesOn) {
   EXPECT_EQ(s[5].value("skipped", ""), "nonfinite");
   EXPECT_FALSE(s[6].contains("skipped"));
   EXPECT_TRUE(std::isfinite(s[8]["loss"].get<double>()));
+}
+
+// A step that stops making progress (here the fault injector sleeps in step 3, as a rank waiting
+// for a hung peer would) is reported by the stall watchdog, naming the step; the report goes to the
+// handler (by default it ends the process with status 4: dist_fault_test). Steps that progress are
+// not reported, and a run with train.stall_timeout_s = 0 has no watchdog.
+TEST_F(TrainerTest, AStalledStepIsReportedNamingIt) {
+  for (const char* timeout : {"0.3", "0"}) {
+    config::Config c = recipe_config(4);
+    ASSERT_TRUE(c.apply_override(std::string("train.stall_timeout_s=") + timeout).ok());
+    auto t = make(c, std::string("stall_") + timeout);
+    ASSERT_TRUE(t);
+    std::mutex mu;
+    std::vector<std::string> reports;
+    t->set_stall_handler([&](const std::string& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      reports.push_back(r);
+    });
+    t->set_fault_injector([](int64_t step, model::Transformer&) {
+      if (step == 3) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    });
+    ASSERT_TRUE(t->run().ok());
+    std::lock_guard<std::mutex> lock(mu);
+    if (std::string(timeout) == "0") {
+      EXPECT_TRUE(reports.empty());
+      continue;
+    }
+    ASSERT_EQ(reports.size(), 1u);
+    EXPECT_NE(reports[0].find("since step 3 began: "), std::string::npos) << reports[0];
+  }
 }
 
 TEST_F(TrainerTest, PersistentNanStopsTheRunAfterMaxBadSteps) {

@@ -116,6 +116,7 @@ std::vector<KeyInfo> build() {
       key("train.grad_clip", 1.0, between(0, 1e6), "clip the global gradient norm to this (0: off)"),
       key("train.log_every", I{1}, between(1, kMaxSteps), "progress: a line on stderr every N steps (and after step 1 and the last) when it is not a terminal; loss, tok/s, MFU averaged over the last N steps (metrics.jsonl gets every step, raw)"),
       key("train.zero", I{0}, between(0, 3), "data-parallel ZeRO stage: 0 (replicated), 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters, gathered block by block)"),
+      key("train.stall_timeout_s", 1800.0, between(0, 1e7), "seconds without progress (a micro-batch, a validation batch or a checkpoint begun) after which a rank ends the run with exit status 4: a collective waiting for a hung peer, a GPU fault or a stalled file system would otherwise wait forever (docs/RELIABILITY.md); 0: never"),
       key("train.save_on_signal", true, "on SIGTERM or SIGINT, finish the step, save a checkpoint and exit with status 3 (docs/RELIABILITY.md); false: the signal ends the process at once"),
       // parallel: the layout of the ranks (docs/DIST.md). dp · tp · pp must equal the world size.
       key("parallel.dp", I{0}, between(0, 1 << 20), "data-parallel degree; 0: auto, the world size / (parallel.tp · parallel.pp); dp · tp · pp must equal the world size (the ranks under mpirun)"),

@@ -233,6 +233,7 @@ StatusOr<Recipe> recipe_from_config(const config::Config& c, const std::string& 
   r.checkpoint_every = c.get_int("checkpoint.every");
   r.checkpoint_keep = c.get_int("checkpoint.keep");
   r.checkpoint_async = c.get_bool("checkpoint.async");
+  r.stall_timeout_s = c.get_float("train.stall_timeout_s");
   r.save_on_signal = c.get_bool("train.save_on_signal");
   r.eval_every = c.get_int("eval.every");
   r.eval_batches = c.get_int("eval.batches");

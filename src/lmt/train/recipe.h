@@ -31,6 +31,7 @@ struct Recipe {
   uint64_t seed = 0;
   bool doc_masking = true;
   bool reset_positions = false;  // data.reset_positions: the model reads Batch::positions (restart per document)
+  double stall_timeout_s = 1800;  // train.stall_timeout_s: end the run after this long without progress (0: never)
   bool save_on_signal = true;  // train.save_on_signal: SIGTERM/SIGINT checkpoint and exit (the CLI installs the handlers)
   float grad_clip = 1.0f;
   optim::OptimizerConfig optim;

@@ -88,6 +88,22 @@ StatusOr<nlohmann::json> adapt_cursor(nlohmann::json c, int64_t batch, int world
   c["batch"] = batch;
   return c;
 }
+// Each micro-batch drawn is progress for the stall watchdog.
+class BeatingMicroBatches final : public MicroBatchSource {
+ public:
+  BeatingMicroBatches(MicroBatchSource& inner, std::function<void(int64_t)> beat)
+      : inner_(inner), beat_(std::move(beat)) {}
+  StatusOr<const data::Batch*> next() override {
+    beat_(drawn_++);
+    return inner_.next();
+  }
+
+ private:
+  MicroBatchSource& inner_;
+  std::function<void(int64_t)> beat_;
+  int64_t drawn_ = 0;
+};
+
 }  // namespace
 
 Trainer::Trainer(Recipe recipe, std::string run_dir, std::string resolved_toml)
@@ -518,6 +534,7 @@ TrainerState Trainer::trainer_state() const {
 }
 
 Status Trainer::save_checkpoint() {
+  beat("the checkpoint", step_);
   CheckpointData d;
   d.layout = &model_->layout();
   Tensor full_params;  // ZeRO 3: the parameters gathered from every rank's shard (collective)
@@ -560,6 +577,7 @@ Status Trainer::save_checkpoint() {
 // Reloads parameters and optimizer state from the newest checkpoint, keeping the data position:
 // the batches since that checkpoint (the window that led to the spike) are skipped.
 Status Trainer::rollback() {
+  beat("the rollback", step_);
   if (root_) LMT_RETURN_IF_ERROR(checkpointer_->wait());
   LMT_RETURN_IF_ERROR(comm_->barrier());  // the newest checkpoint is committed before anyone reads it
   LMT_ASSIGN_OR_RETURN(const std::string latest, recover_checkpoints());
@@ -596,6 +614,7 @@ StatusOr<double> Trainer::evaluate() {
   int64_t n = 0;
   data::Batch b;
   while (recipe_.eval_batches <= 0 || n < recipe_.eval_batches) {
+    beat("validation batch", step_, n);
     Status s = (*loader)->next(&b);
     if (s.code() == StatusCode::kOutOfRange) break;
     LMT_RETURN_IF_ERROR(s);
@@ -615,6 +634,7 @@ StatusOr<double> Trainer::evaluate() {
 // Scores eval.tasks; the suite re-prepares the model for training afterwards.
 Status Trainer::evaluate_tasks() {
   LMT_TRACE_SCOPE("eval_tasks");
+  beat("eval.tasks", step_);
   LMT_ASSIGN_OR_RETURN(auto results, tasks_->run(*model_));
   if (!root_) return Status::Ok();  // every rank scores (same weights); rank 0 reports
   nlohmann::json rec = eval::TaskSuite::metrics_record(results, step_, tokens_);
@@ -638,7 +658,8 @@ Status Trainer::train_step() {
   StepResult res;
   TensorParallelPlan* tp = split_->tensor();
   if (tp) tp->take_comm_seconds();  // what validation or a checkpoint summed is not this step's
-  LMT_RETURN_IF_ERROR(engine_->compute_gradients(*batches_, so, &res));
+  BeatingMicroBatches batches(*batches_, [this](int64_t k) { beat("micro-batch", step_ + 1, k); });
+  LMT_RETURN_IF_ERROR(engine_->compute_gradients(batches, so, &res));
   if (tp) res.time.tp_comm = tp->take_comm_seconds();
   const double loss = res.loss, norm = res.grad_norm;
   ++step_;
@@ -799,7 +820,22 @@ Status Trainer::run(int64_t stop_after) {
     std::unique_ptr<progress::Progress>* p;
     ~EndProgress() { p->reset(); }
   } end_progress{&progress_};
+  // A rank that stops making progress ends the run (stall_watchdog.h); the watch ends with run().
+  if (recipe_.stall_timeout_s > 0) {
+    StallWatchdog::OnStall on_stall = on_stall_;
+    if (!on_stall) {
+      on_stall = [rank = comm_->rank(), world = comm_->world()](const std::string& report) {
+        end_stalled_process(rank, world, report);
+      };
+    }
+    watchdog_ = std::make_unique<StallWatchdog>(recipe_.stall_timeout_s, std::move(on_stall));
+  }
+  struct EndWatch {
+    std::unique_ptr<StallWatchdog>* w;
+    ~EndWatch() { w->reset(); }
+  } end_watch{&watchdog_};
   while (step_ < last) {
+    beat("step", step_ + 1);
     if (const int sig = agreed_stop_signal(); sig != 0) return stop_on_signal(sig);
     if (step_ + 1 == recipe_.profile_begin) Tracer::start();
     LMT_RETURN_IF_ERROR(train_step());

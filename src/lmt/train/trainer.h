@@ -61,6 +61,7 @@
 #include "lmt/train/data_parallel.h"
 #include "lmt/train/recipe.h"
 #include "lmt/train/stability.h"
+#include "lmt/train/stall_watchdog.h"
 #include "lmt/train/step_engine.h"
 #include "lmt/train/model_split.h"
 #include "lmt/train/trainer_state.h"
@@ -94,6 +95,9 @@ class Trainer {
   // Called with the 1-based number of the step about to run, before its first forward. For fault
   // injection in tests (NaN parameters, a loss spike); null by default.
   void set_fault_injector(std::function<void(int64_t step, model::Transformer& m)> f) { inject_ = std::move(f); }
+  // What run() does when it has made no progress for train.stall_timeout_s (train/stall_watchdog.h;
+  // called on the watchdog's thread): end_stalled_process by default; tests record the report.
+  void set_stall_handler(StallWatchdog::OnStall f) { on_stall_ = std::move(f); }
   // What carries the gradients between ranks: "mpi" on host backends, the device communicator's
   // name ("nccl") on a device backend over several processes, "solo" alone.
   const char* gradient_transport() const { return device_comm_ ? device_comm_->name() : comm_->name(); }
@@ -162,6 +166,12 @@ class Trainer {
   double run_seconds_ = 0;
   double peak_flops_ = 0;       // dense peak of one device for the compute dtype (metrics::peak_flops)
   std::function<void(int64_t, model::Transformer&)> inject_;
+  StallWatchdog::OnStall on_stall_;
+  std::unique_ptr<StallWatchdog> watchdog_;  // during run(), when train.stall_timeout_s > 0
+  // Progress for the watchdog: `phase` (index `index`) of step `step` has begun.
+  void beat(const char* phase, int64_t step, int64_t index = -1) {
+    if (watchdog_) watchdog_->beat(phase, step, index);
+  }
   // Progress display (rank 0, during run()) and its logging-window averages; the per-step records
   // in metrics.jsonl stay raw.
   std::unique_ptr<progress::Progress> progress_;

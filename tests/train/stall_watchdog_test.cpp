@@ -1,0 +1,75 @@
+// StallWatchdog (train/stall_watchdog.h): quiet while beats come, one report naming the last beat
+// once they stop, and a prompt stop when destroyed. The trainer's wiring is in trainer_test
+// (AStalledStepIsReported...), and a hung rank ending a real mpirun job in dist_fault_test.
+#include "lmt/train/stall_watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lmt::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Reports {
+  std::mutex mu;
+  std::vector<std::string> got;
+  StallWatchdog::OnStall handler() {
+    return [this](const std::string& r) {
+      std::lock_guard<std::mutex> lock(mu);
+      got.push_back(r);
+    };
+  }
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return got.size();
+  }
+};
+
+TEST(StallWatchdog, BeatsKeepItQuiet) {
+  Reports r;
+  {
+    StallWatchdog dog(2.0, r.handler());
+    const auto end = Clock::now() + std::chrono::milliseconds(500);
+    for (int64_t k = 0; Clock::now() < end; ++k) {
+      dog.beat("micro-batch", 1, k);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  EXPECT_EQ(r.count(), 0u);
+}
+
+TEST(StallWatchdog, ReportsOnceNamingTheLastBeatWhenBeatsStop) {
+  Reports r;
+  StallWatchdog dog(0.2, r.handler());
+  dog.beat("micro-batch", 7, 2);
+  const auto start = Clock::now();
+  while (r.count() == 0 && Clock::now() - start < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_EQ(r.count(), 1u) << "no report 30 s after the last beat";
+  EXPECT_GE(waited, 0.19);  // not before the timeout
+  const std::string& report = r.got[0];
+  EXPECT_NE(report.find("no progress for "), std::string::npos) << report;
+  EXPECT_NE(report.find("train.stall_timeout_s = 0.2"), std::string::npos) << report;
+  EXPECT_NE(report.find("since micro-batch 2 began (step 7): "), std::string::npos) << report;
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three timeouts more: still one report
+  EXPECT_EQ(r.count(), 1u);
+}
+
+TEST(StallWatchdog, DestroyingItStopsTheWatchAtOnce) {
+  Reports r;
+  const auto start = Clock::now();
+  { StallWatchdog dog(600.0, r.handler()); }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 60.0);  // not the 150 s poll
+  EXPECT_EQ(r.count(), 0u);
+}
+
+}  // namespace
+}  // namespace lmt::train
