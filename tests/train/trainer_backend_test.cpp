@@ -57,7 +57,8 @@ class TrainerBackendTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  std::unique_ptr<Trainer> make(const std::string& backend, const std::string& run, bool resume = false) {
+  std::unique_ptr<Trainer> make(const std::string& backend, const std::string& run, bool resume = false,
+                                const std::vector<std::string>& extra = {}) {
     config::Config c = config::Config::defaults();
     for (const std::string& kv : std::vector<std::string>{"model.n_layers=2", "model.d_model=32", "model.n_heads=4", "model.n_kv_heads=2",
                                  "model.head_dim=8", "model.ffn_hidden=64", "model.max_seq_len=64",
@@ -66,6 +67,7 @@ class TrainerBackendTest : public ::testing::Test {
                                  "checkpoint.async=false", "runtime.backend=" + backend,
                                  "data.path=" + (root_ / "data").string()})
       EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+    for (const std::string& kv : extra) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
     auto recipe = recipe_from_config(c, "test.toml");
     EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
     auto t = Trainer::create(*recipe, c.to_toml(), (root_ / run).string(), resume);
@@ -114,6 +116,36 @@ TEST_F(TrainerBackendTest, TrainsLikeCpuAndResumesExactly) {
     EXPECT_EQ(resumed.at(key), got.at(key)) << key << ": the resumed run differs from the uninterrupted one";
   }
   EXPECT_TRUE(fs::exists(root_ / "full" / "checkpoints" / "step_00000008" / "manifest.json"));
+}
+
+// The recipe options with host-side code of their own (Muon, gradient accumulation, z-loss,
+// recomputation, restarting positions, fp32, per-layer gradient norms, asynchronous checkpoints) on
+// the backend under test: the cpu run's losses (bit for bit on the pretend device, whose memory host
+// code cannot touch), and the same metrics records.
+TEST_F(TrainerBackendTest, RecipeOptionsTrainLikeCpu) {
+  const std::vector<std::vector<std::string>> variants = {
+      {"optim.name=muon"},
+      {"train.grad_accum=2", "train.z_loss=1e-3", "train.recompute=true", "data.reset_positions=true"},
+      {"train.dtype=fp32", "metrics.layer_grad_norm_every=2", "checkpoint.async=true", "train.doc_masking=false"}};
+  for (size_t v = 0; v < variants.size(); ++v) {
+    SCOPED_TRACE("variant " + std::to_string(v));
+    const std::string tag = "variant" + std::to_string(v);
+    auto cpu = make("cpu", tag + "_cpu", false, variants[v]);
+    ASSERT_TRUE(cpu && cpu->run().ok());
+    auto dev = make(LMT_TRAINER_TEST_BACKEND, tag + "_dev", false, variants[v]);
+    ASSERT_TRUE(dev);
+    const Status s = dev->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const auto want = losses_of(tag + "_cpu"), got = losses_of(tag + "_dev");
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& [key, loss] : want) {
+      if (kExact) {
+        EXPECT_EQ(got.at(key), loss) << key;
+      } else {
+        EXPECT_NEAR(got.at(key), loss, 2e-2 * loss) << key;
+      }
+    }
+  }
 }
 
 // Evaluation tasks run through the host-memory decoder: refused before anything is written.
