@@ -37,7 +37,7 @@ while (($#)); do
 done
 
 targets=(lmtrain cuda_op_test cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test
-         cuda_math_test cuda_linear_grad_write_test)
+         cuda_math_test cuda_linear_grad_write_test cuda_transfer_test)
 # nccl_communicator_test exists where CMake found nccl.h (src/lmt/dist/nccl/CMakeLists.txt).
 nccl_target=nccl_communicator_test
 
@@ -114,8 +114,8 @@ if ((tests)); then
     run_isolated cuda_op_test || status=1
     status=1
   fi
-  for t in cuda_attention_test cuda_bf16_outputs_test cuda_linear_grad_write_test cuda_model_test cuda_trainer_test \
-           cuda_muon_test; do
+  for t in cuda_attention_test cuda_bf16_outputs_test cuda_linear_grad_write_test cuda_transfer_test cuda_model_test \
+           cuda_trainer_test cuda_muon_test; do
     echo "== $t"
     OMP_WAIT_POLICY=passive timeout 120 "$bin/$t" --gtest_brief=1 || status=1
   done
