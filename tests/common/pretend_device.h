@@ -12,12 +12,16 @@
 // taken after it is waited for (until then the destination holds NaN bytes).
 //
 // Not covered: timing and other asynchrony (every other op has finished when it returns), and host
-// code that touches device memory while a DeviceAccess is open (e.g. during a bucket in flight).
+// code that touches device memory while a DeviceAccess is open: the guard is process-wide, so while
+// any thread runs an op, or a bucket's request is in flight, every thread may reach the memory. A
+// queued copy whose host destination is freed before any fence delivers it is the caller's bug, as
+// on a GPU, and is not caught.
 #pragma once
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -135,11 +139,11 @@ class PretendDeviceBackend : public kernels::CpuBackend {
   std::string_view name() const override { return name_; }
   Device device() const override { return allocator_.device(); }
   Allocator& allocator() override { return allocator_; }
-  // Delivers the queued copies to the host issued so far when waited for.
+  // Delivers the queued copies to the host issued so far when waited for (those an earlier fence
+  // covers too: a fence waits for every op before it).
   kernels::Fence fence() override {
-    std::vector<std::shared_ptr<QueuedCopy>> due;
-    std::swap(due, queued_);
-    return kernels::Fence([due] {
+    std::erase_if(queued_, [](const std::shared_ptr<QueuedCopy>& c) { return c->delivered.load(); });
+    return kernels::Fence([due = queued_] {
       for (const auto& c : due) c->deliver();
     });
   }
@@ -305,8 +309,12 @@ class PretendDeviceBackend : public kernels::CpuBackend {
     void* to = nullptr;
     std::vector<char> bytes;
     std::once_flag done;
+    std::atomic<bool> delivered{false};
     void deliver() {
-      std::call_once(done, [this] { std::memcpy(to, bytes.data(), bytes.size()); });
+      std::call_once(done, [this] {
+        std::memcpy(to, bytes.data(), bytes.size());
+        delivered = true;
+      });
     }
   };
   // As the cuda backend's: its copy kernel moves data to, from or within its own memory only.
@@ -316,7 +324,7 @@ class PretendDeviceBackend : public kernels::CpuBackend {
 
   std::string name_;
   PretendDeviceAllocator allocator_;
-  std::vector<std::shared_ptr<QueuedCopy>> queued_;  // copies to the host no fence has covered yet
+  std::vector<std::shared_ptr<QueuedCopy>> queued_;  // copies to the host not yet delivered
 };
 
 #undef LMT_PRETEND_DEVICE_OP

@@ -1,10 +1,12 @@
 // Data parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
-// so; alone it runs as world 1) the trainer trains backend "mpi_device" — the cpu kernels on host
-// memory marked cuda:5, so every device path of the trainer and DataParallel runs (no shared-memory
-// storage, the ZeRO-2 scratch from the backend's allocator, checkpoints staged through the host; its
-// copy kernel, like cuda's, refuses two host views, which a sharded checkpoint once handed it) —
-// over the device communicator registered for it, which forwards to MPI, counts the calls it got and
-// checks that every gradient reduction reads and writes the backend's memory.
+// so; alone it runs as world 1) the trainer trains backend "mpi_device" — the cpu kernels on a
+// pretend GPU, cuda:5, whose memory host code cannot touch (common/pretend_device.h), so every
+// device path of the trainer and DataParallel runs as on a GPU (no shared-memory storage, the ZeRO-2
+// scratch from the backend's allocator, checkpoints staged through the host and read after their
+// fence; its copy kernel, like cuda's, refuses two host views, which a sharded checkpoint once handed
+// it) — over the device communicator registered for it, which forwards to MPI with the device memory
+// open, counts the calls it got and checks that every gradient reduction reads and writes the
+// backend's memory.
 // The same run on backend "cpu" over the MPI world (MPI messages too: no shared-memory storage) must
 // give the same losses and parameters bit for bit: the kernels and the reductions are the same, only
 // the path through the trainer differs. It is the CPU stand-in for

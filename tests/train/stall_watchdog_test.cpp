@@ -1,11 +1,15 @@
 // StallWatchdog (train/stall_watchdog.h): quiet while beats come, one report naming the last beat
-// once they stop, and a prompt stop when destroyed. The trainer's wiring is in trainer_test
+// once they stop, quiet across a stop and continue (SIGCONT), and a prompt stop when destroyed. The trainer's wiring is in trainer_test
 // (AStalledStepIsReported...), and a hung rank ending a real mpirun job in dist_fault_test.
 #include "lmt/train/stall_watchdog.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -47,9 +51,9 @@ TEST(StallWatchdog, BeatsKeepItQuiet) {
 
 TEST(StallWatchdog, ReportsOnceNamingTheLastBeatWhenBeatsStop) {
   Reports r;
+  const auto start = Clock::now();
   StallWatchdog dog(0.2, r.handler());
   dog.beat("micro-batch", 7, 2);
-  const auto start = Clock::now();
   while (r.count() == 0 && Clock::now() - start < std::chrono::seconds(30))
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
@@ -61,6 +65,30 @@ TEST(StallWatchdog, ReportsOnceNamingTheLastBeatWhenBeatsStop) {
   EXPECT_NE(report.find("since micro-batch 2 began (step 7): "), std::string::npos) << report;
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // three timeouts more: still one report
   EXPECT_EQ(r.count(), 1u);
+}
+
+// A process stopped (SIGSTOP, as Ctrl-Z or a scheduler's suspend) for three timeouts and then
+// continued is not hung: SIGCONT counts as progress. In a child process, with a 1 s timeout; the
+// child exits 0 if no report came within 1.5 s after it was continued, 1 if one did.
+TEST(StallWatchdog, AStoppedAndContinuedProcessIsNotReported) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::atomic<bool> reported{false};
+    StallWatchdog dog(1.0, [&](const std::string&) { reported = true; });
+    dog.beat("step", 1);
+    raise(SIGSTOP);  // the parent continues it after 3 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::_Exit(reported ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_EQ(kill(child, SIGCONT), 0);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the watchdog reported a stall after SIGCONT";
 }
 
 TEST(StallWatchdog, DestroyingItStopsTheWatchAtOnce) {

@@ -1,5 +1,6 @@
 // The trainer on a backend whose memory is not the host's: the model, the optimizer state, the batch
-// upload, checkpoint save and load (through host staging) and resume all go through Backend::copy.
+// upload, checkpoint save and load (through host staging) and resume all go through the backend's
+// copies (copy, and copy_async read after a fence).
 //
 // LMT_TRAINER_TEST_BACKEND names the backend under test:
 // - "cpu_as_device" (trainer_backend_test, every machine): the cpu backend's kernels on a pretend

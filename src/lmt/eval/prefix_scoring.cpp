@@ -98,6 +98,7 @@ StatusOr<std::vector<ContinuationScore>> score_shared_prefix(model::Transformer&
       tokens.clear();
     };
     for (size_t gi = 0; gi < plan.size();) {
+      if (options.on_batch) options.on_batch();
       // The next items that fit: at most items_per_pass, their prefixes within one chunk.
       batch.clear();
       int64_t prefix_tokens = 0;

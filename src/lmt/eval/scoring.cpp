@@ -93,6 +93,7 @@ StatusOr<std::vector<ContinuationScore>> score_requests(model::Transformer& mode
   std::vector<int32_t> tokens, targets;
   Tensor losses_host;  // host copy of the model's per-token losses, reused while T stays
   for (int64_t start = 0; start < n; start += B) {
+    if (options.on_batch) options.on_batch();
     const int64_t rows = std::min(B, n - start);
     const int64_t T = std::min(cap, (row_len[order[start]] + kRowAlign - 1) / kRowAlign * kRowAlign);
     const auto& plan = model.plan();

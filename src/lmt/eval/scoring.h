@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ struct ScoreOptions {
   // exact, the same accuracies as kFull; kBF16: bf16 weights, f32 activations (log-likelihoods move
   // by the weights' bf16 rounding, so a near-tie between choices may flip).
   DType decode_weights = DType::kF32;
+  // Called before each forward pass of scoring (a batch of rows, or of items with shared
+  // prefixes): progress for a caller that watches for stalls (the trainer's eval.tasks).
+  std::function<void()> on_batch;
 };
 
 struct ScoreRequest {

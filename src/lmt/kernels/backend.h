@@ -372,7 +372,9 @@ class Backend {
   // staging_allocator() memory, or the copy waits for the device after all); a host source may be
   // changed as soon as the call returns (small ones are staged in page-locked memory, large ones
   // copied before returning). Ordered with the backend's ops as copy() is: ops issued before it
-  // have written what it reads, ops issued after it see what it wrote. Host backends copy at once.
+  // have written what it reads, ops issued after it see what it wrote. Host backends copy at once,
+  // and so do all backends between two host views (wait for a fence before copying out of a host
+  // buffer a queued copy is still filling).
   void copy_async(const TensorView& out, const TensorView& inp);
   // out[N] i32: positions of the tokens of N = rows·T. With `given` absent, out[n] = n % T (the
   // position within the row); with `given` [N] i32 (e.g. positions restarting at each document),

@@ -1,5 +1,8 @@
 #include "lmt/train/stall_watchdog.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -14,12 +17,30 @@ int64_t now_ns() {
       .count();
 }
 
+// The watchdog SIGCONT counts as progress for: a job stopped (Ctrl-Z, a scheduler's suspend) and
+// continued is not hung, though the clock ran on while it was stopped.
+std::atomic<std::atomic<int64_t>*> g_continued_beat{nullptr};
+struct sigaction g_previous_sigcont;
+
+void on_sigcont(int) {
+  if (std::atomic<int64_t>* last = g_continued_beat.load()) last->store(now_ns());  // lock-free: signal-safe
+}
+
 }  // namespace
 
 StallWatchdog::StallWatchdog(double timeout_s, OnStall on_stall)
     : timeout_(std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9))),
       on_stall_(std::move(on_stall)),
       last_ns_(now_ns()) {
+  std::atomic<int64_t>* none = nullptr;
+  if (g_continued_beat.compare_exchange_strong(none, &last_ns_)) {  // one watchdog at a time gets SIGCONT
+    struct sigaction sa {};
+    sa.sa_handler = on_sigcont;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGCONT, &sa, &g_previous_sigcont);
+    owns_sigcont_ = true;
+  }
   thread_ = std::thread([this] { watch(); });
 }
 
@@ -30,6 +51,10 @@ StallWatchdog::~StallWatchdog() {
   }
   cv_.notify_all();
   thread_.join();
+  if (owns_sigcont_) {
+    sigaction(SIGCONT, &g_previous_sigcont, nullptr);
+    g_continued_beat.store(nullptr);
+  }
 }
 
 void StallWatchdog::beat(const char* phase, int64_t step, int64_t index) {
@@ -71,13 +96,20 @@ std::string StallWatchdog::report(double idle_s) const {
 }
 
 void end_stalled_process(int rank, int world, const std::string& report) {
-  std::fflush(stdout);
-  std::fprintf(stderr,
-               "\nerror: rank %d/%d: %s. Ending this rank with status %d so that the job ends; committed checkpoints "
-               "are intact\nhint: restart with the same command and --resume; if steps are legitimately this slow, "
-               "raise train.stall_timeout_s (0 turns the watchdog off)\n",
-               rank, world, report.c_str(), kExitStalled);
-  std::fflush(stderr);
+  // stdio may be what hangs (a log on a stalled file system holds its lock): one write(2) of a
+  // formatted message, and an alarm in case even that blocks (a full pipe): SIGALRM's default
+  // action ends the process.
+  alarm(30);
+  std::ostringstream o;
+  o << "\nerror: rank " << rank << "/" << world << ": " << report << ". Ending this rank with status " << kExitStalled
+    << " so that the job ends; committed checkpoints are intact\nhint: restart with the same command and --resume; if "
+       "steps are legitimately this slow, raise train.stall_timeout_s (0 turns the watchdog off)\n";
+  const std::string text = o.str();
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
   std::_Exit(kExitStalled);
 }
 

@@ -12,6 +12,10 @@
 //
 // beat() is cheap (relaxed atomic stores) and may be called from any thread; `phase` must be a
 // string with static storage (a literal). on_stall runs on the watchdog's thread, at most once.
+// SIGCONT counts as a beat (a stopped and continued job, Ctrl-Z then fg, is not hung): the first
+// live watchdog of the process installs a handler for it, and its destructor restores the previous.
+// The time a phase may take is the timeout: a checkpoint's write on rank 0, and the other ranks'
+// wait for it, must each fit in it.
 #pragma once
 
 #include <atomic>
@@ -53,11 +57,13 @@ class StallWatchdog {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool owns_sigcont_ = false;  // this watchdog's SIGCONT handler is installed
   std::thread thread_;
 };
 
-// The trainer's on_stall: prints "rank R/W: <report>" and a hint to stderr, then ends the process
-// at once (std::_Exit, status kExitStalled: no destructors, which could wait on the hung peer).
+// The trainer's on_stall: writes "rank R/W: <report>" and a hint to stderr (one write(2), not stdio,
+// whose lock a hung thread may hold; an alarm ends the process if even that blocks), then ends the
+// process at once (std::_Exit, status kExitStalled: no destructors, which could wait on the hung peer).
 [[noreturn]] void end_stalled_process(int rank, int world, const std::string& report);
 
 }  // namespace lmt::train

@@ -634,8 +634,10 @@ StatusOr<double> Trainer::evaluate() {
 // Scores eval.tasks; the suite re-prepares the model for training afterwards.
 Status Trainer::evaluate_tasks() {
   LMT_TRACE_SCOPE("eval_tasks");
-  beat("eval.tasks", step_);
-  LMT_ASSIGN_OR_RETURN(auto results, tasks_->run(*model_));
+  eval::ScoreOptions score;  // the defaults, and a beat per scoring pass
+  int64_t passes = 0;
+  score.on_batch = [this, &passes] { beat("eval.tasks pass", step_, passes++); };
+  LMT_ASSIGN_OR_RETURN(auto results, tasks_->run(*model_, score));
   if (!root_) return Status::Ok();  // every rank scores (same weights); rank 0 reports
   nlohmann::json rec = eval::TaskSuite::metrics_record(results, step_, tokens_);
   for (const auto& [k, v] : rec.items())

@@ -117,8 +117,17 @@ Fence CudaBackend::fence() {
   cudaEvent_t ev = nullptr;
   LMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   LMT_CUDA_CHECK(cudaEventRecord(ev, ctx_.stream));
-  std::shared_ptr<CUevent_st> event(ev, [](cudaEvent_t e) { cudaEventDestroy(e); });
-  return Fence([event] { LMT_CUDA_CHECK(cudaEventSynchronize(event.get())); });
+  // The waiting thread (the checkpoint writer) selects this backend's GPU first: a runtime call on
+  // a thread with no current device would open a context on device 0.
+  const int device = ctx_.device;
+  std::shared_ptr<CUevent_st> event(ev, [device](cudaEvent_t e) {
+    cudaSetDevice(device);
+    cudaEventDestroy(e);
+  });
+  return Fence([event, device] {
+    LMT_CUDA_CHECK(cudaSetDevice(device));
+    LMT_CUDA_CHECK(cudaEventSynchronize(event.get()));
+  });
 }
 
 int64_t CudaBackend::device_memory_peak_bytes() const {

@@ -107,7 +107,7 @@ void copy(Context& ctx, const TensorView& out, const TensorView& inp) {
 void copy_async(Context& ctx, const TensorView& out, const TensorView& inp) {
   const size_t bytes = inp.bytes();
   if (on_host(inp) && bytes > Context::kUploadSlotMaxBytes) {
-    copy(ctx, out, inp);  // a checkpoint's load: once per run
+    copy(ctx, out, inp);  // past the upload slots' size: copied before returning
     return;
   }
   const void* src = inp.data();

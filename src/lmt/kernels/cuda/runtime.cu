@@ -126,7 +126,7 @@ void PinnedHostAllocator::deallocate(void* p, size_t bytes, size_t alignment) {
       return;
     }
   }
-  LMT_CUDA_CHECK(cudaFreeHost(p));  // waits for copies still reading or writing it
+  LMT_CUDA_CHECK(cudaFreeHost(p));  // callers free staging buffers only after their copies' fence
 }
 
 void PinnedHostAllocator::zero_fill(void* p, size_t bytes) { std::memset(p, 0, bytes); }
