@@ -14,11 +14,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/mpi_trainer_runs.h"
@@ -119,6 +122,10 @@ class ForwardingCommunicator final : public dist::Communicator {
     return std::unique_ptr<dist::Communicator>(std::make_unique<ForwardingCommunicator>(raw, std::move(g)));
   }
   void abort(int code) override { host_->abort(code); }
+  Status async_error() const override {
+    return g_background_error ? Internal("a pretend background error", "none") : Status::Ok();
+  }
+  static inline std::atomic<bool> g_background_error{false};  // what NCCL's ncclCommGetAsyncError would find
 
  private:
   template <typename F>
@@ -215,6 +222,34 @@ TEST_F(DeviceDistTest, AShardedRunResumesExactly) {
   }
   ASSERT_TRUE(g_comm->barrier().ok());
   EXPECT_EQ(test::losses_of(run), whole);
+}
+
+// A background error of the gradients' communicator (NCCL's, which leaves its collectives waiting
+// forever) reaches the trainer's stall handler within about a second, naming it; by default that
+// ends the rank with status 4 (stall_watchdog.h). Here the handler records it.
+TEST_F(DeviceDistTest, ABackgroundCommunicatorErrorEndsTheRun) {
+  if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
+  auto t = test::make_trainer(recipe("mpi_device", 1, 4), root_ / "background_error", g_comm);
+  ASSERT_TRUE(t);
+  std::mutex mu;
+  std::vector<std::string> reports;
+  t->set_stall_handler([&](const std::string& r) {
+    std::lock_guard<std::mutex> lock(mu);
+    reports.push_back(r);
+  });
+  t->set_fault_injector([](int64_t step, model::Transformer&) {
+    if (step != 2) return;
+    ForwardingCommunicator::g_background_error = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the watchdog polls once a second
+    ForwardingCommunicator::g_background_error = false;
+  });
+  ASSERT_TRUE(t->run().ok());
+  ASSERT_TRUE(g_comm->barrier().ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_NE(reports[0].find("the gradients' communicator (forwarded) failed: a pretend background error"),
+            std::string::npos)
+      << reports[0];
 }
 
 // What a device backend does not do over several processes is refused before anything is written.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "lmt/dist/communicator.h"
@@ -113,6 +114,10 @@ TEST(NcclCommunicator, AllReduceSumsDeviceBuffersInOrderWithTheBackendsStream) {
   for (auto& r : inflight) ASSERT_TRUE(r->wait().ok());
   got = to_host(y);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(i)], ramp_sum(i)) << "element " << i;
+  // A healthy communicator has no background error (the stall watchdog polls this from its thread).
+  Status background;
+  std::thread([&] { background = c.async_error(); }).join();
+  EXPECT_TRUE(background.ok()) << background.ToString();
 }
 
 // One count per rank: first + step · p (step 0: equal parts).

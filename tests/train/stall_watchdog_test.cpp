@@ -91,6 +91,19 @@ TEST(StallWatchdog, AStoppedAndContinuedProcessIsNotReported) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the watchdog reported a stall after SIGCONT";
 }
 
+// A communicator's background error (NCCL's) is reported at once, long before the timeout.
+TEST(StallWatchdog, AFailedHealthCheckIsReportedAtOnce) {
+  Reports r;
+  std::atomic<int> asked{0};
+  const auto start = Clock::now();
+  StallWatchdog dog(600.0, r.handler(), [&]() -> std::string { return ++asked < 3 ? "" : "NCCL: remote error"; });
+  while (r.count() == 0 && Clock::now() - start < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(r.count(), 1u) << "no report 60 s after the health check failed";
+  EXPECT_EQ(r.got[0], "NCCL: remote error");
+  EXPECT_GE(asked.load(), 3);
+}
+
 TEST(StallWatchdog, DestroyingItStopsTheWatchAtOnce) {
   Reports r;
   const auto start = Clock::now();

@@ -95,6 +95,10 @@ class Communicator {
   // from a group) so none waits forever in a collective. Solo: does nothing (the caller returns its
   // error normally).
   virtual void abort(int code) = 0;
+  // An error the communicator's library found in the background, which its calls have not returned
+  // yet (NCCL's ncclCommGetAsyncError: a lost peer or link leaves its kernels waiting forever).
+  // Thread-safe: the trainer's stall watchdog polls it from its own thread. Ok for MPI and solo.
+  virtual Status async_error() const { return Status::Ok(); }
 
   bool is_root() const { return rank() == 0; }
 };

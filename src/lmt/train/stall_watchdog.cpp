@@ -28,9 +28,10 @@ void on_sigcont(int) {
 
 }  // namespace
 
-StallWatchdog::StallWatchdog(double timeout_s, OnStall on_stall)
+StallWatchdog::StallWatchdog(double timeout_s, OnStall on_stall, HealthCheck health)
     : timeout_(std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9))),
       on_stall_(std::move(on_stall)),
+      health_(std::move(health)),
       last_ns_(now_ns()) {
   std::atomic<int64_t>* none = nullptr;
   if (g_continued_beat.compare_exchange_strong(none, &last_ns_)) {  // one watchdog at a time gets SIGCONT
@@ -65,10 +66,20 @@ void StallWatchdog::beat(const char* phase, int64_t step, int64_t index) {
 }
 
 void StallWatchdog::watch() {
-  // Checks a few times per timeout, so a stall is caught within 1.25 timeouts.
-  const auto poll = std::max<std::chrono::nanoseconds>(timeout_ / 4, std::chrono::milliseconds(10));
+  // Checks a few times per timeout, so a stall is caught within 1.25 timeouts (and the health at
+  // least once a second).
+  auto poll = std::max<std::chrono::nanoseconds>(timeout_ / 4, std::chrono::milliseconds(10));
+  if (health_) poll = std::min<std::chrono::nanoseconds>(poll, std::chrono::seconds(1));
   std::unique_lock<std::mutex> lock(mu_);
   while (!cv_.wait_for(lock, poll, [this] { return stop_; })) {
+    if (health_) {
+      const std::string wrong = health_();
+      if (!wrong.empty()) {
+        lock.unlock();
+        on_stall_(wrong);
+        return;
+      }
+    }
     const int64_t idle = now_ns() - last_ns_.load(std::memory_order_acquire);
     if (idle < timeout_.count()) continue;
     lock.unlock();

@@ -8,7 +8,8 @@
 // handler (end_stalled_process) prints it and ends the process with exit status 4, so mpirun or srun
 // ends the job and the scheduler can restart it with --resume from the newest committed checkpoint
 // (an incomplete one is removed then). Every rank runs its own watchdog, so a job ends even where
-// the launcher lets the other ranks run on.
+// the launcher lets the other ranks run on. A health check (the gradients' communicator's
+// background error: NCCL's ncclCommGetAsyncError) is polled too, and a failure is reported at once.
 //
 // beat() is cheap (relaxed atomic stores) and may be called from any thread; `phase` must be a
 // string with static storage (a literal). on_stall runs on the watchdog's thread, at most once.
@@ -35,8 +36,12 @@ inline constexpr int kExitStalled = 4;
 class StallWatchdog {
  public:
   using OnStall = std::function<void(const std::string& report)>;
-  // Watches from now on (the construction is the first beat). timeout_s > 0.
-  StallWatchdog(double timeout_s, OnStall on_stall);
+  // "" while healthy, else what is wrong: a communicator's background error (NCCL's), which makes
+  // every later collective wait forever. Polled on the watchdog's thread (at least once a second).
+  using HealthCheck = std::function<std::string()>;
+  // Watches from now on (the construction is the first beat). timeout_s > 0. A failed health check
+  // is reported at once, as a stall is.
+  StallWatchdog(double timeout_s, OnStall on_stall, HealthCheck health = {});
   ~StallWatchdog();  // stops watching
   StallWatchdog(const StallWatchdog&) = delete;
   StallWatchdog& operator=(const StallWatchdog&) = delete;
@@ -51,6 +56,7 @@ class StallWatchdog {
 
   const std::chrono::nanoseconds timeout_;
   const OnStall on_stall_;
+  const HealthCheck health_;
   std::atomic<int64_t> last_ns_;  // steady_clock, ns since its epoch
   std::atomic<const char*> phase_{"start"};
   std::atomic<int64_t> step_{0}, index_{-1};

@@ -830,7 +830,15 @@ Status Trainer::run(int64_t stop_after) {
         end_stalled_process(rank, world, report);
       };
     }
-    watchdog_ = std::make_unique<StallWatchdog>(recipe_.stall_timeout_s, std::move(on_stall));
+    // The gradients' communicator (NCCL on GPUs) may fail in the background, leaving its next
+    // collective waiting forever: reported at once.
+    dist::Communicator* grads = &dp_->comm();
+    auto health = [grads]() -> std::string {
+      const Status s = grads->async_error();
+      return s.ok() ? std::string() : "the gradients' communicator (" + std::string(grads->name()) +
+                                          ") failed: " + s.message() + ". Its collectives cannot complete";
+    };
+    watchdog_ = std::make_unique<StallWatchdog>(recipe_.stall_timeout_s, std::move(on_stall), health);
   }
   struct EndWatch {
     std::unique_ptr<StallWatchdog>* w;

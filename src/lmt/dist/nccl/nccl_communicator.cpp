@@ -118,10 +118,21 @@ Status NcclCommunicator::start() {
   if (host_->rank() == 0) {
     LMT_LOG(INFO) << "NCCL " << version_string(nccl_.version) << ": a communicator of " << host_->world() << " ranks";
   }
+  started_.store(comm_);
   return Status::Ok();
 }
 
+Status NcclCommunicator::async_error() const {
+  ncclComm_t c = started_.load();
+  if (c == nullptr) return Status::Ok();
+  ncclResult_t found = ncclSuccess;
+  if (nccl_.comm_get_async_error(c, &found) != ncclSuccess) return Status::Ok();  // could not ask: no news
+  if (found == ncclSuccess || found == ncclInProgress) return Status::Ok();
+  return error("NCCL found an error in the background (ncclCommGetAsyncError)", nccl_.get_error_string(found));
+}
+
 NcclCommunicator::~NcclCommunicator() {
+  started_.store(nullptr);
   // After an error the peers may never finish what is queued: abort rather than wait for it.
   if (comm_ != nullptr) (failed_ ? nccl_.comm_abort : nccl_.comm_destroy)(comm_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);

@@ -25,12 +25,14 @@
 // Errors: NCCL and CUDA failures are Status values naming the rank and the call; after one, the
 // destructor aborts the NCCL communicator instead of waiting for its queue. A failure on one rank
 // alone (or a peer that dies) can leave the others waiting in a collective: the caller ends the job
-// (abort(); lmtrain train does). There is no watchdog yet. send_async and recv_async are separate
+// (abort(); lmtrain train does). async_error() reports what NCCL found in the background (the
+// trainer's stall watchdog polls it and ends the rank). send_async and recv_async are separate
 // NCCL calls: two ranks that both send first deadlock, and on more than two ranks they cannot be a
 // communicator's first device call (FailedPrecondition: the start is collective). Pipeline
 // parallelism, which would pair them, is refused on GPUs.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "lmt/base/status.h"
@@ -74,6 +76,8 @@ class NcclCommunicator final : public Communicator {
   }
   StatusOr<std::unique_ptr<Communicator>> split(int color, int key) override;
   void abort(int code) override;
+  // ncclCommGetAsyncError of the NCCL communicator once started (Ok before).
+  Status async_error() const override;
 
   int version() const { return nccl_.version; }
   // Reduce-scatters and all-gathers as groups of per-rank rooted calls even when the parts are equal
@@ -106,6 +110,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_;
   cudaStream_t stream_ = nullptr;
   ncclComm_t comm_ = nullptr;
+  std::atomic<ncclComm_t> started_{nullptr};  // comm_ once started, for async_error() on other threads
   Status start_error_;         // start()'s failure, returned again by later calls
   bool failed_ = false;        // an error happened: the destructor aborts instead of waiting for the queue
   bool rooted_parts_ = false;  // use_rooted_parts()
