@@ -1,6 +1,8 @@
 // StallWatchdog (train/stall_watchdog.h): quiet while beats come, one report naming the last beat
-// once they stop, quiet across a stop and continue (SIGCONT), and a prompt stop when destroyed. The trainer's wiring is in trainer_test
-// (AStalledStepIsReported...), and a hung rank ending a real mpirun job in dist_fault_test.
+// once they stop, quiet across a stop and continue (SIGSTOP, SIGCONT), a failed health check
+// reported at once, and a prompt stop when destroyed. The trainer's wiring is in trainer_test
+// (AStalledStepIsReported...) and device_dist_test (ABackgroundCommunicatorError...), and a hung
+// rank ending a real mpirun job in dist_fault_test.
 #include "lmt/train/stall_watchdog.h"
 
 #include <gtest/gtest.h>
@@ -68,8 +70,8 @@ TEST(StallWatchdog, ReportsOnceNamingTheLastBeatWhenBeatsStop) {
 }
 
 // A process stopped (SIGSTOP, as Ctrl-Z or a scheduler's suspend) for three timeouts and then
-// continued is not hung: SIGCONT counts as progress. In a child process, with a 1 s timeout; the
-// child exits 0 if no report came within 1.5 s after it was continued, 1 if one did.
+// continued is not hung (its watchdog thread wakes late and starts over). In a child process, with a
+// 1 s timeout; the child exits 0 if no report came within 0.5 s after it was continued, 1 if one did.
 TEST(StallWatchdog, AStoppedAndContinuedProcessIsNotReported) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
@@ -78,7 +80,7 @@ TEST(StallWatchdog, AStoppedAndContinuedProcessIsNotReported) {
     StallWatchdog dog(1.0, [&](const std::string&) { reported = true; });
     dog.beat("step", 1);
     raise(SIGSTOP);  // the parent continues it after 3 s
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the watchdog polls every 0.25 s
     std::_Exit(reported ? 1 : 0);
   }
   int status = 0;

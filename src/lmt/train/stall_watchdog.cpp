@@ -1,6 +1,5 @@
 #include "lmt/train/stall_watchdog.h"
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,15 +16,6 @@ int64_t now_ns() {
       .count();
 }
 
-// The watchdog SIGCONT counts as progress for: a job stopped (Ctrl-Z, a scheduler's suspend) and
-// continued is not hung, though the clock ran on while it was stopped.
-std::atomic<std::atomic<int64_t>*> g_continued_beat{nullptr};
-struct sigaction g_previous_sigcont;
-
-void on_sigcont(int) {
-  if (std::atomic<int64_t>* last = g_continued_beat.load()) last->store(now_ns());  // lock-free: signal-safe
-}
-
 }  // namespace
 
 StallWatchdog::StallWatchdog(double timeout_s, OnStall on_stall, HealthCheck health)
@@ -33,15 +23,6 @@ StallWatchdog::StallWatchdog(double timeout_s, OnStall on_stall, HealthCheck hea
       on_stall_(std::move(on_stall)),
       health_(std::move(health)),
       last_ns_(now_ns()) {
-  std::atomic<int64_t>* none = nullptr;
-  if (g_continued_beat.compare_exchange_strong(none, &last_ns_)) {  // one watchdog at a time gets SIGCONT
-    struct sigaction sa {};
-    sa.sa_handler = on_sigcont;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGCONT, &sa, &g_previous_sigcont);
-    owns_sigcont_ = true;
-  }
   thread_ = std::thread([this] { watch(); });
 }
 
@@ -52,10 +33,6 @@ StallWatchdog::~StallWatchdog() {
   }
   cv_.notify_all();
   thread_.join();
-  if (owns_sigcont_) {
-    sigaction(SIGCONT, &g_previous_sigcont, nullptr);
-    g_continued_beat.store(nullptr);
-  }
 }
 
 void StallWatchdog::beat(const char* phase, int64_t step, int64_t index) {
@@ -71,7 +48,13 @@ void StallWatchdog::watch() {
   auto poll = std::max<std::chrono::nanoseconds>(timeout_ / 4, std::chrono::milliseconds(10));
   if (health_) poll = std::min<std::chrono::nanoseconds>(poll, std::chrono::seconds(1));
   std::unique_lock<std::mutex> lock(mu_);
+  int64_t woke = last_ns_.load();  // not now: this thread may first run long after its creation
   while (!cv_.wait_for(lock, poll, [this] { return stop_; })) {
+    // A wake-up a whole poll late means this thread did not run: the process was stopped (Ctrl-Z,
+    // SIGSTOP, a suspended job or machine) or starved, not hung. The wait starts over from now.
+    const int64_t now = now_ns();
+    if (now - woke > 2 * poll.count()) last_ns_.store(now, std::memory_order_release);
+    woke = now;
     if (health_) {
       const std::string wrong = health_();
       if (!wrong.empty()) {

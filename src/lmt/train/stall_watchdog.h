@@ -13,8 +13,8 @@
 //
 // beat() is cheap (relaxed atomic stores) and may be called from any thread; `phase` must be a
 // string with static storage (a literal). on_stall runs on the watchdog's thread, at most once.
-// SIGCONT counts as a beat (a stopped and continued job, Ctrl-Z then fg, is not hung): the first
-// live watchdog of the process installs a handler for it, and its destructor restores the previous.
+// A stopped and continued process (Ctrl-Z then fg, a suspended job) is not hung: the watchdog's
+// thread, waking a whole poll late, takes it as a pause and starts the wait over.
 // The time a phase may take is the timeout: a checkpoint's write on rank 0, and the other ranks'
 // wait for it, must each fit in it.
 #pragma once
@@ -63,7 +63,6 @@ class StallWatchdog {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  bool owns_sigcont_ = false;  // this watchdog's SIGCONT handler is installed
   std::thread thread_;
 };
 
