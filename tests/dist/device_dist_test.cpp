@@ -19,13 +19,13 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/mpi_trainer_runs.h"
 #include "common/pretend_device.h"
+#include "common/stall_reports.h"
 #include "lmt/dist/device_communicator.h"
 #include "lmt/kernels/registry.h"
 #include "lmt/tensor/tensor.h"
@@ -231,12 +231,8 @@ TEST_F(DeviceDistTest, ABackgroundCommunicatorErrorEndsTheRun) {
   if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
   auto t = test::make_trainer(recipe("mpi_device", 1, 4), root_ / "background_error", g_comm);
   ASSERT_TRUE(t);
-  std::mutex mu;
-  std::vector<std::string> reports;
-  t->set_stall_handler([&](const std::string& r) {
-    std::lock_guard<std::mutex> lock(mu);
-    reports.push_back(r);
-  });
+  test::StallReports stalls;
+  t->set_stall_handler(stalls.handler());
   t->set_fault_injector([](int64_t step, model::Transformer&) {
     if (step != 2) return;
     ForwardingCommunicator::g_background_error = true;
@@ -245,7 +241,7 @@ TEST_F(DeviceDistTest, ABackgroundCommunicatorErrorEndsTheRun) {
   });
   ASSERT_TRUE(t->run().ok());
   ASSERT_TRUE(g_comm->barrier().ok());
-  std::lock_guard<std::mutex> lock(mu);
+  const std::vector<std::string> reports = stalls.got();
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_NE(reports[0].find("the gradients' communicator (forwarded) failed: a pretend background error"),
             std::string::npos)

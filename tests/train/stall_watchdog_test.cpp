@@ -11,35 +11,21 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
-#include <mutex>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/stall_reports.h"
 
 namespace lmt::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Reports {
-  std::mutex mu;
-  std::vector<std::string> got;
-  StallWatchdog::OnStall handler() {
-    return [this](const std::string& r) {
-      std::lock_guard<std::mutex> lock(mu);
-      got.push_back(r);
-    };
-  }
-  size_t count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return got.size();
-  }
-};
-
 TEST(StallWatchdog, BeatsKeepItQuiet) {
-  Reports r;
+  test::StallReports r;
   {
     StallWatchdog dog(2.0, r.handler());
     const auto end = Clock::now() + std::chrono::milliseconds(500);
@@ -52,7 +38,7 @@ TEST(StallWatchdog, BeatsKeepItQuiet) {
 }
 
 TEST(StallWatchdog, ReportsOnceNamingTheLastBeatWhenBeatsStop) {
-  Reports r;
+  test::StallReports r;
   const auto start = Clock::now();
   StallWatchdog dog(0.2, r.handler());
   dog.beat("micro-batch", 7, 2);
@@ -61,7 +47,7 @@ TEST(StallWatchdog, ReportsOnceNamingTheLastBeatWhenBeatsStop) {
   const double waited = std::chrono::duration<double>(Clock::now() - start).count();
   ASSERT_EQ(r.count(), 1u) << "no report 30 s after the last beat";
   EXPECT_GE(waited, 0.19);  // not before the timeout
-  const std::string& report = r.got[0];
+  const std::string report = r.got()[0];
   EXPECT_NE(report.find("no progress for "), std::string::npos) << report;
   EXPECT_NE(report.find("train.stall_timeout_s = 0.2"), std::string::npos) << report;
   EXPECT_NE(report.find("since micro-batch 2 began (step 7): "), std::string::npos) << report;
@@ -95,19 +81,19 @@ TEST(StallWatchdog, AStoppedAndContinuedProcessIsNotReported) {
 
 // A communicator's background error (NCCL's) is reported at once, long before the timeout.
 TEST(StallWatchdog, AFailedHealthCheckIsReportedAtOnce) {
-  Reports r;
+  test::StallReports r;
   std::atomic<int> asked{0};
   const auto start = Clock::now();
   StallWatchdog dog(600.0, r.handler(), [&]() -> std::string { return ++asked < 3 ? "" : "NCCL: remote error"; });
   while (r.count() == 0 && Clock::now() - start < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(r.count(), 1u) << "no report 60 s after the health check failed";
-  EXPECT_EQ(r.got[0], "NCCL: remote error");
+  EXPECT_EQ(r.got()[0], "NCCL: remote error");
   EXPECT_GE(asked.load(), 3);
 }
 
 TEST(StallWatchdog, DestroyingItStopsTheWatchAtOnce) {
-  Reports r;
+  test::StallReports r;
   const auto start = Clock::now();
   { StallWatchdog dog(600.0, r.handler()); }
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 60.0);  // not the 150 s poll

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "lmt/metrics/peaks.h"
 #include "lmt/base/xxh64.h"
 #include "common/files.h"
+#include "common/stall_reports.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
 
@@ -250,17 +250,13 @@ TEST_F(TrainerTest, AStalledStepIsReportedNamingIt) {
     ASSERT_TRUE(c.apply_override(std::string("train.stall_timeout_s=") + timeout).ok());
     auto t = make(c, std::string("stall_") + timeout);
     ASSERT_TRUE(t);
-    std::mutex mu;
-    std::vector<std::string> reports;
-    t->set_stall_handler([&](const std::string& r) {
-      std::lock_guard<std::mutex> lock(mu);
-      reports.push_back(r);
-    });
+    test::StallReports stalls;
+    t->set_stall_handler(stalls.handler());
     t->set_fault_injector([](int64_t step, model::Transformer&) {
       if (step == 3) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     });
     ASSERT_TRUE(t->run().ok());
-    std::lock_guard<std::mutex> lock(mu);
+    const std::vector<std::string> reports = stalls.got();
     if (std::string(timeout) == "0") {
       EXPECT_TRUE(reports.empty());
       continue;
