@@ -56,7 +56,11 @@ Status run_decode_bench(const DecodeBenchArgs& a) {
           2.0 * 4 * static_cast<double>(c.n_layers * max_len * c.kv_dim()) * static_cast<double>(a.batch),
       "--preset " + a.preset, "pick a smaller preset or fewer --sequences"));
   LMT_ASSIGN_OR_RETURN(kernels::Backend* be, backend_from_flag(a.backend));
-  LMT_RETURN_IF_ERROR(eval::decoder_supports(*be, "bench decode"));
+  if (!be->device().is_host())  // the bound below is the host's memory bandwidth
+    return Unimplemented("bench decode on the '" + std::string(be->name()) +
+                             "' backend is not supported yet: its bound is measured from host memory bandwidth",
+                         "use --backend cpu (lmtrain generate runs on the GPU)");
+  LMT_RETURN_IF_ERROR(eval::decoder_supports(*be, c, "bench decode"));
   model::Transformer m(c, *be);
   m.init(1);
   eval::Decoder d(m, max_len, /*prefill_chunk=*/64, weights, a.batch);

@@ -8,8 +8,9 @@
 // loop, stops with SIGSEGV here, as it would on a GPU (where the same pointer is not host memory),
 // and the tests that train on this backend find it without a GPU. Its copy kernel, like cuda's,
 // moves data to, from or within its own memory: a copy between two host views reaching it is an
-// error (Backend::copy does those on the host). A copy_async to the host lands only when a fence
-// taken after it is waited for (until then the destination holds NaN bytes).
+// error (Backend::copy does those on the host), and every other op refuses a tensor that is not in
+// its memory (a GPU kernel handed a host pointer faults). A copy_async to the host lands only when
+// a fence taken after it is waited for (until then the destination holds NaN bytes).
 //
 // Not covered: timing and other asynchrony (every other op has finished when it returns), and host
 // code that touches device memory while a DeviceAccess is open: the guard is process-wide, so while
@@ -126,9 +127,44 @@ class PretendDeviceAllocator final : public Allocator {
   int index_;
 };
 
-// Every op of the cpu backend, with the device memory open while it runs.
+// A device op's tensors must be device memory: a kernel of a GPU handed a host pointer faults or
+// reads garbage. Every present view among an op's arguments must lie in the pretend device's blocks
+// (other arguments pass).
+struct OnDeviceArgs {
+  const char* op;
+  template <typename... A>
+  void operator()(const A&... args) const {
+    (check(args), ...);
+  }
+  template <typename A>
+  void check(const A&) const {}
+  void check(const TensorView& v) const {
+    if (v.present() && v.numel() > 0)
+      LMT_CHECK(PretendDeviceMemory::owns(v.data()))
+          << "pretend device: " << op << " got " << v.to_string() << ", which is not device memory";
+  }
+};
+
+// Ops of the backend running inside one of its ops on this thread (the cpu kernels call each other,
+// e.g. the LM head's matmuls, with scratch of their own): only the outermost call is the interface.
+struct OpDepth {
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+  OpDepth() { ++depth(); }
+  ~OpDepth() { --depth(); }
+  OpDepth(const OpDepth&) = delete;
+  OpDepth& operator=(const OpDepth&) = delete;
+  bool outermost() const { return depth() == 1; }
+};
+
+// Every op of the cpu backend, its tensors checked to be device memory (at the interface, not in
+// the cpu kernels' calls of each other) and that memory open while it runs.
 #define LMT_PRETEND_DEVICE_OP(ret, name, params, args) \
   ret name params override {                           \
+    const OpDepth nested;                              \
+    if (nested.outermost()) OnDeviceArgs{#name} args;  \
     const DeviceAccess open;                           \
     return kernels::CpuBackend::name args;             \
   }

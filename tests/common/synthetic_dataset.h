@@ -43,6 +43,26 @@ inline void write_markov_dataset(const std::string& dir, int64_t vocab, const st
 
 namespace lmt::test {
 
+// A dataset whose manifest names GPT-2's real tokenizer (from the shared data, `shared`), so that
+// multiple-choice task text can be encoded during training: 40 documents of 200 random ids below
+// 1000, every tenth in the validation split. Fails the test on error.
+inline void write_gpt2_dataset(const std::string& dir, const std::string& shared) {
+  data::DatasetSpec spec;
+  spec.tokenizer_path = shared + "/tokenizers/gpt2";
+  spec.tokenizer_fingerprint = "gpt2";
+  spec.vocab_size = 50257;
+  spec.eos_id = 50256;
+  auto w = data::DatasetWriter::create(dir, spec);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Rng rng(2);
+  for (int d = 0; d < 40; ++d) {
+    std::vector<int32_t> doc(200);
+    for (auto& t : doc) t = static_cast<int32_t>(rng.below(1000));
+    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
+  }
+  ASSERT_TRUE((*w)->commit({}).ok());
+}
+
 // The [model] and [data] sections of a recipe for a 2-layer, 20k-parameter Llama on a dataset
 // written by write_markov_dataset (vocabulary 64): milliseconds per step, for CLI-level tests.
 inline std::string tiny_recipe_head(const std::string& data_dir) {

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/pretend_device.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/kernels/registry.h"
@@ -149,20 +151,46 @@ TEST_F(TrainerBackendTest, RecipeOptionsTrainLikeCpu) {
   }
 }
 
-// Evaluation tasks run through the host-memory decoder: refused before anything is written.
-TEST_F(TrainerBackendTest, EvalTasksAreRefusedBeforeAnythingIsWritten) {
-  config::Config c = config::Config::defaults();
-  ASSERT_TRUE(c.apply_override(std::string("runtime.backend=") + LMT_TRAINER_TEST_BACKEND).ok());
-  ASSERT_TRUE(c.apply_override("data.path=" + (root_ / "data").string()).ok());
-  ASSERT_TRUE(c.apply_override("model.n_layers=1").ok());
-  auto recipe = recipe_from_config(c, "test.toml");
-  ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
-  recipe->eval_tasks.push_back({});
-  auto t = Trainer::create(*recipe, c.to_toml(), (root_ / "tasks").string(), false);
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().code(), StatusCode::kUnimplemented) << t.status().ToString();
-  EXPECT_NE(t.status().message().find("eval.tasks"), std::string::npos) << t.status().ToString();
-  EXPECT_FALSE(fs::exists(root_ / "tasks" / "metrics.jsonl"));
+// Multiple-choice evaluation during training (eval.tasks) runs the KV-cache decoder on the backend
+// under test: the accuracies equal the cpu run's on the pretend device (its decoder and kernels see
+// the same data), and on a GPU every item is scored.
+TEST_F(TrainerBackendTest, EvalTasksScoreLikeCpu) {
+  const std::string shared = LMT_SHARED_DATA;
+  if (!fs::exists(shared + "/eval/piqa/valid.jsonl")) GTEST_SKIP() << "shared test data not found at " << shared;
+  test::write_gpt2_dataset((root_ / "gpt2_data").string(), shared);
+  const std::vector<std::string> tasks = {"data.path=" + (root_ / "gpt2_data").string(), "eval.tasks_every=2",
+                                          "train.max_steps=2", "eval.every=0"};
+  std::map<std::string, nlohmann::json> scored;
+  for (const std::string backend : {std::string("cpu"), std::string(LMT_TRAINER_TEST_BACKEND)}) {
+    config::Config c = config::Config::defaults();
+    for (const std::string& kv : {std::string("model.n_layers=2"), std::string("model.d_model=32"),
+                                  std::string("model.n_heads=4"), std::string("model.n_kv_heads=2"),
+                                  std::string("model.head_dim=8"), std::string("model.ffn_hidden=64"),
+                                  std::string("model.max_seq_len=128"), std::string("train.micro_batch=2"),
+                                  std::string("train.seq_len=64"), std::string("checkpoint.async=false"),
+                                  "runtime.backend=" + backend})
+      ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+    for (const std::string& kv : tasks) ASSERT_TRUE(c.apply_override(kv).ok()) << kv;
+    ASSERT_TRUE(c.set("eval.tasks", std::vector<std::string>{"piqa:" + shared + "/eval/piqa/valid.jsonl:6"}, "test").ok());
+    auto recipe = recipe_from_config(c, "test.toml");
+    ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
+    auto t = Trainer::create(*recipe, c.to_toml(), (root_ / ("tasks_" + backend)).string(), false);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    const Status s = (*t)->run();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::ifstream in(root_ / ("tasks_" + backend) / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("eval_piqa_acc")) scored[backend] = j;
+    }
+    ASSERT_TRUE(scored.count(backend)) << backend << ": no eval record";
+    EXPECT_EQ(scored[backend]["eval_piqa_items"], 6) << backend;
+  }
+  if (kExact) {
+    for (const char* key : {"eval_piqa_acc", "eval_piqa_acc_norm_token", "eval_piqa_acc_norm_char"})
+      EXPECT_EQ(scored[LMT_TRAINER_TEST_BACKEND][key], scored["cpu"][key]) << key;
+  }
 }
 
 // ZeRO-3 gathers and shards the parameters in host memory: refused on a device backend before

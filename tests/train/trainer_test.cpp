@@ -335,20 +335,7 @@ TEST_F(TrainerTest, MultipleChoiceTasksAreScoredIntoMetrics) {
   if (!fs::exists(shared + "/eval/piqa/valid.jsonl")) GTEST_SKIP() << "shared test data not found at " << shared;
   // A dataset whose manifest names a real tokenizer (GPT-2's), so the task text can be encoded.
   const std::string dir = (root_ / "gpt2_data").string();
-  data::DatasetSpec spec;
-  spec.tokenizer_path = shared + "/tokenizers/gpt2";
-  spec.tokenizer_fingerprint = "gpt2";
-  spec.vocab_size = 50257;
-  spec.eos_id = 50256;
-  auto w = data::DatasetWriter::create(dir, spec);
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  Rng rng(2);
-  for (int d = 0; d < 40; ++d) {
-    std::vector<int32_t> doc(200);
-    for (auto& t : doc) t = static_cast<int32_t>(rng.below(1000));
-    ASSERT_TRUE((*w)->add_document(d % 10 == 0 ? data::Split::kVal : data::Split::kTrain, doc).ok());
-  }
-  ASSERT_TRUE((*w)->commit({}).ok());
+  test::write_gpt2_dataset(dir, shared);
   config::Config c = recipe_config(4);
   ASSERT_TRUE(c.apply_override("data.path=" + dir).ok());
   ASSERT_TRUE(c.set("eval.tasks", std::vector<std::string>{"piqa:" + shared + "/eval/piqa/valid.jsonl:4"}, "test").ok());

@@ -8,10 +8,10 @@
 
 namespace lmt::eval {
 
-Status decoder_supports(const kernels::Backend& backend, const std::string& what) {
-  if (backend.device().is_host()) return Status::Ok();
-  return Unimplemented(what + " on the '" + std::string(backend.name()) + "' backend is not supported yet: the KV-cache "
-                           "decoder runs in host memory",
+Status decoder_supports(const kernels::Backend& backend, const model::ModelConfig& config, const std::string& what) {
+  if (backend.device().is_host() || !config.moe.enabled()) return Status::Ok();
+  return Unimplemented(what + " of a mixture-of-experts model on the '" + std::string(backend.name()) +
+                           "' backend is not supported yet: MoE layers run on host backends only",
                        "use --backend cpu for it (docs/CUDA.md, Known limits)");
 }
 
@@ -32,31 +32,35 @@ Decoder::Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chu
   LMT_CHECK(n_rows >= 1) << "decoder rows " << n_rows << " must be >= 1";
   const int64_t L = c.n_layers, G = c.n_kv_heads, HD = c.head_dim, C = c.d_model, N = chunk_;
   const int64_t U = c.ffn == FfnKind::kGlu ? 2 * c.ffn_hidden : c.ffn_hidden;
-  k_cache_ = Tensor({L, n_rows, max_len, G, HD}, DType::kF32);
-  v_cache_ = Tensor({L, n_rows, max_len, G, HD}, DType::kF32);
-  x_ = Tensor({N, C}, DType::kF32);
-  h_ = Tensor({N, C}, DType::kF32);
-  q_ = Tensor({N, c.q_dim()}, DType::kF32);
+  Allocator& mem = be_.allocator();  // the backend's memory: a GPU's for cuda
+  auto f32 = [&mem](Shape shape) { return Tensor(std::move(shape), DType::kF32, mem); };
+  k_cache_ = f32({L, n_rows, max_len, G, HD});
+  v_cache_ = f32({L, n_rows, max_len, G, HD});
+  x_ = f32({N, C});
+  h_ = f32({N, C});
+  q_ = f32({N, c.q_dim()});
   if (c.qk_norm) {
-    q_pre_ = Tensor({N, c.q_dim()}, DType::kF32);
-    k_pre_ = Tensor({N, c.kv_dim()}, DType::kF32);
-    qk_rstd_ = Tensor({N * c.n_heads}, DType::kF32);
+    q_pre_ = f32({N, c.q_dim()});
+    k_pre_ = f32({N, c.kv_dim()});
+    qk_rstd_ = f32({N * c.n_heads});
   }
-  k_new_ = Tensor({N, c.kv_dim()}, DType::kF32);
-  v_new_ = Tensor({N, c.kv_dim()}, DType::kF32);
-  att_ = Tensor({N, c.q_dim()}, DType::kF32);
-  proj_ = Tensor({N, C}, DType::kF32);
-  u_ = Tensor({N, U}, DType::kF32);
-  a_ = Tensor({N, c.ffn_hidden}, DType::kF32);
-  mean_ = Tensor({N}, DType::kF32);
-  rstd_ = Tensor({N}, DType::kF32);
-  positions_ = Tensor({N}, DType::kI32);
-  ids_ = Tensor({N}, DType::kI32);
+  k_new_ = f32({N, c.kv_dim()});
+  v_new_ = f32({N, c.kv_dim()});
+  att_ = f32({N, c.q_dim()});
+  proj_ = f32({N, C});
+  u_ = f32({N, U});
+  a_ = f32({N, c.ffn_hidden});
+  mean_ = f32({N});
+  rstd_ = f32({N});
+  positions_ = Tensor({N}, DType::kI32, mem);
+  ids_ = Tensor({N}, DType::kI32, mem);
+  host_positions_.assign(static_cast<size_t>(N), 0);
   logits_ = Tensor({1, V_}, DType::kF32);
+  if (!be_.device().is_host()) dev_logits_ = f32({N, V_});
   if (c.moe.enabled()) {
     Arena measuring = Arena::Measuring();
     model::MoeBlock::plan(c, N, DType::kF32, DType::kF32, measuring);
-    moe_arena_ = std::make_unique<Arena>(measuring.peak());
+    moe_arena_ = std::make_unique<Arena>(measuring.peak(), mem);
     moe_acts_ = model::MoeBlock::plan(c, N, DType::kF32, DType::kF32, *moe_arena_);
   }
 }
@@ -64,14 +68,15 @@ Decoder::Decoder(model::Transformer& model, int64_t max_len, int64_t prefill_chu
 TensorView Decoder::cache(const Tensor& t, int64_t layer) const {
   const model::ModelConfig& c = config();
   const int64_t R = rows(), per_layer = R * max_len_ * c.n_kv_heads * c.head_dim;
-  return TensorView(t.as<float>() + layer * per_layer, Shape{R, max_len_, c.n_kv_heads, c.head_dim}, DType::kF32);
+  return TensorView(t.as<float>() + layer * per_layer, Shape{R, max_len_, c.n_kv_heads, c.head_dim}, DType::kF32,
+                    t.device());
 }
 
 TensorView Decoder::cache(const Tensor& t, int64_t layer, int64_t row) const {
   const model::ModelConfig& c = config();
   const int64_t per_row = max_len_ * c.n_kv_heads * c.head_dim;
   return TensorView(cache(t, layer).as<float>() + row * per_row, Shape{1, max_len_, c.n_kv_heads, c.head_dim},
-                    DType::kF32);
+                    DType::kF32, t.device());
 }
 
 std::span<const float> Decoder::forward(std::span<const int32_t> tokens, float* all_logits, int64_t row) {
@@ -115,8 +120,18 @@ model::FfnActs Decoder::ffn_rows(int64_t n) const {
   return a;
 }
 
+TensorView Decoder::logits_out(float* host, int64_t rows) {
+  if (be_.device().is_host()) return TensorView(host, Shape{rows, V_}, DType::kF32);
+  return dev_logits_.view().slice_rows(0, rows);
+}
+
+void Decoder::deliver(float* host, const TensorView& out) {
+  if (!be_.device().is_host()) be_.copy(TensorView(host, out.shape(), DType::kF32), out);
+}
+
 void Decoder::embed(const int32_t* tokens, int64_t n) {
-  be_.copy(head(ids_, n), TensorView(const_cast<int32_t*>(tokens), Shape{n}, DType::kI32));
+  be_.copy_async(head(ids_, n), TensorView(const_cast<int32_t*>(tokens), Shape{n}, DType::kI32));
+  be_.copy_async(head(positions_, n), TensorView(host_positions_.data(), Shape{n}, DType::kI32));
   const TensorView x = head(x_, n);
   be_.embedding_forward(x, head(ids_, n), weights_.master().embed, false);
   if (config().positions == PositionKind::kLearned)
@@ -152,7 +167,7 @@ void Decoder::step(std::span<const int32_t> tokens, float* logits) {
   const model::ModelConfig& c = config();
   const int64_t R = rows();
   LMT_CHECK(static_cast<int64_t>(tokens.size()) == R) << "Decoder::step: " << tokens.size() << " tokens for " << R << " rows";
-  int32_t* pos = positions_.as<int32_t>();
+  int32_t* pos = host_positions_.data();
   std::vector<int32_t> ids(tokens.begin(), tokens.end());
   std::vector<int64_t> lengths(lengths_);  // -1: the row sits out
   bool any = false;
@@ -190,8 +205,9 @@ void Decoder::step(std::span<const int32_t> tokens, float* logits) {
   for (int64_t r = 0; r < R; ++r) lengths_[r] += lengths[r] >= 0 ? 1 : 0;
   model::norm_forward(be_, c, head(h_, R), head(mean_, R), head(rstd_, R), x, weights_.master().final_norm_w,
                       weights_.master().final_norm_b);
-  be_.linear_forward(TensorView(logits, Shape{R, V_}, DType::kF32), head(h_, R),
-                     weights_.gemm().lm_head.slice_rows(0, V_), TensorView());
+  const TensorView out = logits_out(logits, R);
+  be_.linear_forward(out, head(h_, R), weights_.gemm().lm_head.slice_rows(0, V_), TensorView());
+  deliver(logits, out);
 }
 
 void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const int64_t> sizes,
@@ -226,7 +242,7 @@ void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const 
   LMT_CHECK(!segments.empty() && n >= 1 && n <= chunk_) << "forward_segments of " << n << " tokens (chunk " << chunk_ << ")";
   for (int32_t t : tokens) LMT_CHECK(t >= 0 && t < V_) << "token id " << t << " outside [0, " << V_ << ")";
   std::vector<model::DecodeSegment> plan;
-  int32_t* pos = positions_.as<int32_t>();
+  int32_t* pos = host_positions_.data();
   int64_t end = 0;
   for (const Segment& s : segments) {
     LMT_CHECK(s.row >= 0 && s.row < rows() && s.size >= 1 && s.start >= 0 && s.start <= lengths_[s.row] &&
@@ -253,14 +269,16 @@ void Decoder::forward_segments(std::span<const int32_t> tokens, std::span<const 
     m += k;
     begin += s.size;
   }
-  if (m > 0)
-    be_.linear_forward(TensorView(logits, Shape{m, V_}, DType::kF32), head(h_, m),
-                       weights_.gemm().lm_head.slice_rows(0, V_), TensorView());
+  if (m > 0) {
+    const TensorView out = logits_out(logits, m);
+    be_.linear_forward(out, head(h_, m), weights_.gemm().lm_head.slice_rows(0, V_), TensorView());
+    deliver(logits, out);
+  }
 }
 
 void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits, int64_t row) {
   const model::ModelConfig& c = config();
-  int32_t* pos = positions_.as<int32_t>();
+  int32_t* pos = host_positions_.data();
   for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(lengths_[row] + i);
   run_trunk(tokens, n, row);
   lengths_[row] += n;
@@ -272,10 +290,14 @@ void Decoder::forward_chunk(const int32_t* tokens, int64_t n, float* all_logits,
   model::norm_forward(be_, c, hh, head(mean_, n - first), head(rstd_, n - first), hx, weights_.master().final_norm_w,
                       weights_.master().final_norm_b);
   if (all_logits) {
-    be_.linear_forward(TensorView(all_logits, Shape{n, V_}, DType::kF32), hh, lm_head, TensorView());
-    be_.copy(logits_, TensorView(all_logits + (n - 1) * V_, Shape{1, V_}, DType::kF32));
+    const TensorView out = logits_out(all_logits, n);
+    be_.linear_forward(out, hh, lm_head, TensorView());
+    deliver(all_logits, out);
+    std::copy_n(all_logits + (n - 1) * V_, V_, logits_.as<float>());
   } else {
-    be_.linear_forward(logits_, hh, lm_head, TensorView());
+    const TensorView out = logits_out(logits_.as<float>(), 1);
+    be_.linear_forward(out, hh, lm_head, TensorView());
+    deliver(logits_.as<float>(), out);
   }
 }
 

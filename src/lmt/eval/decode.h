@@ -23,6 +23,10 @@
 // kBF16 reads the GEMM weights from a bf16 copy (or the model's bf16 mirror), activations and
 // accumulation stay f32. Logits are f32 over the real vocabulary V (padding rows excluded).
 //
+// Memory: the caches and scratch live in the backend's memory (a GPU's for cuda); token ids and
+// positions are computed on the host and copied in, and the logits handed to the caller are host
+// memory (on a device backend they are computed in device scratch and copied out).
+//
 // Ownership: the decoder references the model (which must outlive it) and never modifies it.
 // Threading: one thread at a time (the backend parallelises internally).
 #pragma once
@@ -41,9 +45,9 @@
 
 namespace lmt::eval {
 
-// The decoder keeps its KV caches, logits and ids in host memory, so it runs on host backends only
-// (cpu, ref). Ok for those; Unimplemented naming `what` (the command or key) for a device backend.
-Status decoder_supports(const kernels::Backend& backend, const std::string& what);
+// Whether a model of `config` decodes on `backend`: Ok, except for MoE models on a device backend
+// (their layers cannot be built there: Unimplemented naming `what`, the command or key, with a hint).
+Status decoder_supports(const kernels::Backend& backend, const model::ModelConfig& config, const std::string& what);
 
 class Decoder {
  public:
@@ -109,8 +113,13 @@ class Decoder {
   void run_trunk(const int32_t* tokens, int64_t n, std::span<const model::DecodeSegment> segments);
   // Runs rows [0, n) of the scratch through the trunk at positions [length(row), length(row) + n).
   void forward_chunk(const int32_t* tokens, int64_t n, float* all_logits, int64_t row);
-  // Token and position embeddings of rows [0, n) into x_ (ids copied into ids_).
+  // Token and position embeddings of rows [0, n) into x_ (ids copied into ids_, and positions
+  // [0, n) of host_positions_ into positions_).
   void embed(const int32_t* tokens, int64_t n);
+  // `rows` × V logits for the caller's host buffer `host`: the buffer itself on a host backend, else
+  // device scratch that deliver() then copies into it.
+  TensorView logits_out(float* host, int64_t rows);
+  void deliver(float* host, const TensorView& out);
   // Layer l's K or V cache: all rows [rows, S, G, HD], or one row [1, S, G, HD].
   TensorView cache(const Tensor& t, int64_t layer) const;
   TensorView cache(const Tensor& t, int64_t layer, int64_t row) const;
@@ -128,7 +137,9 @@ class Decoder {
   // k_new/v_new [G·HD] (step(), segments), att [NH·HD], proj [C], u [U], a [H], statistics [chunk],
   // positions and ids [chunk] i32.
   Tensor x_, h_, q_, q_pre_, k_pre_, k_new_, v_new_, att_, proj_, u_, a_, mean_, rstd_, qk_rstd_, positions_, ids_;
-  Tensor logits_;  // [V] the last token's logits
+  std::vector<int32_t> host_positions_;  // [chunk] the positions of the next pass, written on the host
+  Tensor logits_;                        // [1, V] the last token's logits (host memory)
+  Tensor dev_logits_;                    // [chunk, V] logits computed on a device backend (absent on host)
   std::unique_ptr<Arena> moe_arena_;  // MoE layers' chunk scratch (model::MoeBlock::plan, f32)
   model::MoeActs moe_acts_;
 };

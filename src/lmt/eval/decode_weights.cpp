@@ -15,12 +15,12 @@ DecodeWeights::DecodeWeights(model::Transformer& model, DType weights)
   }
   const TensorView mirror = model.compute_mirror();
   if (mirror.present() && mirror.dtype() == DType::kBF16) {
-    gemm_ = model.layout().views(mirror.data(), DType::kBF16);
+    gemm_ = model.layout().views(mirror.data(), DType::kBF16, mirror.device());
     return;
   }
-  copy_ = Tensor({model.layout().total_numel()}, DType::kBF16);
+  copy_ = Tensor({model.layout().total_numel()}, DType::kBF16, model.backend().allocator());
   model.backend().convert(copy_.view(), model.params());
-  gemm_ = model.layout().views(copy_.view().data(), DType::kBF16);
+  gemm_ = model.layout().views(copy_.view().data(), DType::kBF16, copy_.device());
 }
 
 int64_t DecodeWeights::bytes_per_token() const {

@@ -26,7 +26,6 @@ std::string tokenizer_of_checkpoint(const std::string& step_dir) {
 }  // namespace
 
 StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend& backend) {
-  LMT_RETURN_IF_ERROR(decoder_supports(backend, "loading a model for evaluation or generation"));
   std::string dir = dir_in;
   if (fs::exists(dir + "/checkpoints") && !fs::exists(dir + "/model.safetensors")) {  // a run directory
     std::vector<std::string> skipped;
@@ -56,8 +55,15 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
   // Weights and gradients (a Transformer holds both) must fit before anything is allocated: a config
   // with n_layers = 1e8 is refused here instead of swapping for minutes.
   LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "loading " + dir));
+  LMT_RETURN_IF_ERROR(decoder_supports(backend, config, "loading " + dir + " for evaluation or generation"));
   out.model = std::make_unique<model::Transformer>(config, backend);
-  LMT_RETURN_IF_ERROR(model::load_hf_weights(dir + "/model.safetensors", out.model->layout(), out.model->params().as<float>()));
+  const TensorView params = out.model->params();
+  // On a device backend the weights are read into host memory, then copied to the device once.
+  Tensor host;
+  if (!params.device().is_host()) host = Tensor(params.shape(), DType::kF32);
+  float* into = host.view().present() ? host.as<float>() : params.as<float>();
+  LMT_RETURN_IF_ERROR(model::load_hf_weights(dir + "/model.safetensors", out.model->layout(), into));
+  if (host.view().present()) backend.copy(params, host.view());
   return out;
 }
 

@@ -155,7 +155,8 @@ Status Trainer::setup(bool resume) {
   // What a device backend cannot do yet is refused before anything is written: the decoder of
   // eval.tasks works in host memory, and ZeRO-3 keeps its shards there (several processes: create()).
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
-  if (!recipe_.eval_tasks.empty()) LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, "eval.tasks during training"));
+  if (!recipe_.eval_tasks.empty())
+    LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, recipe_.model, "eval.tasks during training"));
   if (recipe_.zero == 3) LMT_RETURN_IF_ERROR(Zero3::supports(*backend));
   LMT_RETURN_IF_ERROR(check_model_parallel());
   std::error_code ec;
