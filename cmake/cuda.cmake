@@ -62,3 +62,13 @@ function(lmt_link_cuda_backend target)
     target_link_libraries(${target} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,lmt_dist_nccl>")
   endif()
 endfunction()
+
+# lmt_cuda_test_of(NAME SOURCE file DEFINE macro DEPS ...): a test of the "cuda" backend (ctest label
+# gpu) built from a cpu test's source, its `macro` (the backend that source tests) defined as "cuda",
+# linked with the CUDA backend.
+function(lmt_cuda_test_of name)
+  cmake_parse_arguments(ARG "" "SOURCE;DEFINE" "DEPS" ${ARGN})
+  lmt_test(${name} SOURCES ${ARG_SOURCE} DEPS ${ARG_DEPS} LABELS gpu)
+  target_compile_definitions(${name} PRIVATE ${ARG_DEFINE}="cuda")
+  lmt_link_cuda_backend(${name})
+endfunction()

@@ -36,8 +36,10 @@ while (($#)); do
   esac
 done
 
-targets=(lmtrain cuda_op_test cuda_attention_test cuda_bf16_outputs_test cuda_model_test cuda_trainer_test cuda_muon_test
-         cuda_math_test cuda_linear_grad_write_test cuda_transfer_test)
+# The gpu test binaries run whole (cuda_op_test and cuda_math_test have their own steps below).
+gpu_tests=(cuda_attention_test cuda_bf16_outputs_test cuda_linear_grad_write_test cuda_transfer_test cuda_model_test
+           cuda_trainer_test cuda_muon_test)
+targets=(lmtrain cuda_op_test cuda_math_test "${gpu_tests[@]}")
 # nccl_communicator_test exists where CMake found nccl.h (src/lmt/dist/nccl/CMakeLists.txt).
 nccl_target=nccl_communicator_test
 
@@ -114,8 +116,7 @@ if ((tests)); then
     run_isolated cuda_op_test || status=1
     status=1
   fi
-  for t in cuda_attention_test cuda_bf16_outputs_test cuda_linear_grad_write_test cuda_transfer_test cuda_model_test \
-           cuda_trainer_test cuda_muon_test; do
+  for t in "${gpu_tests[@]}"; do
     echo "== $t"
     OMP_WAIT_POLICY=passive timeout 120 "$bin/$t" --gtest_brief=1 || status=1
   done

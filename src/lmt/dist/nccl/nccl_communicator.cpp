@@ -55,10 +55,7 @@ class NcclRequest final : public Request {
     cudaEventDestroy(done_);
     done_ = nullptr;
     if (status_.ok() && e != cudaSuccess) status_ = owner_.error("cudaStreamWaitEvent", cudaGetErrorString(e));
-    ncclResult_t async = ncclSuccess;
-    if (status_.ok() && owner_.nccl_.comm_get_async_error(owner_.comm_, &async) == ncclSuccess &&
-        async != ncclSuccess && async != ncclInProgress)
-      status_ = owner_.error("NCCL", owner_.nccl_.get_error_string(async));
+    if (status_.ok()) status_ = owner_.async_error();
     if (!status_.ok()) owner_.failed_ = true;
     return status_;
   }
