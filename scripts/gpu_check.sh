@@ -37,8 +37,8 @@ while (($#)); do
 done
 
 # The gpu test binaries run whole (cuda_op_test and cuda_math_test have their own steps below).
-gpu_tests=(cuda_attention_test cuda_bf16_outputs_test cuda_linear_grad_write_test cuda_transfer_test cuda_model_test
-           cuda_trainer_test cuda_muon_test)
+gpu_tests=(cuda_attention_test cuda_bf16_outputs_test cuda_fused_norm_test cuda_linear_grad_write_test
+           cuda_transfer_test cuda_model_test cuda_trainer_test cuda_muon_test)
 targets=(lmtrain cuda_op_test cuda_math_test "${gpu_tests[@]}")
 # nccl_communicator_test exists where CMake found nccl.h (src/lmt/dist/nccl/CMakeLists.txt).
 nccl_target=nccl_communicator_test

@@ -245,6 +245,15 @@ class PretendDeviceBackend : public kernels::CpuBackend {
                         (const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
                          const TensorView& inp, const TensorView& weight, const TensorView& rstd, bool accumulate),
                         (dinp, dweight, dout, inp, weight, rstd, accumulate))
+  LMT_PRETEND_DEVICE_OP(void, add_layernorm_forward_impl,
+                        (const TensorView& sum, const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                         const TensorView& a, const TensorView& b, const TensorView& weight, const TensorView& bias,
+                         float eps),
+                        (sum, out, mean, rstd, a, b, weight, bias, eps))
+  LMT_PRETEND_DEVICE_OP(void, add_rmsnorm_forward_impl,
+                        (const TensorView& sum, const TensorView& out, const TensorView& rstd, const TensorView& a,
+                         const TensorView& b, const TensorView& weight, float eps),
+                        (sum, out, rstd, a, b, weight, eps))
   LMT_PRETEND_DEVICE_OP(void, activation_forward_impl,
                         (kernels::Activation act, const TensorView& out, const TensorView& inp), (act, out, inp))
   LMT_PRETEND_DEVICE_OP(void, activation_backward_impl,

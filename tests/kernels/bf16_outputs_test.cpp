@@ -1,7 +1,9 @@
-// The activation ops' bf16 outputs (kernels/backend.h): activation_forward, activation_backward,
-// glu_forward and glu_backward may write bf16 for an f32 input, and the bits must equal convert() of
-// the same backend's f32 output, element for element (bf16 runs feed them to GEMMs in place of that
-// conversion, model/ffn_block.cpp). The f32 outputs themselves are checked against ref by op_test.
+// The bf16 outputs of the activation and norm ops (kernels/backend.h): activation_forward,
+// activation_backward, glu_forward, glu_backward, and the forward norms (plain and fused with the
+// residual add) may write bf16 for an f32 input, and the bits must equal convert() of the same
+// backend's f32 output, element for element (bf16 runs feed them to GEMMs in place of that
+// conversion, model/ffn_block.cpp, model/attention_block.cpp). The f32 outputs themselves are
+// checked against ref by op_test.
 //
 // This binary tests the cpu backend; cuda_bf16_outputs_test (ctest label gpu) is this source with
 // LMT_BF16_OUTPUTS_TEST_BACKEND "cuda" and skips, with the reason, where no GPU is visible. Shapes
@@ -115,6 +117,34 @@ TEST(Bf16Outputs, GatedLinearUnitsRoundLikeConvert) {
       expect_bf16_output_rounds_like_convert(
           be, su, [&](const TensorView& du) { be.glu_backward(act, du, da, u); }, "glu_backward " + what);
     }
+}
+
+// C: the cuda scalar rows (1, 7, 2051: past its 32-column register cache), float4 rows (768, 2048,
+// 4096) and its general path (4100); on the cpu more than one staging segment (2051 and up).
+constexpr int64_t kNormWidths[] = {1, 7, 768, 2048, 2051, 4096, 4100};
+
+TEST(Bf16Outputs, NormsRoundLikeConvert) {
+  SKIP_WITHOUT_BACKEND();
+  kernels::Backend& be = *backend_under_test();
+  for (int64_t C : kNormWidths) {
+    const int64_t N = 6;
+    const std::string what = " N=" + std::to_string(N) + " C=" + std::to_string(C);
+    Tensor x = random_f32(be, {N, C}, 31 + C, 2.0f), w = random_f32(be, {C}, 32 + C, 1.0f);
+    Tensor b = random_f32(be, {C}, 33 + C, 1.0f), d = random_f32(be, {N, C}, 34 + C, 1.0f);
+    Tensor mean({N}, DType::kF32, be.allocator()), rstd({N}, DType::kF32, be.allocator());
+    Tensor sum({N, C}, DType::kF32, be.allocator());
+    expect_bf16_output_rounds_like_convert(
+        be, {N, C}, [&](const TensorView& y) { be.layernorm_forward(y, mean, rstd, x, w, b, 1e-5f); },
+        "layernorm_forward" + what);
+    expect_bf16_output_rounds_like_convert(
+        be, {N, C}, [&](const TensorView& y) { be.rmsnorm_forward(y, rstd, x, w, 1e-6f); }, "rmsnorm_forward" + what);
+    expect_bf16_output_rounds_like_convert(
+        be, {N, C}, [&](const TensorView& y) { be.add_layernorm_forward(sum, y, mean, rstd, x, d, w, b, 1e-5f); },
+        "add_layernorm_forward" + what);
+    expect_bf16_output_rounds_like_convert(
+        be, {N, C}, [&](const TensorView& y) { be.add_rmsnorm_forward(sum, y, rstd, x, d, w, 1e-6f); },
+        "add_rmsnorm_forward" + what);
+  }
 }
 
 }  // namespace

@@ -202,6 +202,32 @@ void add_norm_cases(std::vector<OpCase>& out) {
     }
 }
 
+// The residual add fused with the norm (forward only: backward is the plain norm's). In place: sum
+// written over a.
+void add_fused_norm_cases(std::vector<OpCase>& out) {
+  for (auto [N, C] : {std::pair{1, 1}, {5, 33}, {64, 768}, {3, 2048}, {2, 2051}})
+    for (int layernorm = 0; layernorm < 2; ++layernorm)
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        OpCase c;
+        c.name = std::string(layernorm ? "add_layernorm" : "add_rmsnorm") + "/" + shape_name({{"N", N}, {"C", C}}) +
+                 (in_place ? "_in_place" : "");
+        c.specs = {in("a", {N, C}, 2.0), in("b", {N, C}), zero("sum", {N, C}), pos_w("weight", {C}), in("bias", {C}),
+                   zero("out", {N, C}), zero("mean", {N}), zero("rstd", {N})};
+        c.outputs = {in_place ? "a" : "sum", "out"};
+        c.aux = {"rstd"};
+        if (layernorm) c.aux.push_back("mean");
+        c.gradcheck = false;
+        c.forward = [=](Backend& be, Env& e) {
+          const TensorView sum = in_place ? e["a"] : e["sum"];
+          if (layernorm)
+            be.add_layernorm_forward(sum, e["out"], e["mean"], e["rstd"], e["a"], e["b"], e["weight"], e["bias"], 1e-5f);
+          else
+            be.add_rmsnorm_forward(sum, e["out"], e["rstd"], e["a"], e["b"], e["weight"], 1e-6f);
+        };
+        out.push_back(c);
+      }
+}
+
 void add_activation_cases(std::vector<OpCase>& out) {
   for (Activation act : {Activation::kGeluTanh, Activation::kSilu, Activation::kRelu}) {
     const std::string a(kernels::activation_name(act));
@@ -643,6 +669,7 @@ std::vector<OpCase> all_op_cases() {
   add_linear_cases(cases);
   add_embedding_cases(cases);
   add_norm_cases(cases);
+  add_fused_norm_cases(cases);
   add_activation_cases(cases);
   add_rope_cases(cases);
   add_attention_cases(cases);

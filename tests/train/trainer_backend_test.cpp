@@ -161,7 +161,7 @@ TEST_F(TrainerBackendTest, EvalTasksScoreLikeCpu) {
   const std::vector<std::string> tasks = {"data.path=" + (root_ / "gpt2_data").string(), "eval.tasks_every=2",
                                           "train.max_steps=2", "eval.every=0"};
   std::map<std::string, nlohmann::json> scored;
-  for (const std::string backend : {std::string("cpu"), std::string(LMT_TRAINER_TEST_BACKEND)}) {
+  for (const std::string& backend : {std::string("cpu"), std::string(LMT_TRAINER_TEST_BACKEND)}) {
     config::Config c = config::Config::defaults();
     for (const std::string& kv : {std::string("model.n_layers=2"), std::string("model.d_model=32"),
                                   std::string("model.n_heads=4"), std::string("model.n_kv_heads=2"),

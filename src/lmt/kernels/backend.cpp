@@ -207,26 +207,70 @@ void Backend::embedding_backward(const TensorView& dtable, const TensorView& dou
   embedding_backward_impl(dtable, dout, ids);
 }
 
+namespace {
+// The forward norms' checks, shared with their fused residual-add forms: inp [N,C] of an activation
+// dtype; out [N,C] of inp's dtype or bf16 (f32 inp); mean (optional: rmsnorm has none), rstd [N]
+// and weight, bias (optional) [C] of inp's dtype.
+void check_norm_forward(Ctx& x, const TensorView& out, const TensorView& mean, const TensorView& rstd,
+                        const TensorView& inp, const TensorView& weight, const TensorView& bias, bool has_mean) {
+  x.dtype("inp", inp, kAct);
+  x.shape("inp", inp, {-1, -1});
+  const int64_t N = inp.dim(0), C = inp.dim(1);
+  x.out_dtype("inp", inp, "out", out);
+  x.shape("out", out, {N, C});
+  if (has_mean) {
+    x.same_dtype("inp", inp, "mean", mean);
+    x.shape("mean", mean, {N});
+  }
+  x.same_dtype("inp", inp, "rstd", rstd);
+  x.shape("rstd", rstd, {N});
+  x.same_dtype("inp", inp, "weight", weight);
+  x.shape("weight", weight, {C});
+  if (bias.present()) {
+    x.shape("bias", bias, {C});
+    x.same_dtype("inp", inp, "bias", bias);
+  }
+}
+
+// sum = a + b feeding a norm: one dtype and shape; out (the norm's) overlaps none of them.
+void check_residual_add(Ctx& x, const TensorView& sum, const TensorView& a, const TensorView& b,
+                        const TensorView& out) {
+  x.dtype("a", a, kAct);
+  x.same_dtype("a", a, "b", b);
+  x.same_dtype("a", a, "sum", sum);
+  x.require(a.present() && b.present() && a.shape() == b.shape() && sum.shape() == a.shape(),
+            "sum, a and b must have one shape");
+  for (const TensorView* v : {&sum, &a, &b})
+    x.require(out.data() != v->data(), "out must not alias sum, a or b");
+}
+}  // namespace
+
 void Backend::layernorm_forward(const TensorView& out, const TensorView& mean,
                                 const TensorView& rstd, const TensorView& inp,
                                 const TensorView& weight, const TensorView& bias, float eps) {
   LMT_OP_TRACE("op:norm");
   Ctx x("layernorm_forward", LMT_ARG(out), LMT_ARG(mean), LMT_ARG(rstd), LMT_ARG(inp),
         LMT_ARG(weight), LMT_ARG(bias));
-  x.dtype("inp", inp, kAct);
-  x.shape("inp", inp, {-1, -1});
-  int64_t N = inp.dim(0), C = inp.dim(1);
-  for (auto [n, v] : {std::pair{"out", &out}, {"mean", &mean}, {"rstd", &rstd}, {"weight", &weight}})
-    x.same_dtype("inp", inp, n, *v);
-  x.shape("out", out, {N, C});
-  x.shape("mean", mean, {N});
-  x.shape("rstd", rstd, {N});
-  x.shape("weight", weight, {C});
-  if (bias.present()) {
-    x.shape("bias", bias, {C});
-    x.same_dtype("inp", inp, "bias", bias);
-  }
+  check_norm_forward(x, out, mean, rstd, inp, weight, bias, /*has_mean=*/true);
   layernorm_forward_impl(out, mean, rstd, inp, weight, bias, eps);
+}
+
+void Backend::add_layernorm_forward(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                                    const TensorView& rstd, const TensorView& a, const TensorView& b,
+                                    const TensorView& weight, const TensorView& bias, float eps) {
+  LMT_OP_TRACE("op:norm");
+  Ctx x("add_layernorm_forward", LMT_ARG(sum), LMT_ARG(out), LMT_ARG(mean), LMT_ARG(rstd), LMT_ARG(a),
+        LMT_ARG(b), LMT_ARG(weight), LMT_ARG(bias));
+  check_residual_add(x, sum, a, b, out);
+  check_norm_forward(x, out, mean, rstd, sum, weight, bias, /*has_mean=*/true);
+  add_layernorm_forward_impl(sum, out, mean, rstd, a, b, weight, bias, eps);
+}
+
+void Backend::add_layernorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                                         const TensorView& rstd, const TensorView& a, const TensorView& b,
+                                         const TensorView& weight, const TensorView& bias, float eps) {
+  add_impl(sum, a, b);
+  layernorm_forward_impl(out, mean, rstd, sum, weight, bias, eps);
 }
 
 void Backend::layernorm_backward(const TensorView& dinp, const TensorView& dweight,
@@ -259,15 +303,24 @@ void Backend::rmsnorm_forward(const TensorView& out, const TensorView& rstd,
                               const TensorView& inp, const TensorView& weight, float eps) {
   LMT_OP_TRACE("op:norm");
   Ctx x("rmsnorm_forward", LMT_ARG(out), LMT_ARG(rstd), LMT_ARG(inp), LMT_ARG(weight));
-  x.dtype("inp", inp, kAct);
-  x.shape("inp", inp, {-1, -1});
-  int64_t N = inp.dim(0), C = inp.dim(1);
-  for (auto [n, v] : {std::pair{"out", &out}, {"rstd", &rstd}, {"weight", &weight}})
-    x.same_dtype("inp", inp, n, *v);
-  x.shape("out", out, {N, C});
-  x.shape("rstd", rstd, {N});
-  x.shape("weight", weight, {C});
+  check_norm_forward(x, out, TensorView(), rstd, inp, weight, TensorView(), /*has_mean=*/false);
   rmsnorm_forward_impl(out, rstd, inp, weight, eps);
+}
+
+void Backend::add_rmsnorm_forward(const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                                  const TensorView& a, const TensorView& b, const TensorView& weight, float eps) {
+  LMT_OP_TRACE("op:norm");
+  Ctx x("add_rmsnorm_forward", LMT_ARG(sum), LMT_ARG(out), LMT_ARG(rstd), LMT_ARG(a), LMT_ARG(b), LMT_ARG(weight));
+  check_residual_add(x, sum, a, b, out);
+  check_norm_forward(x, out, TensorView(), rstd, sum, weight, TensorView(), /*has_mean=*/false);
+  add_rmsnorm_forward_impl(sum, out, rstd, a, b, weight, eps);
+}
+
+void Backend::add_rmsnorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                                       const TensorView& a, const TensorView& b, const TensorView& weight,
+                                       float eps) {
+  add_impl(sum, a, b);
+  rmsnorm_forward_impl(out, rstd, sum, weight, eps);
 }
 
 void Backend::rmsnorm_backward(const TensorView& dinp, const TensorView& dweight,

@@ -202,6 +202,8 @@ class Backend {
   void embedding_backward(const TensorView& dtable, const TensorView& dout, const TensorView& ids);
 
   // ---- normalisation ----------------------------------------------------------------------------
+  // The forward ops' `out` is inp's dtype, or bf16 for an f32 inp: the f32 result rounded once, bit
+  // for bit what convert() of the f32 output gives (bf16 runs feed it straight to the next GEMM).
   // out[N,C] = (inp - mean) * rstd * weight[C] + bias[C] (bias optional); saves mean[N], rstd[N].
   void layernorm_forward(const TensorView& out, const TensorView& mean, const TensorView& rstd,
                          const TensorView& inp, const TensorView& weight, const TensorView& bias,
@@ -218,6 +220,15 @@ class Backend {
   void rmsnorm_backward(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
                         const TensorView& inp, const TensorView& weight, const TensorView& rstd,
                         bool accumulate);
+  // The residual add fused with the norm that follows it (one pass over the stream instead of two):
+  // sum[N,C] = a + b, then the norm of sum exactly as layernorm_forward / rmsnorm_forward of it
+  // (same bits as add() followed by that op on the same backend). a, b, sum share inp's dtype rules;
+  // sum may alias a or b, out aliases none of them.
+  void add_layernorm_forward(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                             const TensorView& rstd, const TensorView& a, const TensorView& b,
+                             const TensorView& weight, const TensorView& bias, float eps);
+  void add_rmsnorm_forward(const TensorView& sum, const TensorView& out, const TensorView& rstd, const TensorView& a,
+                           const TensorView& b, const TensorView& weight, float eps);
 
   // ---- activations ------------------------------------------------------------------------------
   // out[n] = act(inp[n]) (same shapes, any rank); gelu is the tanh approximation.
@@ -418,6 +429,13 @@ class Backend {
                                      const TensorView& dout, const TensorView& inp,
                                      const TensorView& weight, const TensorView& rstd,
                                      bool accumulate) = 0;
+  // Default: add_impl, then the norm's impl over sum. Backends with a fused kernel override them.
+  virtual void add_layernorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                                          const TensorView& rstd, const TensorView& a, const TensorView& b,
+                                          const TensorView& weight, const TensorView& bias, float eps);
+  virtual void add_rmsnorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                                        const TensorView& a, const TensorView& b, const TensorView& weight,
+                                        float eps);
   virtual void activation_forward_impl(Activation act, const TensorView& out,
                                        const TensorView& inp) = 0;
   virtual void activation_backward_impl(Activation act, const TensorView& dinp,

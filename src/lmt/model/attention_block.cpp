@@ -74,14 +74,12 @@ DType attention_compute(const BlockPass& pass) {
 
 float AttentionBlock::scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
 
-void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w,
-                                 const AttentionActs& a, const TensorView& positions, bool bf16,
-                                 const TensorView& f32_nc, const TensorView& seq_nc) {
+void AttentionBlock::project_qkv(int64_t N, const Residual& res_in, const AttentionWeights& w,
+                                 const AttentionActs& a, const TensorView& positions, const TensorView& f32_nc,
+                                 const TensorView& seq_nc) {
   const int64_t NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
-  const TensorView h = bf16 ? f32_nc : a.h;  // the norm output of all N rows, f32
-  norm_all_rows(be_, c_, tp_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc,
+  norm_all_rows(be_, c_, tp_, a.h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc, f32_nc,
                 "the attention norm's output");
-  if (bf16) be_.convert(a.h, h);
   const TensorView q = a.q.reshape({N, NH * HD}), k = a.k.reshape({N, G * HD});
   be_.linear_forward(c_.qk_norm ? a.q_pre : q, a.h, w.q_w, w.q_b);
   be_.linear_forward(c_.qk_norm ? a.k_pre : k, a.h, w.k_w, w.k_b);
@@ -99,21 +97,20 @@ void AttentionBlock::project_qkv(int64_t N, const TensorView& res_in, const Atte
   }
 }
 
-void AttentionBlock::project_out(int64_t N, const TensorView& res_out, const TensorView& res_in,
-                                 const AttentionWeights& w, const AttentionActs& a, bool bf16,
-                                 const TensorView& f32_nc, const TensorView& seq_nc) {
+Residual AttentionBlock::project_out(int64_t N, const TensorView& res_out, const TensorView& res_in,
+                                     const AttentionWeights& w, const AttentionActs& a, bool bf16,
+                                     const TensorView& f32_nc, const TensorView& seq_nc) {
   if (bf16) be_.convert(a.att_c, a.att);
   be_.linear_forward(f32_nc, a.att_c.reshape({N, c_.q_dim()}), w.o_w, row_parallel_bias(tp_, w.o_b));
-  add_row_parallel_output(be_, tp_, res_out, res_in, f32_nc, seq_nc, "the attention output");
+  return row_parallel_output(be_, tp_, res_out, res_in, f32_nc, seq_nc, "the attention output");
 }
 
-void AttentionBlock::forward(const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
-                             const AttentionActs& a, const BlockPass& pass, const TensorView& f32_nc) {
+Residual AttentionBlock::forward(const TensorView& res_out, const Residual& res_in, const AttentionWeights& w,
+                                 const AttentionActs& a, const BlockPass& pass, const TensorView& f32_nc) {
   const int64_t N = a.h.dim(0);  // all rows (res_in has this rank's N/size under sequence parallelism)
-  const bool bf16 = pass.compute == DType::kBF16;
-  project_qkv(N, res_in, w, a, pass.positions, bf16, f32_nc, pass.seq_nc);
+  project_qkv(N, res_in, w, a, pass.positions, f32_nc, pass.seq_nc);
   be_.attention_forward(pass.attention, a.att, a.lse, a.q, a.k, a.v, pass.doc_ids, scale(), attention_compute(pass));
-  project_out(N, res_out, res_in, w, a, bf16, f32_nc, pass.seq_nc);
+  return project_out(N, res_out, res_in.value, w, a, pass.compute == DType::kBF16, f32_nc, pass.seq_nc);
 }
 
 void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& w, const AttentionWeights& g,
@@ -165,9 +162,9 @@ void AttentionBlock::decode(const TensorView& x, const AttentionWeights& w, cons
   d.k = k_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.v = v_cache.reshape({S, G * HD}).slice_rows(length, length + n);
   d.att_c = d.att;
-  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj, TensorView());
+  project_qkv(n, x, w, d, positions, proj, TensorView());
   be_.attention_prefill(d.att.reshape({n, NH, HD}), d.q.reshape({n, NH, HD}), k_cache, v_cache, length, scale());
-  project_out(n, x, x, w, d, /*bf16=*/false, proj, TensorView());
+  materialize(be_, project_out(n, x, x, w, d, /*bf16=*/false, proj, TensorView()));
 }
 
 void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
@@ -180,7 +177,7 @@ void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w,
       << ", k " << a.k.to_string();
   AttentionActs d = a;
   d.att_c = d.att;
-  project_qkv(R, x, w, d, positions, /*bf16=*/false, proj, TensorView());
+  project_qkv(R, x, w, d, positions, proj, TensorView());
   const TensorView q = d.q.reshape({R, NH * HD}), att = d.att.reshape({R, NH * HD});
   const TensorView k_new = d.k.reshape({R, G * HD}), v_new = d.v.reshape({R, G * HD});
   for (int64_t r = 0; r < R; ++r) {
@@ -195,7 +192,7 @@ void AttentionBlock::decode_rows(const TensorView& x, const AttentionWeights& w,
     be_.attention_decode(att.slice_rows(r, r + 1).reshape({1, NH, HD}), q.slice_rows(r, r + 1).reshape({1, NH, HD}),
                          kc, vc, len + 1, scale());
   }
-  project_out(R, x, x, w, d, /*bf16=*/false, proj, TensorView());
+  materialize(be_, project_out(R, x, x, w, d, /*bf16=*/false, proj, TensorView()));
 }
 
 void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights& w, const AttentionActs& a,
@@ -208,7 +205,7 @@ void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights
       << "attention decode_segments of " << n << " rows: k " << a.k.to_string() << ", v " << a.v.to_string();
   AttentionActs d = a;
   d.att_c = d.att;
-  project_qkv(n, x, w, d, positions, /*bf16=*/false, proj, TensorView());
+  project_qkv(n, x, w, d, positions, proj, TensorView());
   const TensorView q = d.q.reshape({n, NH * HD}), att = d.att.reshape({n, NH * HD});
   const TensorView k_new = d.k.reshape({n, G * HD}), v_new = d.v.reshape({n, G * HD});
   const Shape one{1, S, G, HD};
@@ -227,7 +224,7 @@ void AttentionBlock::decode_segments(const TensorView& x, const AttentionWeights
     begin = end;
   }
   LMT_CHECK(begin == n) << "attention decode_segments: the segments cover " << begin << " of " << n << " rows";
-  project_out(n, x, x, w, d, /*bf16=*/false, proj, TensorView());
+  materialize(be_, project_out(n, x, x, w, d, /*bf16=*/false, proj, TensorView()));
 }
 
 }  // namespace lmt::model

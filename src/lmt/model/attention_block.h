@@ -106,9 +106,11 @@ class AttentionBlock {
                             int64_t norm_rows = -1);
 
   // res_out[N,C] = res_in[N,C] + attention output (backward reads res_in again: keep it). Saves `a`.
-  // f32_nc [N,C] f32: scratch (the norm output before conversion, the output projection).
-  void forward(const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w, const AttentionActs& a,
-               const BlockPass& pass, const TensorView& f32_nc);
+  // A pending res_in is written by the norm; the returned res_out is pending on f32_nc (block.h)
+  // unless sequence parallelism added it here. f32_nc [N,C] f32: scratch (the output projection;
+  // under sequence parallelism also the gathered norm output before conversion).
+  Residual forward(const TensorView& res_out, const Residual& res_in, const AttentionWeights& w,
+                   const AttentionActs& a, const BlockPass& pass, const TensorView& f32_nc);
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
   // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.datt, s.dq, s.dk,
@@ -151,13 +153,13 @@ class AttentionBlock {
                        const TensorView& proj);
 
  private:
-  // norm → (bf16 copy) → q, k, v projections → QK-norm → RoPE, into a.h, a.q, a.k, a.v.
+  // norm (into a.h, bf16 in bf16 runs) → q, k, v projections → QK-norm → RoPE, into a.q, a.k, a.v.
   // seq_nc: [N/size, C] f32 scratch under sequence parallelism (res_in then has this rank's rows), else absent.
-  void project_qkv(int64_t N, const TensorView& res_in, const AttentionWeights& w, const AttentionActs& a,
-                   const TensorView& positions, bool bf16, const TensorView& f32_nc, const TensorView& seq_nc);
-  // (bf16 copy of a.att) → o_proj into f32_nc → res_out = res_in + f32_nc.
-  void project_out(int64_t N, const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
-                   const AttentionActs& a, bool bf16, const TensorView& f32_nc, const TensorView& seq_nc);
+  void project_qkv(int64_t N, const Residual& res_in, const AttentionWeights& w, const AttentionActs& a,
+                   const TensorView& positions, const TensorView& f32_nc, const TensorView& seq_nc);
+  // (bf16 copy of a.att) → o_proj into f32_nc → res_out = res_in + f32_nc, returned pending.
+  Residual project_out(int64_t N, const TensorView& res_out, const TensorView& res_in, const AttentionWeights& w,
+                       const AttentionActs& a, bool bf16, const TensorView& f32_nc, const TensorView& seq_nc);
   float scale() const;
   // The [rows, width] shapes q and k take for the QK-norm: per head or (qk_norm_full) per row.
   struct QkNormRows {

@@ -47,27 +47,29 @@ void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, c
                     << ": " << s.ToString();
 }
 
-void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParallel* tp, const TensorView& h,
-                   const TensorView& mean, const TensorView& rstd, const TensorView& res_in, const TensorView& w,
-                   const TensorView& b, const TensorView& seq_nc, const char* what) {
+void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParallel* tp, const TensorView& out,
+                   const TensorView& mean, const TensorView& rstd, const Residual& res, const TensorView& w,
+                   const TensorView& b, const TensorView& seq_nc, const TensorView& f32_full, const char* what) {
   if (!sequence_parallel(tp)) {
-    norm_forward(be, c, h, mean, rstd, res_in, w, b);
+    norm_forward(be, c, out, mean, rstd, res, w, b);
     return;
   }
-  norm_forward(be, c, seq_nc, mean, rstd, res_in, w, b);  // this rank's rows, then everyone's
-  sequence_gather(tp, seq_nc, h, what);
+  norm_forward(be, c, seq_nc, mean, rstd, res, w, b);  // this rank's rows, then everyone's
+  const TensorView full = out.dtype() == DType::kBF16 ? f32_full : out;
+  sequence_gather(tp, seq_nc, full, what);
+  if (full.data() != out.data()) be.convert(out, full);
 }
 
-void add_row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,
+Residual row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,
                              const TensorView& res_in, const TensorView& partial, const TensorView& seq_nc,
                              const char* what) {
   if (sequence_parallel(tp)) {  // this rank's rows of the sum
     sequence_reduce_scatter(tp, partial, seq_nc, what);
     be.add(res_out, res_in, seq_nc);
-    return;
+    return res_out;
   }
   tensor_parallel_sum(tp, partial, what);
-  be.add(res_out, res_in, partial);
+  return Residual(res_out, res_in, partial);
 }
 
 TensorView column_parallel_input_grad(const TensorParallel* tp, const TensorView& dh, const TensorView& seq_nc,
@@ -80,17 +82,17 @@ TensorView column_parallel_input_grad(const TensorParallel* tp, const TensorView
   return seq_nc;
 }
 
-void Transformer::forward_block(int64_t l, BlockActs& a) {
+Residual Transformer::forward_block(int64_t l, BlockActs& a, const Residual& in) {
   const BlockPass pass{plan_.options.compute, plan_.attention, plan_.scratch.positions, doc_ids_, plan_.scratch.seq_nc};
   Scratch& s = plan_.scratch;
-  {
+  Residual mid = [&] {
     LMT_TRACE_SCOPE("attention");
-    AttentionBlock(backend_, config(), l, tensor_parallel())
-        .forward(a.res_mid, plan_.residual[l], AttentionWeights::of(w_.blocks[l], wc_.blocks[l]), a.attn, pass,
-                 s.f32_nc);
-  }
+    return AttentionBlock(backend_, config(), l, tensor_parallel())
+        .forward(a.res_mid, in, AttentionWeights::of(w_.blocks[l], wc_.blocks[l]), a.attn, pass, s.f32_nc);
+  }();
   LMT_TRACE_SCOPE("mlp");
   if (config().moe.is_moe_layer(l)) {
+    materialize(backend_, mid);  // the MoE block's norm reads a written stream
     const MoeConfig& m = config().moe;
     const int64_t capacity = train_pass_ ? kernels::moe_capacity(m.capacity_factor, plan_.B * plan_.T, m.top_k,
                                                                  m.num_experts)
@@ -103,11 +105,10 @@ void Transformer::forward_block(int64_t l, BlockActs& a) {
                                      a.moe, pass.compute, router_bias(l), capacity, s.f32_nc, s.moe.f32_wide, &s.moe,
                                      s.seq_nc);
     if (train_pass_ && !recomputing_) moe_stats_[l].add(st);
-    return;
+    return plan_.residual[l + 1];
   }
-  FfnBlock(backend_, config(), tensor_parallel())
-      .forward(plan_.residual[l + 1], a.res_mid, FfnWeights::of(w_.blocks[l], wc_.blocks[l]), a.ffn, pass.compute,
-               s.f32_nc, s.seq_nc);
+  return FfnBlock(backend_, config(), tensor_parallel())
+      .forward(plan_.residual[l + 1], mid, FfnWeights::of(w_.blocks[l], wc_.blocks[l]), a.ffn, s.f32_nc, s.seq_nc);
 }
 
 // s.dres holds d res_out on entry (from the next block or the final norm) and d res_in on exit.

@@ -4,12 +4,16 @@
 // residual stream:
 //   res_mid = res_in  + AttentionBlock(res_in)
 //   res_out = res_mid + FfnBlock(res_mid)
+// A sub-block's forward returns its output as a Residual (norm.h) whose add is left pending where
+// it can be: the next norm (the next sub-block's, or the final norm) writes the sum as it reads it,
+// so the stream is read once rather than twice. Whoever ends the chain calls materialize().
 // Transformer::forward_block/backward_block (block.cpp) compose them for training; eval::Decoder
 // composes their decode passes over a KV cache. Neither writes block math of its own, so a new
 // variant (another attention, an MoE FFN) is written once, in its sub-block.
 #pragma once
 
 #include "lmt/kernels/backend.h"
+#include "lmt/model/norm.h"
 #include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/tensor_view.h"
 
@@ -49,15 +53,17 @@ void sequence_gather(const TensorParallel* tp, const TensorView& part, const Ten
 void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, const TensorView& part, const char* what);
 
 // The three tensor/sequence-parallel steps every sub-block shares (none without tp):
-// h[N, C] f32 = norm(res_in) of all N rows: under sequence parallelism res_in holds this rank's
-// rows, normalised into seq_nc [n, C] and all-gathered into h.
-void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParallel* tp, const TensorView& h,
-                   const TensorView& mean, const TensorView& rstd, const TensorView& res_in, const TensorView& w,
-                   const TensorView& b, const TensorView& seq_nc, const char* what);
+// out[N, C] = norm(res) of all N rows, f32 or bf16 (bf16 runs: the GEMMs' input). A pending res is
+// written in the same pass. Under sequence parallelism res holds this rank's rows (written first if
+// pending), normalised into seq_nc [n, C] f32 and all-gathered into out, or for a bf16 out into
+// f32_full [N, C] and converted.
+void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParallel* tp, const TensorView& out,
+                   const TensorView& mean, const TensorView& rstd, const Residual& res, const TensorView& w,
+                   const TensorView& b, const TensorView& seq_nc, const TensorView& f32_full, const char* what);
 // res_out = res_in + the sum over the group of the row-parallel output `partial` [N, C] (f32,
-// clobbered): summed in place, or under sequence parallelism reduce-scattered into seq_nc [n, C]
-// for this rank's rows.
-void add_row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,
+// clobbered), summed in place and left pending (the next norm adds it: Residual), or under
+// sequence parallelism reduce-scattered into seq_nc [n, C] for this rank's rows and added here.
+Residual row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,
                              const TensorView& res_in, const TensorView& partial, const TensorView& seq_nc,
                              const char* what);
 // The norm's d out from the column-parallel GEMMs' partial d h [N, C]: summed in place (and

@@ -30,12 +30,10 @@ FfnActs FfnBlock::plan(const ModelConfig& c, int64_t N, DType cd, DType f, Arena
   return a;
 }
 
-void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
-                       DType compute, const TensorView& f32_nc, const TensorView& seq_nc) {
-  const bool bf16 = compute == DType::kBF16;
-  const TensorView h = bf16 ? f32_nc : a.h;  // the norm output of all N rows, f32
-  norm_all_rows(be_, c_, tp_, h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc, "the FFN norm's output");
-  if (bf16) be_.convert(a.h, h);
+Residual FfnBlock::forward(const TensorView& res_out, const Residual& res_in, const FfnWeights& w, const FfnActs& a,
+                           const TensorView& f32_nc, const TensorView& seq_nc) {
+  norm_all_rows(be_, c_, tp_, a.h, a.norm_mean, a.norm_rstd, res_in, w.norm_w, w.norm_b, seq_nc, f32_nc,
+                "the FFN norm's output");
   be_.linear_forward(a.u, a.h, w.up_w, w.up_b);
   // a.a is bf16 in bf16 mode: the activation ops round their f32 result into it (backend.h).
   if (c_.ffn == FfnKind::kGlu)
@@ -43,7 +41,7 @@ void FfnBlock::forward(const TensorView& res_out, const TensorView& res_in, cons
   else
     be_.activation_forward(c_.activation, a.a, a.u);
   be_.linear_forward(f32_nc, a.a, w.down_w, row_parallel_bias(tp_, w.down_b));
-  add_row_parallel_output(be_, tp_, res_out, res_in, f32_nc, seq_nc, "the FFN output");
+  return row_parallel_output(be_, tp_, res_out, res_in.value, f32_nc, seq_nc, "the FFN output");
 }
 
 void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a,

@@ -35,6 +35,7 @@
 
 #include "lmt/kernels/backend.h"
 #include "lmt/model/config.h"
+#include "lmt/model/norm.h"
 #include "lmt/model/params.h"
 #include "lmt/model/tensor_parallel.h"
 #include "lmt/tensor/arena.h"
@@ -79,12 +80,14 @@ class FfnBlock {
   static FfnActs plan(const ModelConfig& c, int64_t N, DType compute, DType f, Arena& arena, int64_t norm_rows = -1);
 
   // res_out[N,C] = res_in[N,C] + FFN output (backward reads res_in again: keep it). Saves `a`.
-  // Scratch: f32_nc [N,C] f32 (the norm output before conversion, down's output). In bf16 mode the
-  // activation is written straight into a.a as bf16.
+  // A pending res_in is written by the norm; the returned res_out is pending on f32_nc (block.h)
+  // unless sequence parallelism added it here. Scratch: f32_nc [N,C] f32 (down's output; under
+  // sequence parallelism also the gathered norm output before conversion). In bf16 mode the norm
+  // output and the activation are written straight into a.h and a.a as bf16.
   // seq_nc: [N/size, C] f32 scratch under sequence parallelism (res_in, res_out and the norm
   // statistics then hold this rank's rows; N is a.h's), else absent.
-  void forward(const TensorView& res_out, const TensorView& res_in, const FfnWeights& w, const FfnActs& a,
-               DType compute, const TensorView& f32_nc, const TensorView& seq_nc = TensorView());
+  Residual forward(const TensorView& res_out, const Residual& res_in, const FfnWeights& w, const FfnActs& a,
+                   const TensorView& f32_nc, const TensorView& seq_nc = TensorView());
 
   // Given forward's res_in and `a` (unchanged since), with s.dres = d res_out: grads += into `g`
   // (views of the gradient buffer), s.dres += d res_in through the norm. Uses s.da, s.du (absent in
@@ -98,7 +101,7 @@ class FfnBlock {
   // x[n,C] += FFN output of n new tokens, in f32: forward over rows [0, n) of chunk scratch `a`;
   // proj [n,C] f32: scratch.
   void decode(const TensorView& x, const FfnWeights& w, const FfnActs& a, const TensorView& proj) {
-    forward(x, x, w, a, DType::kF32, proj, TensorView());
+    materialize(be_, forward(x, x, w, a, proj, TensorView()));
   }
 
  private:

@@ -269,10 +269,9 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   const int64_t n_in = res_in.dim(0);  // under sequence parallelism this rank's rows; N: all of them
   const int64_t N = sequence_parallel(tp_) ? n_in * tp_->size : n_in;
   const bool bf16 = compute == DType::kBF16;
-  const TensorView h = first(acts.h, N), norm_out = bf16 ? first(f32_nc, N) : h;
-  norm_all_rows(be_, c_, tp_, norm_out, first(acts.norm_mean, n_in), first(acts.norm_rstd, n_in), res_in, w.norm_w,
-                w.norm_b, seq_nc, "the MoE norm's output");
-  if (bf16) be_.convert(h, norm_out);
+  const TensorView h = first(acts.h, N);
+  norm_all_rows(be_, c_, tp_, h, first(acts.norm_mean, n_in), first(acts.norm_rstd, n_in), res_in, w.norm_w, w.norm_b,
+                seq_nc, first(f32_nc, N), "the MoE norm's output");
 
   // Router and routing.
   const TensorView logits = first(acts.logits, N), probs = first(acts.probs, N), lse = first(acts.lse, N);
@@ -358,7 +357,7 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   }
   // Tensor parallelism: every rank computed its hidden units of every expert; the sum over the
   // group is the output (sequence parallelism: this rank's rows of it).
-  if (tp_) add_row_parallel_output(be_, tp_, res_out, res_in, out, seq_nc, "the MoE output");
+  if (tp_) materialize(be_, row_parallel_output(be_, tp_, res_out, res_in, out, seq_nc, "the MoE output"));
 
   MoeStats s;
   s.load = r.load;

@@ -15,9 +15,25 @@
 
 namespace lmt::model {
 
-// out = norm(inp) · weight (+ bias); saves mean (LayerNorm) and rstd for backward.
+// The input of a pre-norm: the residual stream `value` [N,C], or, with `add` present, the stream
+// still to be written as value = base + add. The sub-block before the norm leaves its residual add
+// pending so that the norm writes the sum and normalises it in one pass
+// (Backend::add_layernorm_forward / add_rmsnorm_forward: the same bits as add() then the norm).
+struct Residual {
+  TensorView value, base, add;
+  Residual(const TensorView& v) : value(v) {}  // NOLINT(google-explicit-constructor): a written stream
+  Residual(const TensorView& v, const TensorView& b, const TensorView& a) : value(v), base(b), add(a) {}
+  bool pending() const { return add.present(); }
+};
+
+// Writes a pending residual's value (add()); nothing when it is written already.
+void materialize(kernels::Backend& be, const Residual& r);
+
+// out = norm(inp) · weight (+ bias); saves mean (LayerNorm) and rstd for backward. out is inp's
+// dtype, or bf16 for an f32 inp (rounded once, as convert() would). A pending inp is written first,
+// in the same pass.
 void norm_forward(kernels::Backend& be, const ModelConfig& c, const TensorView& out, const TensorView& mean,
-                  const TensorView& rstd, const TensorView& inp, const TensorView& weight, const TensorView& bias);
+                  const TensorView& rstd, const Residual& inp, const TensorView& weight, const TensorView& bias);
 
 // dinp (= or += with accumulate), dweight +=, dbias += (optional) from dout and forward's inp, mean, rstd.
 void norm_backward(kernels::Backend& be, const ModelConfig& c, const TensorView& dinp, const TensorView& dweight,

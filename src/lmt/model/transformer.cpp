@@ -330,17 +330,18 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
     if (config().positions == PositionKind::kLearned)
       backend_.embedding_forward(plan_.residual[0], sequence_rows(s.positions), w_.pos_embed, true);
   }
+  Residual stream = plan_.residual[0];
   for (int64_t l = 0; l < config().n_layers; ++l) {
     if (params_needed_) params_needed_(l, false);
-    forward_block(l, plan_.block(l));
+    stream = forward_block(l, plan_.block(l), stream);
   }
-  if (!role_.last) return;  // the output is residual[n_layers] (stage_output())
-  const bool bf = plan_.options.compute == DType::kBF16;
-  const TensorView hf = bf ? s.f32_nc : s.final_h;  // all N rows, f32
+  if (!role_.last) {  // the output is residual[n_layers] (stage_output())
+    materialize(backend_, stream);
+    return;
+  }
   // Under sequence parallelism this rank's rows, then everyone's: the head needs all of them.
-  norm_all_rows(backend_, config(), tensor_parallel(), hf, s.final_mean, s.final_rstd, plan_.residual[config().n_layers],
-                w_.final_norm_w, w_.final_norm_b, s.seq_nc, "the final norm's output");
-  if (bf) backend_.convert(s.final_h, hf);
+  norm_all_rows(backend_, config(), tensor_parallel(), s.final_h, s.final_mean, s.final_rstd, stream, w_.final_norm_w,
+                w_.final_norm_b, s.seq_nc, s.f32_nc, "the final norm's output");
 }
 
 TensorView Transformer::sequence_rows(const TensorView& all) const {
@@ -425,7 +426,7 @@ void Transformer::backward() {
     if (plan_.options.recompute) {  // rebuild what the checkpoint dropped (same routing: same inputs)
       recomputing_ = true;
       train_pass_ = true;
-      forward_block(l, acts);
+      forward_block(l, acts, plan_.residual[l]);  // its output, residual[l + 1], is kept: left pending
       train_pass_ = recomputing_ = false;
     }
     backward_block(l, acts);

@@ -195,8 +195,10 @@ class Transformer {
  private:
   // Embeddings, every block and the final norm (into plan_.scratch.final_h).
   void forward_trunk(const int32_t* tokens, const int32_t* doc_ids, const int32_t* positions);
-  // One block (block.cpp): AttentionBlock then FfnBlock over this model's views and plan.
-  void forward_block(int64_t layer, BlockActs& acts);
+  // One block (block.cpp): AttentionBlock then FfnBlock over this model's views and plan. `in` is
+  // plan_.residual[layer], written or pending (the previous block's output); the result is
+  // plan_.residual[layer + 1], pending on scratch.f32_nc where it can be (model/block.h).
+  Residual forward_block(int64_t layer, BlockActs& acts, const Residual& in);
   void backward_block(int64_t layer, BlockActs& acts);
   // The gradients of block `layer` that its backward writes with one GEMM each (zero_grads).
   std::vector<TensorView> written_block_grads(int64_t layer) const;

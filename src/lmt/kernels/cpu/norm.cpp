@@ -1,4 +1,6 @@
-// cpu: layernorm and rmsnorm (rmsnorm also serves QK-norm: many short rows of C = head dim).
+// cpu: layernorm and rmsnorm (rmsnorm also serves QK-norm: many short rows of C = head dim), and
+// their forms fused with the residual add before them (the sum row is written, then normalised while
+// it is in cache; the same row functions as the unfused ops, so the same bits).
 //
 // Rows are independent, so forward and the dinp part of backward are one OpenMP loop over rows
 // with AVX-512 inner loops (masked tails, so any C works). Statistics are f32 with a two-pass
@@ -182,28 +184,96 @@ void require_all_f32(const char* op, std::initializer_list<const TensorView*> vi
   for (const TensorView* v : views) cpu_require_f32(op, *v);
 }
 
+// A forward over rows: x [N,C] f32 (written as add_a + add_b first when those are given: the fused
+// residual add), out [N,C] f32 or bf16, mean (layernorm only) and rstd [N].
+struct NormRows {
+  float* x = nullptr;
+  const float* add_a = nullptr;
+  const float* add_b = nullptr;
+  float* out = nullptr;
+  uint16_t* out16 = nullptr;  // bf16 out: each row staged in f32 segments, then rounded like convert()
+  float* mean = nullptr;
+  float* rstd = nullptr;
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  int64_t N = 0, C = 0;
+  bool centered = false;  // layernorm; else rmsnorm
+  float eps = 0.0f;
+
+  static NormRows of(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& x,
+                     const TensorView& weight, const TensorView& bias, bool centered, float eps) {
+    NormRows r;
+    r.x = static_cast<float*>(x.data());
+    if (out.dtype() == DType::kBF16) r.out16 = static_cast<uint16_t*>(out.data());
+    else r.out = out.as<float>();
+    r.mean = mean.present() ? mean.as<float>() : nullptr;
+    r.rstd = rstd.as<float>();
+    r.weight = weight.as<float>();
+    r.bias = bias.present() ? bias.as<float>() : nullptr;
+    r.N = x.dim(0);
+    r.C = x.dim(1);
+    r.centered = centered;
+    r.eps = eps;
+    return r;
+  }
+};
+
+constexpr int64_t kStagedColumns = 2048;  // a multiple of 16: every segment but the last is whole vectors
+
+void norm_forward_rows(const NormRows& p) {
+  const int64_t N = p.N, C = p.C;
+  const float inv_c = 1.0f / static_cast<float>(C);
+  const double inv_c64 = 1.0 / static_cast<double>(C);
+#pragma omp parallel for schedule(static) if (N * C > 16384)
+  for (int64_t n = 0; n < N; ++n) {
+    float* xr = p.x + n * C;
+    if (p.add_a != nullptr) {  // exactly add(): one f32 rounding per element
+      const float *a = p.add_a + n * C, *b = p.add_b + n * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) xr[c] = a[c] + b[c];
+    }
+    float shift = 0.0f, r;
+    if (p.centered) {
+      shift = row_sum(xr, C) * inv_c;
+      const float var = row_sum_sq_dev(xr, C, shift) * inv_c;
+      r = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) + p.eps));
+      p.mean[n] = shift;
+    } else {
+      const double ms = static_cast<double>(row_sum_sq_dev(xr, C, 0.0f)) * inv_c64;
+      r = static_cast<float>(1.0 / std::sqrt(ms + p.eps));
+    }
+    p.rstd[n] = r;
+    if (p.out16 == nullptr) {
+      normalize_row(p.out + n * C, xr, C, shift, r, p.weight, p.bias);
+      continue;
+    }
+    float staged[kStagedColumns];
+    for (int64_t c = 0; c < C; c += kStagedColumns) {
+      const int64_t len = std::min(kStagedColumns, C - c);
+      normalize_row(staged, xr + c, len, shift, r, p.weight + c, p.bias != nullptr ? p.bias + c : nullptr);
+      cpu_f32_to_bf16(p.out16 + n * C + c, staged, len);
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::layernorm_forward_impl(const TensorView& out, const TensorView& mean,
                                         const TensorView& rstd, const TensorView& inp,
                                         const TensorView& weight, const TensorView& bias,
                                         float eps) {
-  require_all_f32("layernorm_forward", {&out, &mean, &rstd, &inp, &weight, &bias});
-  const int64_t N = inp.dim(0), C = inp.dim(1);
-  const float *x = inp.as<float>(), *w = weight.as<float>();
-  const float* b = bias.present() ? bias.as<float>() : nullptr;
-  float *y = out.as<float>(), *mu = mean.as<float>(), *rs = rstd.as<float>();
-  const float inv_c = 1.0f / static_cast<float>(C);
-#pragma omp parallel for schedule(static) if (N * C > 16384)
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;
-    const float m = row_sum(xr, C) * inv_c;
-    const float var = row_sum_sq_dev(xr, C, m) * inv_c;
-    const float r = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var) + eps));
-    normalize_row(y + n * C, xr, C, m, r, w, b);
-    mu[n] = m;
-    rs[n] = r;
-  }
+  require_all_f32("layernorm_forward", {&mean, &rstd, &inp, &weight, &bias});
+  norm_forward_rows(NormRows::of(out, mean, rstd, inp, weight, bias, /*centered=*/true, eps));
+}
+
+void CpuBackend::add_layernorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                                            const TensorView& rstd, const TensorView& a, const TensorView& b,
+                                            const TensorView& weight, const TensorView& bias, float eps) {
+  require_all_f32("add_layernorm_forward", {&sum, &mean, &rstd, &a, &b, &weight, &bias});
+  NormRows rows = NormRows::of(out, mean, rstd, sum, weight, bias, /*centered=*/true, eps);
+  rows.add_a = a.as<float>();
+  rows.add_b = b.as<float>();
+  norm_forward_rows(rows);
 }
 
 void CpuBackend::layernorm_backward_impl(const TensorView& dinp, const TensorView& dweight,
@@ -227,19 +297,18 @@ void CpuBackend::layernorm_backward_impl(const TensorView& dinp, const TensorVie
 
 void CpuBackend::rmsnorm_forward_impl(const TensorView& out, const TensorView& rstd,
                                       const TensorView& inp, const TensorView& weight, float eps) {
-  require_all_f32("rmsnorm_forward", {&out, &rstd, &inp, &weight});
-  const int64_t N = inp.dim(0), C = inp.dim(1);
-  const float *x = inp.as<float>(), *w = weight.as<float>();
-  float *y = out.as<float>(), *rs = rstd.as<float>();
-  const double inv_c = 1.0 / static_cast<double>(C);
-#pragma omp parallel for schedule(static) if (N * C > 16384)
-  for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * C;
-    const double ms = static_cast<double>(row_sum_sq_dev(xr, C, 0.0f)) * inv_c;
-    const float r = static_cast<float>(1.0 / std::sqrt(ms + eps));
-    normalize_row(y + n * C, xr, C, 0.0f, r, w, nullptr);
-    rs[n] = r;
-  }
+  require_all_f32("rmsnorm_forward", {&rstd, &inp, &weight});
+  norm_forward_rows(NormRows::of(out, TensorView(), rstd, inp, weight, TensorView(), /*centered=*/false, eps));
+}
+
+void CpuBackend::add_rmsnorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                                          const TensorView& a, const TensorView& b, const TensorView& weight,
+                                          float eps) {
+  require_all_f32("add_rmsnorm_forward", {&sum, &rstd, &a, &b, &weight});
+  NormRows rows = NormRows::of(out, TensorView(), rstd, sum, weight, TensorView(), /*centered=*/false, eps);
+  rows.add_a = a.as<float>();
+  rows.add_b = b.as<float>();
+  norm_forward_rows(rows);
 }
 
 void CpuBackend::rmsnorm_backward_impl(const TensorView& dinp, const TensorView& dweight,

@@ -31,20 +31,6 @@ static_assert(static_cast<int>(cm::Act::kGeluTanh) == static_cast<int>(Activatio
 
 constexpr int kThreads = 256;
 
-// Four outputs at once: 16 bytes of f32 or 8 of bf16 (aligned_out says whether p allows it).
-bool aligned_out(const float* p) { return aligned(p, 16); }
-bool aligned_out(const uint16_t* p) { return aligned(p, 8); }
-__device__ __forceinline__ void store4(float* p, int64_t i4, float4 v) { reinterpret_cast<float4*>(p)[i4] = v; }
-__device__ __forceinline__ void store4(uint16_t* p, int64_t i4, float4 v) {
-  reinterpret_cast<uint2*>(p)[i4] = bf16x4(v);
-}
-// Calls f(pointer) with t's data as float* or uint16_t* (bf16).
-template <typename F>
-void with_out(const TensorView& t, F&& f) {
-  if (is_bf16(t)) f(dptr<uint16_t>(t));
-  else f(dptr<float>(t));
-}
-
 template <typename F>
 void with_act(Activation a, F&& f) {
   switch (a) {

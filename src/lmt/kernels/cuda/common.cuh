@@ -75,6 +75,21 @@ __device__ __forceinline__ uint2 bf16x4(float4 v) {
                     uint32_t(cuda_math::bf16_round(v.z)) | (uint32_t(cuda_math::bf16_round(v.w)) << 16));
 }
 
+// Outputs of f32 or bf16 (the activation and norm ops' `out`, backend.h): four at once, 16 bytes of
+// f32 or 8 of bf16 (aligned_out says whether p allows it); with_out calls f(pointer) with t's data
+// as float* or uint16_t* (bf16).
+inline bool aligned_out(const float* p) { return aligned(p, 16); }
+inline bool aligned_out(const uint16_t* p) { return aligned(p, 8); }
+__device__ __forceinline__ void store4(float* p, int64_t i4, float4 v) { reinterpret_cast<float4*>(p)[i4] = v; }
+__device__ __forceinline__ void store4(uint16_t* p, int64_t i4, float4 v) {
+  reinterpret_cast<uint2*>(p)[i4] = bf16x4(v);
+}
+template <typename F>
+void with_out(const TensorView& t, F&& f) {
+  if (is_bf16(t)) f(dptr<uint16_t>(t));
+  else f(dptr<float>(t));
+}
+
 // Sum / max over groups of `Lanes` consecutive lanes (32: the warp; 16: each half-warp, since xor
 // offsets below 16 never cross a half); every lane of a group gets its group's result.
 template <int Lanes = 32, typename T>

@@ -204,6 +204,16 @@ void CudaBackend::rmsnorm_backward_impl(const TensorView& dinp, const TensorView
                                         bool accumulate) {
   cuda::rmsnorm_backward(init(), dinp, dweight, dout, inp, weight, rstd, accumulate);
 }
+void CudaBackend::add_layernorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                                             const TensorView& rstd, const TensorView& a, const TensorView& b,
+                                             const TensorView& weight, const TensorView& bias, float eps) {
+  cuda::add_layernorm_forward(init(), sum, out, mean, rstd, a, b, weight, bias, eps);
+}
+void CudaBackend::add_rmsnorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                                           const TensorView& a, const TensorView& b, const TensorView& weight,
+                                           float eps) {
+  cuda::add_rmsnorm_forward(init(), sum, out, rstd, a, b, weight, eps);
+}
 void CudaBackend::activation_forward_impl(Activation act, const TensorView& out, const TensorView& inp) {
   cuda::activation_forward(init(), act, out, inp);
 }

@@ -71,6 +71,12 @@ class CudaBackend final : public Backend {
   void rmsnorm_backward_impl(const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
                              const TensorView& inp, const TensorView& weight, const TensorView& rstd,
                              bool accumulate) override;
+  void add_layernorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& mean,
+                                  const TensorView& rstd, const TensorView& a, const TensorView& b,
+                                  const TensorView& weight, const TensorView& bias, float eps) override;
+  void add_rmsnorm_forward_impl(const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                                const TensorView& a, const TensorView& b, const TensorView& weight,
+                                float eps) override;
   void activation_forward_impl(Activation act, const TensorView& out, const TensorView& inp) override;
   void activation_backward_impl(Activation act, const TensorView& dinp, const TensorView& dout,
                                 const TensorView& inp) override;

@@ -1,4 +1,5 @@
-// LayerNorm and RMSNorm, forward and backward (kernels/backend.h): inp, out, dout, dinp f32 [N,C];
+// LayerNorm and RMSNorm, forward and backward, and the forwards fused with the residual add before
+// them (kernels/backend.h): inp, dout, dinp f32 [N,C]; out f32 or bf16 [N,C];
 // weight, bias, dweight, dbias f32 [C]; mean, rstd f32 [N]. dweight/dbias accumulate (+=); dinp is
 // overwritten, or accumulated when `accumulate`; bias/dbias are optional. The per-element math is
 // math/norm_math.h (the host test runs it against the ref backend).
@@ -53,23 +54,39 @@ void with_cache_width(int64_t C, F&& f) {
 
 unsigned row_blocks(int64_t N) { return blocks_for(N, kRowWarps); }
 
+// The residual add before a norm (add_*norm_forward): with kAdd the row is first written as
+// x[c] = a[c] + b[c] (one f32 rounding, as add()) and normalised from those values, which is what
+// the plain kernel reads back from x: the same bits as add() then the norm.
+struct AddInputs {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
 // kCentered: layernorm (mean subtracted, bias allowed); else rmsnorm. mean_out and bias may be null.
-template <int K, bool kCentered>
+// OutT float or uint16_t (bf16, rounded like convert()).
+template <int K, bool kCentered, bool kAdd, typename OutT>
 __global__ void __launch_bounds__(kRowThreads)
-    norm_forward_kernel(float* out, float* mean_out, float* rstd_out, const float* inp, const float* weight,
+    norm_forward_kernel(OutT* out, float* mean_out, float* rstd_out, float* inp, AddInputs add, const float* weight,
                         const float* bias, int64_t N, int C, float eps) {
   const int lane = threadIdx.x & 31;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowWarps;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5); row < N; row += stride) {
-    const float* x = inp + row * C;
+    float* x = inp + row * C;
     float v[K];
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < K; ++j) {
       const int c = lane + 32 * j;
-      v[j] = c < C ? x[c] : 0.0f;
+      if constexpr (kAdd) {
+        v[j] = c < C ? add.a[row * C + c] + add.b[row * C + c] : 0.0f;
+        if (c < C) x[c] = v[j];
+      } else {
+        v[j] = c < C ? x[c] : 0.0f;
+      }
       if (c < C) sum += v[j];
     }
+    if constexpr (kAdd)  // the columns past the register cache: written here, re-read below (same lane)
+      for (int c = lane + 32 * K; c < C; c += 32) x[c] = add.a[row * C + c] + add.b[row * C + c];
     float mean = 0.0f;
     if constexpr (kCentered) {
       for (int c = lane + 32 * K; c < C; c += 32) sum += x[c];
@@ -87,14 +104,14 @@ __global__ void __launch_bounds__(kRowThreads)
       sq += d * d;
     }
     const float rstd = cm::norm_rstd(warp_sum(sq), C, eps);
-    float* y = out + row * C;
+    OutT* y = out + row * C;
 #pragma unroll
     for (int j = 0; j < K; ++j) {
       const int c = lane + 32 * j;
-      if (c < C) y[c] = cm::norm_forward(v[j], mean, rstd, weight[c], bias != nullptr ? bias[c] : 0.0f);
+      if (c < C) store_f(y, c, cm::norm_forward(v[j], mean, rstd, weight[c], bias != nullptr ? bias[c] : 0.0f));
     }
     for (int c = lane + 32 * K; c < C; c += 32)
-      y[c] = cm::norm_forward(x[c], mean, rstd, weight[c], bias != nullptr ? bias[c] : 0.0f);
+      store_f(y, c, cm::norm_forward(x[c], mean, rstd, weight[c], bias != nullptr ? bias[c] : 0.0f));
     if (lane == 0) {
       if (mean_out != nullptr) mean_out[row] = mean;
       rstd_out[row] = rstd;
@@ -108,23 +125,33 @@ __global__ void __launch_bounds__(kRowThreads)
 // float4's 4 columns, then the float4s in order, then the warp's butterfly: deterministic, in a
 // different order than the scalar kernels (agreement within f32 rounding).
 __device__ __forceinline__ float sum4(float4 v) { return (v.x + v.y) + (v.z + v.w); }
+__device__ __forceinline__ float4 add4(float4 a, float4 b) {
+  return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
 
-template <int K4, bool kCentered>
+template <int K4, bool kCentered, bool kAdd, typename OutT>
 __global__ void __launch_bounds__(kRowThreads)
-    norm_forward_vec_kernel(float* out, float* mean_out, float* rstd_out, const float* inp, const float* weight,
-                            const float* bias, int64_t N, int C, float eps) {
+    norm_forward_vec_kernel(OutT* out, float* mean_out, float* rstd_out, float* inp, AddInputs add,
+                            const float* weight, const float* bias, int64_t N, int C, float eps) {
   const int lane = threadIdx.x & 31, C4 = C / 4;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kRowWarps;
   const float4* w4 = reinterpret_cast<const float4*>(weight);
   const float4* b4 = reinterpret_cast<const float4*>(bias);
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * kRowWarps + (threadIdx.x >> 5); row < N; row += stride) {
-    const float4* x = reinterpret_cast<const float4*>(inp + row * C);
+    float4* x = reinterpret_cast<float4*>(inp + row * C);
     float4 v[K4];
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < K4; ++j) {
       const int c = lane + 32 * j;
-      v[j] = c < C4 ? x[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if constexpr (kAdd) {
+        v[j] = c < C4 ? add4(reinterpret_cast<const float4*>(add.a + row * C)[c],
+                             reinterpret_cast<const float4*>(add.b + row * C)[c])
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (c < C4) x[c] = v[j];
+      } else {
+        v[j] = c < C4 ? x[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
       sum += sum4(v[j]);
     }
     const float mean = kCentered ? cm::norm_mean(warp_sum(sum), C) : 0.0f;
@@ -137,16 +164,15 @@ __global__ void __launch_bounds__(kRowThreads)
       }
     }
     const float rstd = cm::norm_rstd(warp_sum(sq), C, eps);
-    float4* y = reinterpret_cast<float4*>(out + row * C);
+    OutT* y = out + row * C;
 #pragma unroll
     for (int j = 0; j < K4; ++j) {
       const int c = lane + 32 * j;
       if (c < C4) {
         const float4 w = w4[c], b = bias != nullptr ? b4[c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        y[c] = make_float4(cm::norm_forward(v[j].x, mean, rstd, w.x, b.x),
-                           cm::norm_forward(v[j].y, mean, rstd, w.y, b.y),
-                           cm::norm_forward(v[j].z, mean, rstd, w.z, b.z),
-                           cm::norm_forward(v[j].w, mean, rstd, w.w, b.w));
+        store4(y, c,
+               make_float4(cm::norm_forward(v[j].x, mean, rstd, w.x, b.x), cm::norm_forward(v[j].y, mean, rstd, w.y, b.y),
+                           cm::norm_forward(v[j].z, mean, rstd, w.z, b.z), cm::norm_forward(v[j].w, mean, rstd, w.w, b.w)));
       }
     }
     if (lane == 0) {
@@ -355,34 +381,54 @@ void check_width(const char* op, int64_t C) {
 
 size_t align256(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
+// x is the norm's input, or with `add` the sum it writes first (AddInputs). The float4 kernels need
+// every row 16-byte aligned (out 8-byte for bf16). A fused add whose a or b is not aligned where the
+// rest is runs as add() then the norm, so that it keeps the unfused op's kernel, and so its bits.
 template <bool kCentered>
 void norm_forward(Context& ctx, const TensorView& out, const TensorView& mean, const TensorView& rstd,
-                  const TensorView& inp, const TensorView& weight, const TensorView& bias, float eps) {
+                  const TensorView& inp, const TensorView& weight, const TensorView& bias, float eps,
+                  const TensorView& add_a = TensorView(), const TensorView& add_b = TensorView()) {
+  const char* op = add_a.present() ? (kCentered ? "add_layernorm_forward" : "add_rmsnorm_forward")
+                                   : (kCentered ? "layernorm_forward" : "rmsnorm_forward");
   const int64_t N = inp.dim(0), C = inp.dim(1);
-  check_width(kCentered ? "layernorm_forward" : "rmsnorm_forward", C);
+  check_width(op, C);
   if (N == 0 || C == 0) return;
-  float* o = dptr<float>(out);
   float* m = dptr<float>(mean);
   float* r = dptr<float>(rstd);
-  const float* x = dptr<const float>(inp);
+  float* x = dptr<float>(inp);
   const float* w = dptr<const float>(weight);
   const float* b = dptr<const float>(bias);
-  const int k4 = C % 4 == 0 && aligned(o, 16) && aligned(x, 16) && aligned(w, 16) && (b == nullptr || aligned(b, 16))
-                     ? vec_width(C, 32)
-                     : 0;
-  if (k4 > 0) {
-    with_vec_width(k4, [&](auto k) {
-      if constexpr (decltype(k)::value <= 32)
-        norm_forward_vec_kernel<decltype(k)::value, kCentered>
-            <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(o, m, r, x, w, b, N, static_cast<int>(C), eps);
-      LMT_CUDA_LAUNCHED();
-    });
-    return;
-  }
-  with_cache_width(C, [&](auto k) {
-    norm_forward_kernel<decltype(k)::value, kCentered>
-        <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(o, m, r, x, w, b, N, static_cast<int>(C), eps);
-    LMT_CUDA_LAUNCHED();
+  const AddInputs add{dptr<const float>(add_a), dptr<const float>(add_b)};
+  with_out(out, [&](auto* o) {
+    using OutT = std::remove_pointer_t<decltype(o)>;
+    const bool vec = C % 4 == 0 && aligned_out(o) && aligned(x, 16) && aligned(w, 16) &&
+                     (b == nullptr || aligned(b, 16));
+    const int k4 = vec ? vec_width(C, 32) : 0;
+    const bool add_vec = add.a == nullptr || (aligned(add.a, 16) && aligned(add.b, 16));
+    if (k4 > 0 && !add_vec) {
+      cuda::add(ctx, inp, add_a, add_b);
+      norm_forward<kCentered>(ctx, out, mean, rstd, inp, weight, bias, eps);
+      return;
+    }
+    const auto launch = [&](auto kadd) {
+      constexpr bool kAdd = decltype(kadd)::value;
+      if (k4 > 0) {
+        with_vec_width(k4, [&](auto k) {
+          if constexpr (decltype(k)::value <= 32)
+            norm_forward_vec_kernel<decltype(k)::value, kCentered, kAdd, OutT>
+                <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(o, m, r, x, add, w, b, N, static_cast<int>(C), eps);
+          LMT_CUDA_LAUNCHED();
+        });
+        return;
+      }
+      with_cache_width(C, [&](auto k) {
+        norm_forward_kernel<decltype(k)::value, kCentered, kAdd, OutT>
+            <<<row_blocks(N), kRowThreads, 0, ctx.stream>>>(o, m, r, x, add, w, b, N, static_cast<int>(C), eps);
+        LMT_CUDA_LAUNCHED();
+      });
+    };
+    if (add.a != nullptr) launch(std::true_type{});
+    else launch(std::false_type{});
   });
 }
 
@@ -458,6 +504,17 @@ void layernorm_backward(Context& ctx, const TensorView& dinp, const TensorView& 
 void rmsnorm_forward(Context& ctx, const TensorView& out, const TensorView& rstd, const TensorView& inp,
                      const TensorView& weight, float eps) {
   norm_forward<false>(ctx, out, TensorView(), rstd, inp, weight, TensorView(), eps);
+}
+
+void add_layernorm_forward(Context& ctx, const TensorView& sum, const TensorView& out, const TensorView& mean,
+                           const TensorView& rstd, const TensorView& a, const TensorView& b, const TensorView& weight,
+                           const TensorView& bias, float eps) {
+  norm_forward<true>(ctx, out, mean, rstd, sum, weight, bias, eps, a, b);
+}
+
+void add_rmsnorm_forward(Context& ctx, const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                         const TensorView& a, const TensorView& b, const TensorView& weight, float eps) {
+  norm_forward<false>(ctx, out, TensorView(), rstd, sum, weight, TensorView(), eps, a, b);
 }
 
 void rmsnorm_backward(Context& ctx, const TensorView& dinp, const TensorView& dweight, const TensorView& dout,

@@ -68,6 +68,12 @@ void rmsnorm_forward(Context& ctx, const TensorView& out, const TensorView& rstd
 void rmsnorm_backward(Context& ctx, const TensorView& dinp, const TensorView& dweight, const TensorView& dout,
                       const TensorView& inp, const TensorView& weight, const TensorView& rstd,
                       bool accumulate);
+// sum = a + b, then the norm of sum into out: one kernel (backend.h).
+void add_layernorm_forward(Context& ctx, const TensorView& sum, const TensorView& out, const TensorView& mean,
+                           const TensorView& rstd, const TensorView& a, const TensorView& b, const TensorView& weight,
+                           const TensorView& bias, float eps);
+void add_rmsnorm_forward(Context& ctx, const TensorView& sum, const TensorView& out, const TensorView& rstd,
+                         const TensorView& a, const TensorView& b, const TensorView& weight, float eps);
 
 // ---- activation.cu -----------------------------------------------------------------------------
 void activation_forward(Context& ctx, Activation act, const TensorView& out, const TensorView& inp);
