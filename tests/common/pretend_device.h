@@ -10,7 +10,9 @@
 // moves data to, from or within its own memory: a copy between two host views reaching it is an
 // error (Backend::copy does those on the host), and every other op refuses a tensor that is not in
 // its memory (a GPU kernel handed a host pointer faults). A copy_async to the host lands only when
-// a fence taken after it is waited for (until then the destination holds NaN bytes).
+// a fence taken after it is waited for (until then the destination holds NaN bytes); a snapshot
+// reads its source only at join_snapshots(), so one whose source is written before the join saves
+// the new values.
 //
 // Not covered: timing and other asynchrony (every other op has finished when it returns), and host
 // code that touches device memory while a DeviceAccess is open: the guard is process-wide, so while
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -177,9 +180,19 @@ class PretendDeviceBackend : public kernels::CpuBackend {
   Allocator& allocator() override { return allocator_; }
   // Delivers the queued copies to the host issued so far when waited for (those an earlier fence
   // covers too: a fence waits for every op before it).
+  // A fence taken after snapshots waits, first, until join_snapshots() has read them.
   kernels::Fence fence() override {
     std::erase_if(queued_, [](const std::shared_ptr<QueuedCopy>& c) { return c->delivered.load(); });
-    return kernels::Fence([due = queued_] {
+    int64_t snapshots_before = 0;
+    {
+      std::lock_guard<std::mutex> lock(snapshot_mu_);
+      snapshots_before = snapshots_issued_;
+    }
+    return kernels::Fence([this, due = queued_, snapshots_before] {
+      {
+        std::unique_lock<std::mutex> lock(snapshot_mu_);
+        snapshot_joined_.wait(lock, [&] { return snapshots_read_ >= snapshots_before; });
+      }
       for (const auto& c : due) c->deliver();
     });
   }
@@ -206,6 +219,28 @@ class PretendDeviceBackend : public kernels::CpuBackend {
     }
     std::memset(out.data(), 0xff, out.bytes());  // NaN in f32 and bf16
     queued_.push_back(std::move(c));
+  }
+  // A snapshot reads its source only when join_snapshots() is issued, the latest a GPU's copy
+  // stream may read it under the contract: code that writes a source before the join saves the
+  // wrong values here (and a resumed run differs), where on a GPU it would race. Until then its
+  // host destination holds NaN bytes.
+  void snapshot_async_impl(const TensorView& out, const TensorView& inp) override {
+    check_copy(out, inp);
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    if (out.device().is_host()) std::memset(out.data(), 0xff, out.bytes());
+    snapshots_.push_back({out, inp});
+    ++snapshots_issued_;
+  }
+  void join_snapshots_impl() override {
+    std::lock_guard<std::mutex> lock(snapshot_mu_);
+    if (snapshots_.empty()) return;
+    {
+      const DeviceAccess open;
+      for (const auto& [out, inp] : snapshots_) std::memcpy(out.data(), inp.data(), inp.bytes());
+    }
+    snapshots_read_ += static_cast<int64_t>(snapshots_.size());
+    snapshots_.clear();
+    snapshot_joined_.notify_all();
   }
   LMT_PRETEND_DEVICE_OP(void, matmul_impl,
                         (const TensorView& c, const TensorView& a, const TensorView& b, bool trans_a, bool trans_b,
@@ -370,6 +405,11 @@ class PretendDeviceBackend : public kernels::CpuBackend {
   std::string name_;
   PretendDeviceAllocator allocator_;
   std::vector<std::shared_ptr<QueuedCopy>> queued_;  // copies to the host not yet delivered
+  // Snapshots issued and not yet joined (read); the counts since the start, for fences.
+  std::mutex snapshot_mu_;
+  std::condition_variable snapshot_joined_;
+  std::vector<std::pair<TensorView, TensorView>> snapshots_;
+  int64_t snapshots_issued_ = 0, snapshots_read_ = 0;
 };
 
 #undef LMT_PRETEND_DEVICE_OP

@@ -5,6 +5,8 @@
 //   the cuda backend's pinned upload slots, and one past their size limit).
 // - A host destination from staging_allocator() holds the data once a later fence is waited for,
 //   also from another thread (the checkpoint writer's case), with ops queued in between.
+// - A snapshot (snapshot_async) runs beside later ops until join_snapshots(); ops after the join
+//   may write its source.
 // - Copies between two host views work on every backend (a device backend's copy kernel never sees
 //   them).
 // The cpu and ref backends run them here (their transfers are immediate); cuda_transfer_test
@@ -102,6 +104,37 @@ TEST_P(Transfer, AStagedSnapshotHoldsTheDataOnceItsFenceIsWaitedFor) {
   EXPECT_EQ(after.as<float>()[7], -2.0f);
 }
 
+// A snapshot (snapshot_async) runs beside the ops issued after it, which leave its source alone;
+// ops issued after join_snapshots() may write the source; another thread reads the copy once the
+// fence taken after the snapshot is waited for (the join issued first, as the contract asks).
+TEST_P(Transfer, ASnapshotRunsBesideLaterOpsUntilJoined) {
+  constexpr int64_t n = 1 << 22;  // 16 MB: long enough on a GPU for the ops beside it to overlap it
+  Tensor host({n}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) host.as<float>()[i] = 0.25f * static_cast<float>(i % 100003);
+  Tensor dev({n}, DType::kF32, be().allocator()), other({n}, DType::kF32, be().allocator());
+  be().copy(dev.view(), host.view());
+  Tensor snap({n}, DType::kF32, be().staging_allocator());
+  be().snapshot_async(snap.view(), dev.view());
+  const Fence done = be().fence();
+  be().fill(other.view(), 1.0);  // beside the snapshot: not its source
+  be().scale(other.view(), 2.0f);
+  be().join_snapshots();
+  be().fill(dev.view(), -2.0);  // after the join: waits for the snapshot
+  std::vector<float> seen(n);
+  std::thread writer([&] {
+    done.wait();
+    for (int64_t i = 0; i < n; ++i) seen[static_cast<size_t>(i)] = snap.as<float>()[i];
+  });
+  writer.join();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)], host.as<float>()[i]) << i;
+  Tensor back({n}, DType::kF32);
+  be().copy(back.view(), dev.view());
+  EXPECT_EQ(back.as<float>()[n - 1], -2.0f);
+  be().copy(back.view(), other.view());
+  EXPECT_EQ(back.as<float>()[n - 1], 2.0f);
+  be().join_snapshots();  // nothing left to join: no effect
+}
+
 TEST_P(Transfer, HostToHostCopiesWorkOnEveryBackend) {
   Tensor a({1000}, DType::kF32), b({1000}, DType::kF32), c({1000}, DType::kF32, be().staging_allocator());
   for (int64_t i = 0; i < 1000; ++i) a.as<float>()[i] = static_cast<float>(i) - 3.5f;
@@ -109,6 +142,9 @@ TEST_P(Transfer, HostToHostCopiesWorkOnEveryBackend) {
   be().copy_async(c.view(), b.view());
   be().fence().wait();
   for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(c.as<float>()[i], static_cast<float>(i) - 3.5f);
+  for (int64_t i = 0; i < 1000; ++i) a.as<float>()[i] = 2.0f * static_cast<float>(i);
+  be().snapshot_async(b.view(), a.view());  // at once: no join needed
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(b.as<float>()[i], 2.0f * static_cast<float>(i));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Transfer, ::testing::ValuesIn(kBackends),

@@ -129,6 +129,37 @@ TEST_F(TrainerBackendTest, TrainsLikeCpuAndResumesExactly) {
   EXPECT_TRUE(fs::exists(root_ / "full" / "checkpoints" / "step_00000008" / "manifest.json"));
 }
 
+// An asynchronous checkpoint snapshots the parameters and optimizer state beside the next step
+// (Backend::snapshot_async; the step's update waits for the snapshot). Resumed from the one saved
+// mid-run, a run must continue exactly as the uninterrupted one did. On the pretend device a
+// snapshot reads its source only when joined, so an update that did not wait for it would have
+// saved the next step's values here.
+TEST_F(TrainerBackendTest, ResumesExactlyFromACheckpointSavedBesideTheNextStep) {
+  const std::vector<std::string> async = {"checkpoint.async=true"};
+  auto full = make(LMT_TRAINER_TEST_BACKEND, "full", /*resume=*/false, async);
+  ASSERT_TRUE(full && full->run().ok());
+  full.reset();
+  // The run as it stood after step 4: the checkpoint saved while step 5 ran, the records up to it.
+  fs::copy(root_ / "full", root_ / "from4", fs::copy_options::recursive);
+  fs::remove_all(root_ / "from4" / "checkpoints" / "step_00000008");
+  {
+    std::ifstream in(root_ / "full" / "metrics.jsonl");
+    std::ofstream out(root_ / "from4" / "metrics.jsonl", std::ios::trunc);
+    std::string line;
+    while (std::getline(in, line))
+      if (nlohmann::json::parse(line).value("step", int64_t{0}) <= 4) out << line << "\n";
+  }
+  auto rest = make(LMT_TRAINER_TEST_BACKEND, "from4", /*resume=*/true, async);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest->step(), 4);
+  ASSERT_TRUE(rest->run().ok());
+  const auto want = losses_of("full"), got = losses_of("from4");
+  ASSERT_EQ(want.size(), 9u) << "8 steps and a validation loss";
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [key, loss] : want)
+    EXPECT_EQ(got.at(key), loss) << key << ": the run resumed from step 4 differs from the uninterrupted one";
+}
+
 // The recipe options with host-side code of their own (Muon, gradient accumulation, z-loss,
 // recomputation, restarting positions, fp32, per-layer gradient norms, asynchronous checkpoints) on
 // the backend under test: the cpu run's losses (bit for bit on the pretend device, whose memory host

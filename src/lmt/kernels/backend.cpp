@@ -688,6 +688,11 @@ void Backend::copy_async(const TensorView& out, const TensorView& inp) {
   if (!copy_done_here("copy_async", out, inp)) copy_async_impl(out, inp);
 }
 
+void Backend::snapshot_async(const TensorView& out, const TensorView& inp) {
+  LMT_OP_TRACE("op:elementwise");
+  if (!copy_done_here("snapshot_async", out, inp)) snapshot_async_impl(out, inp);
+}
+
 void Backend::positions(const TensorView& out, const TensorView& given, int64_t T) {
   LMT_OP_TRACE("op:elementwise");
   Ctx x("positions", LMT_ARG(out), LMT_ARG(given));

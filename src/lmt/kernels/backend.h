@@ -387,6 +387,16 @@ class Backend {
   // and so do all backends between two host views (wait for a fence before copying out of a host
   // buffer a queued copy is still filling).
   void copy_async(const TensorView& out, const TensorView& inp);
+  // A copy out that the ops issued after it overlap (checkpoint snapshots of parameters and
+  // optimizer state, GBs that would otherwise hold the device for their length): it reads `inp` once
+  // the ops issued before it have written it, on a queue of its own (a copy stream on a GPU), while
+  // the ops issued after it run. So no op may write `inp` until join_snapshots() has been issued:
+  // the ops issued after that wait for every snapshot before it (on the device; the host does not
+  // wait). A host destination holds the data once a fence() taken after this call has been waited
+  // for, and that fence may need join_snapshots() to be issued first: issue it before blocking on
+  // whoever waits for the fence. Between two host views, and on host backends, it copies at once.
+  void snapshot_async(const TensorView& out, const TensorView& inp);
+  void join_snapshots() { join_snapshots_impl(); }
   // out[N] i32: positions of the tokens of N = rows·T. With `given` absent, out[n] = n % T (the
   // position within the row); with `given` [N] i32 (e.g. positions restarting at each document),
   // a copy of it, each value checked to be in [0, T).
@@ -510,6 +520,8 @@ class Backend {
   virtual void fill_impl(const TensorView& x, double value) = 0;
   virtual void copy_impl(const TensorView& out, const TensorView& inp) = 0;
   virtual void copy_async_impl(const TensorView& out, const TensorView& inp) { copy_impl(out, inp); }
+  virtual void snapshot_async_impl(const TensorView& out, const TensorView& inp) { copy_async_impl(out, inp); }
+  virtual void join_snapshots_impl() {}
   virtual void positions_impl(const TensorView& out, const TensorView& given, int64_t T) = 0;
   virtual int64_t count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) = 0;
   virtual double sum_impl(const TensorView& x) = 0;

@@ -9,6 +9,7 @@ namespace lmt::train {
 AsyncCheckpointer::~AsyncCheckpointer() { (void)wait(); }
 
 Status AsyncCheckpointer::wait() {
+  backend_.join_snapshots();  // the writer's fence may wait for it (Backend::snapshot_async)
   if (thread_.joinable()) thread_.join();
   Status s = result_;
   result_ = Status::Ok();
@@ -20,14 +21,16 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
   LMT_TRACE_SCOPE("checkpoint");
   data_ = data;
   // Host staging buffers (page-locked on a GPU), allocated at the first save (and again only if a
-  // size changes). The copies into them are queued behind the step that just ended; the writer
-  // waits for them (the fence), the training thread does not.
+  // size changes). The copies into them are snapshots (Backend::snapshot_async): they start behind
+  // the step that just ended and run beside the next one, whose optimizer step waits for them
+  // (StepEngine::apply_update joins them); the writer waits for them (the fence), the training
+  // thread does not.
   auto staged = [this](Tensor& buf, const Shape& shape) -> const Tensor& {
     if (!buf.view().present() || buf.shape() != shape) buf = Tensor(shape, DType::kF32, backend_.staging_allocator());
     return buf;
   };
   const int64_t n = data.layout->total_numel();
-  backend_.copy_async(staged(params_, Shape{n}),
+  backend_.snapshot_async(staged(params_, Shape{n}),
                       TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32, data.params_device));
   data_.params = params_.as<float>();
   data_.params_device = Device::host();
@@ -35,7 +38,7 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
   for (size_t i = 0; i < data.optimizer_state.size(); ++i) {
     const TensorView& v = data.optimizer_state[i].second;
     LMT_CHECK(v.dtype() == DType::kF32) << "optimizer state " << data.optimizer_state[i].first << " is " << v.to_string();
-    backend_.copy_async(staged(state_[i], v.shape()), v);
+    backend_.snapshot_async(staged(state_[i], v.shape()), v);
     data_.optimizer_state[i].second = state_[i].view();
   }
   auto save = [this, step, snapshot = backend_.fence()] {
@@ -52,6 +55,7 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
     thread_ = std::thread(save);
     return Status::Ok();
   }
+  backend_.join_snapshots();  // this thread waits for the fence itself
   save();
   return wait();
 }

@@ -1,14 +1,15 @@
 // AsyncCheckpointer: saves checkpoints in a background thread while training continues.
 //
-// start() copies everything it needs (parameters, optimizer state, trainer state) into buffers it
-// owns, so the trainer may keep updating the originals at once; the thread then writes the
-// checkpoint (train/checkpoint.h) and prunes old ones. At most one save is in flight: start() and
-// wait() first wait for the previous one, and report its error if it failed. The snapshot is taken
-// with `backend`'s copy_async (the explicit copy out of the memory the model and optimizer live in)
-// into host buffers from its staging allocator (page-locked on a GPU), reused from one save to the
-// next: on a GPU the copies are queued behind the step that just ended and the writer thread waits
-// for them (a fence), so the training thread goes on at once and later steps, queued after the
-// copies, cannot change what they read.
+// start() snapshots everything it needs (parameters, optimizer state, trainer state) into buffers it
+// owns; the thread then writes the checkpoint (train/checkpoint.h) and prunes old ones. At most one
+// save is in flight: start() and wait() first wait for the previous one, and report its error if it
+// failed. Host data is copied at once. Data in the backend's memory is taken with its
+// snapshot_async (kernels/backend.h) into host buffers from its staging allocator (page-locked on a
+// GPU), reused from one save to the next: on a GPU the copies run on a copy stream behind the step
+// that just ended and beside the next one's forward and backward, and the writer thread waits for
+// them (a fence). So nothing may write the parameters or optimizer state until the snapshot is
+// joined: StepEngine::apply_update joins it before the optimizer step, and wait() joins it before
+// blocking on the writer.
 #pragma once
 
 #include <string>

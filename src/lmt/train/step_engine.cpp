@@ -102,6 +102,9 @@ Status StepEngine::compute_gradients(MicroBatchSource& source, const StepOptions
 Status StepEngine::apply_update(float lr_mult, int64_t update_number, StepResult* r) {
   LMT_TRACE_SCOPE("optimizer_step");
   Timer t;
+  // A checkpoint's snapshot of the parameters and optimizer state may still be copying them out
+  // beside this step (Backend::snapshot_async): the update waits for it on the device.
+  model_.backend().join_snapshots();
   // The shard is the optimizer's state range (create()), which step() covers by default.
   optimizer_->step(plan_.update_params(model_), plan_.update_grads(model_), plan_.update_mirror(model_), lr_mult, r->clip_factor, update_number);
   r->time.update = t.seconds();

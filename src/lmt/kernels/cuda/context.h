@@ -2,7 +2,8 @@
 // grow-on-demand scratch buffer, shared by every kernel file of kernels/cuda.
 //
 // Ordering: every kernel, GEMM and copy of the backend runs on `stream`, in call order, so a kernel
-// may use what an earlier one wrote without synchronising. Host code sees results only after a
+// may use what an earlier one wrote without synchronising; only snapshots (checkpoint copies out)
+// run on `copy_stream`, ordered with `stream` by events. Host code sees results only after a
 // synchronising call (a copy to the host, a reduction returning a value, Backend::synchronize()).
 //
 // Scratch: scratch(bytes) returns device memory valid until the next scratch() call on this context;
@@ -49,12 +50,21 @@ struct Context {
   UploadSlot uploads[kUploadSlots];
   int next_upload = 0;
 
+  // Snapshots (Backend::snapshot_async): copies out on a stream of their own, created at the first
+  // one. Each waits for the compute stream at its call (before_snapshot); join_snapshots() makes
+  // the compute stream wait for the copy stream (after_snapshot). snapshots_pending: issued since
+  // the last join.
+  cudaStream_t copy_stream = nullptr;
+  cudaEvent_t before_snapshot = nullptr, after_snapshot = nullptr;
+  bool snapshots_pending = false;
+
   static constexpr size_t kLtWorkspaceBytes = size_t{64} << 20;
   void* scratch(size_t bytes);
   // Pinned host memory of at least `bytes` (reductions copy their result here), same lifetime rules.
   void* pinned(size_t bytes);
   // The next upload slot, holding at least `bytes` (<= kUploadSlotMaxBytes), its previous copy done.
   UploadSlot& upload_slot(size_t bytes);
+  // Waits for the compute stream and, where there is one, the copy stream.
   void sync();
 };
 

@@ -114,19 +114,25 @@ void CudaBackend::synchronize() {
 
 Fence CudaBackend::fence() {
   if (!initialised_) return Fence();  // nothing was queued
-  cudaEvent_t ev = nullptr;
-  LMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  LMT_CUDA_CHECK(cudaEventRecord(ev, ctx_.stream));
   // The waiting thread (the checkpoint writer) selects this backend's GPU first: a runtime call on
   // a thread with no current device would open a context on device 0.
   const int device = ctx_.device;
-  std::shared_ptr<CUevent_st> event(ev, [device](cudaEvent_t e) {
-    cudaSetDevice(device);
-    cudaEventDestroy(e);
-  });
-  return Fence([event, device] {
+  auto recorded_on = [device](cudaStream_t stream) {
+    cudaEvent_t ev = nullptr;
+    LMT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    LMT_CUDA_CHECK(cudaEventRecord(ev, stream));
+    return std::shared_ptr<CUevent_st>(ev, [device](cudaEvent_t e) {
+      cudaSetDevice(device);
+      cudaEventDestroy(e);
+    });
+  };
+  // Unjoined snapshots run on the copy stream, which the compute stream has not waited for yet.
+  std::shared_ptr<CUevent_st> compute = recorded_on(ctx_.stream);
+  std::shared_ptr<CUevent_st> copies = ctx_.snapshots_pending ? recorded_on(ctx_.copy_stream) : nullptr;
+  return Fence([compute, copies, device] {
     LMT_CUDA_CHECK(cudaSetDevice(device));
-    LMT_CUDA_CHECK(cudaEventSynchronize(event.get()));
+    LMT_CUDA_CHECK(cudaEventSynchronize(compute.get()));
+    if (copies) LMT_CUDA_CHECK(cudaEventSynchronize(copies.get()));
   });
 }
 
@@ -278,6 +284,12 @@ void CudaBackend::fill_impl(const TensorView& x, double value) { cuda::fill(init
 void CudaBackend::copy_impl(const TensorView& out, const TensorView& inp) { cuda::copy(init(), out, inp); }
 void CudaBackend::copy_async_impl(const TensorView& out, const TensorView& inp) {
   cuda::copy_async(init(), out, inp);
+}
+void CudaBackend::snapshot_async_impl(const TensorView& out, const TensorView& inp) {
+  cuda::snapshot_async(init(), out, inp);
+}
+void CudaBackend::join_snapshots_impl() {
+  if (initialised_) cuda::join_snapshots(ctx_);
 }
 void CudaBackend::positions_impl(const TensorView& out, const TensorView& given, int64_t T) {
   cuda::positions(init(), out, given, T);

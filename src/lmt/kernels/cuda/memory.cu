@@ -104,6 +104,28 @@ void copy(Context& ctx, const TensorView& out, const TensorView& inp) {
   if (on_host(out) || on_host(inp)) ctx.sync();
 }
 
+void snapshot_async(Context& ctx, const TensorView& out, const TensorView& inp) {
+  if (ctx.copy_stream == nullptr) {
+    // Non-blocking: the legacy default stream (the allocator's cudaMemset) must not wait for it.
+    LMT_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.copy_stream, cudaStreamNonBlocking));
+    LMT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx.before_snapshot, cudaEventDisableTiming));
+    LMT_CUDA_CHECK(cudaEventCreateWithFlags(&ctx.after_snapshot, cudaEventDisableTiming));
+  }
+  LMT_CUDA_CHECK(cudaEventRecord(ctx.before_snapshot, ctx.stream));
+  LMT_CUDA_CHECK(cudaStreamWaitEvent(ctx.copy_stream, ctx.before_snapshot, 0));
+  // Into page-locked memory the host goes on at once; into pageable memory CUDA returns only once
+  // the copy is done (it waits for the ops before it, as copy() does).
+  LMT_CUDA_CHECK(cudaMemcpyAsync(out.data(), inp.data(), inp.bytes(), cudaMemcpyDefault, ctx.copy_stream));
+  ctx.snapshots_pending = true;
+}
+
+void join_snapshots(Context& ctx) {
+  if (!ctx.snapshots_pending) return;
+  LMT_CUDA_CHECK(cudaEventRecord(ctx.after_snapshot, ctx.copy_stream));
+  LMT_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, ctx.after_snapshot, 0));
+  ctx.snapshots_pending = false;
+}
+
 void copy_async(Context& ctx, const TensorView& out, const TensorView& inp) {
   const size_t bytes = inp.bytes();
   if (on_host(inp) && bytes > Context::kUploadSlotMaxBytes) {

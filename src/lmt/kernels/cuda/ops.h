@@ -127,6 +127,10 @@ void copy(Context& ctx, const TensorView& out, const TensorView& inp);
 // once); a larger one is copied as copy() does. A host destination is written when the stream gets
 // there (at once and synchronously if it is not page-locked: CUDA's rule for pageable memory).
 void copy_async(Context& ctx, const TensorView& out, const TensorView& inp);
+// Backend::snapshot_async: on ctx.copy_stream (created here the first time), after the ops queued
+// so far on ctx.stream; join_snapshots: ctx.stream waits for every snapshot issued before it.
+void snapshot_async(Context& ctx, const TensorView& out, const TensorView& inp);
+void join_snapshots(Context& ctx);
 void positions(Context& ctx, const TensorView& out, const TensorView& given, int64_t T);
 int64_t count_valid_targets(Context& ctx, const TensorView& targets, int32_t ignore_index);  // synchronises
 double sum(Context& ctx, const TensorView& x);  // f64 accumulation in index order; synchronises

@@ -68,7 +68,10 @@ Context::UploadSlot& Context::upload_slot(size_t bytes) {
   return u;
 }
 
-void Context::sync() { LMT_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+void Context::sync() {
+  LMT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (copy_stream != nullptr) LMT_CUDA_CHECK(cudaStreamSynchronize(copy_stream));
+}
 
 void* CudaAllocator::allocate(size_t bytes, size_t alignment) {
   LMT_CHECK(alignment <= 256) << "cuda allocator: alignment " << alignment << " > 256 is not supported";
