@@ -1,6 +1,7 @@
 // Backend::linear_backward's weight gradient written over its buffer (GradWrite::kOverwrite, the
 // first write after model::Transformer::zero_grads left it unzeroed) against the same gradient
-// added to zeros: bit for bit, whatever the buffer held (NaN here), on the cpu backend (oneDNN
+// added to zeros, and the LM head's (CrossEntropyOptions::dweight_write, over several chunks of
+// rows and a padded vocabulary): bit for bit, whatever the buffer held (NaN here), on the cpu backend (oneDNN
 // GEMMs that write their output, in blocks of rows past 1,024 output features with AVX-512, as
 // dWᵀ transposed into dW for tall, thin dW on AVX2) and the ref backend
 // (the default: zeros, then the accumulating product). The bias gradient accumulates either way.
@@ -91,6 +92,57 @@ TEST(LinearGradWrite, OverwriteEqualsAccumulatingIntoZeros) {
     add = to_host(be, dw_add), over = to_host(be, dw_over);
     for (size_t i = 0; i < add.size(); ++i)
       ASSERT_EQ(2.0f * over[i], add[i]) << "dweight element " << i << " after two writes";
+  }
+}
+
+struct HeadCase {
+  const char* backend;
+  DType dt;
+  int64_t N, C, V, Vp, chunk_rows;
+};
+
+// The cuda backend's chunks are at least 4,096 rows: N = 5,000 makes two.
+#ifdef LMT_GRAD_WRITE_TEST_BACKEND
+const std::vector<HeadCase> kHeadCases = {{LMT_GRAD_WRITE_TEST_BACKEND, DType::kBF16, 5000, 32, 50, 64, 256},
+                                          {LMT_GRAD_WRITE_TEST_BACKEND, DType::kF32, 300, 16, 70, 70, 256}};
+#else
+const std::vector<HeadCase> kHeadCases = {{"cpu", DType::kBF16, 40, 32, 50, 64, 8},
+                                          {"cpu", DType::kF32, 37, 16, 70, 70, 16},
+                                          {"ref", DType::kF32, 20, 8, 30, 32, 8}};
+#endif
+
+// The padding rows [V, Vp) hold zeros (the model's) and must still hold zeros: untouched, or written
+// with their zero gradient.
+TEST(LmHeadGradWrite, OverwriteEqualsAccumulatingIntoZeros) {
+  Rng rng(5);
+  for (const HeadCase& k : kHeadCases) {
+    SCOPED_TRACE(std::string(k.backend) + " " + std::string(dtype_name(k.dt)) + " N" + std::to_string(k.N) + " V" +
+                 std::to_string(k.V) + " Vp" + std::to_string(k.Vp));
+    auto found = find_backend(k.backend);
+    if (!found.ok()) GTEST_SKIP() << found.status().ToString();
+    Backend& be = **found;
+    Tensor w_host = random_tensor({k.Vp, k.C}, k.dt, rng);
+    const Tensor x = to_backend(be, random_tensor({k.N, k.C}, k.dt, rng));
+    Tensor targets_host({k.N}, DType::kI32);
+    for (int64_t i = 0; i < k.N; ++i)
+      targets_host.as<int32_t>()[i] = i % 7 == 3 ? -100 : static_cast<int32_t>(rng.below(static_cast<uint64_t>(k.V)));
+    const Tensor w = to_backend(be, w_host), targets = to_backend(be, targets_host);
+    Tensor losses({k.N}, DType::kF32, be.allocator());
+    Tensor dw_add({k.Vp, k.C}, DType::kF32, be.allocator()), dw_over({k.Vp, k.C}, DType::kF32, be.allocator());
+    be.fill(dw_add.view(), 0.0);
+    be.fill(dw_over.view(), 0.0);
+    be.fill(dw_over.view().slice_rows(0, k.V), std::numeric_limits<double>::quiet_NaN());
+    CrossEntropyOptions o;
+    o.vocab_size = k.V;
+    o.chunk_rows = k.chunk_rows;
+    o.grad_scale = 1.0f / static_cast<float>(k.N);
+    be.lm_head_cross_entropy(losses.view(), x.view(), w.view(), targets.view(), o, TensorView(), dw_add.view());
+    o.dweight_write = GradWrite::kOverwrite;
+    be.lm_head_cross_entropy(losses.view(), x.view(), w.view(), targets.view(), o, TensorView(), dw_over.view());
+    const std::vector<float> add = to_host(be, dw_add), over = to_host(be, dw_over);
+    for (size_t i = 0; i < add.size(); ++i) ASSERT_EQ(over[i], add[i]) << "dweight element " << i;
+    for (size_t i = static_cast<size_t>(k.V * k.C); i < over.size(); ++i)
+      ASSERT_EQ(over[i], 0.0f) << "padding row element " << i;
   }
 }
 

@@ -300,8 +300,9 @@ class Backend {
   // so the N×V logits never exist at once. losses[N] (f32, written) = logsumexp - logit[target]
   // (+ z_loss·logsumexp²), 0 where target == ignore_index. Targets must be in [0, V) otherwise.
   // If dx[N,C] (f32, overwrite) and/or dweight[Vp,C] (f32, += or with opts.dweight_write = kOverwrite
-  // =; rows >= V untouched) are given, the gradients of grad_scale · Σ losses are computed in the
-  // same pass (no second logits pass).
+  // =) are given, the gradients of grad_scale · Σ losses are computed in the same pass (no second
+  // logits pass). The padding rows [V, Vp) of dweight have a zero gradient: a backend leaves them as
+  // they are, or adds or writes that zero (cuda's GEMMs run over them).
   void lm_head_cross_entropy(const TensorView& losses, const TensorView& x, const TensorView& weight,
                              const TensorView& targets, const CrossEntropyOptions& opts,
                              const TensorView& dx, const TensorView& dweight);

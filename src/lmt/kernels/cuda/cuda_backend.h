@@ -28,7 +28,8 @@ class CudaBackend final : public Backend {
   Device device() const override;
   Allocator& allocator() override;
   void synchronize() override;
-  // An event recorded on the stream; waiting for it is cudaEventSynchronize (any thread).
+  // An event recorded on the stream (and on the copy stream while snapshots are unjoined); waiting
+  // for it is cudaEventSynchronize (any thread).
   Fence fence() override;
   // Page-locked host memory (PinnedHostAllocator), after the GPU is chosen (a host allocation before
   // would open a context on device 0).
@@ -96,6 +97,8 @@ class CudaBackend final : public Backend {
                              const TensorView& v_cache, int64_t length, float scale) override;
   void attention_prefill_impl(const TensorView& out, const TensorView& q, const TensorView& k_cache,
                               const TensorView& v_cache, int64_t start, float scale) override;
+  // The dweight GEMM of the first chunk writes dweight (beta = 0) with dweight_write = kOverwrite.
+  bool lm_head_writes_dweight_over() const override { return true; }
   void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x, const TensorView& weight,
                                   const TensorView& targets, const CrossEntropyOptions& opts,
                                   const TensorView& dx, const TensorView& dweight) override;
@@ -122,6 +125,8 @@ class CudaBackend final : public Backend {
   void fill_impl(const TensorView& x, double value) override;
   void copy_impl(const TensorView& out, const TensorView& inp) override;
   void copy_async_impl(const TensorView& out, const TensorView& inp) override;
+  void snapshot_async_impl(const TensorView& out, const TensorView& inp) override;
+  void join_snapshots_impl() override;
   void positions_impl(const TensorView& out, const TensorView& given, int64_t T) override;
   int64_t count_valid_targets_impl(const TensorView& targets, int32_t ignore_index) override;
   double sum_impl(const TensorView& x) override;

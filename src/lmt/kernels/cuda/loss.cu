@@ -1,8 +1,9 @@
 // LM head fused with softmax cross-entropy (+ z-loss), chunked over rows (kernels/backend.h):
 //   logits[n, 0:V] = x[N,C] · weight[Vp,C]ᵀ (rows < V only); x and weight share f32 or bf16;
 //   losses[N] f32 (written) = lse - logit[target] + z_loss·lse², 0 where target == ignore_index;
-//   dx[N,C] f32 (overwrite, optional), dweight[Vp,C] f32 (+=, rows >= V unchanged, optional): the
-//   gradients of grad_scale · Σ losses, from the same logits pass.
+//   dx[N,C] f32 (overwrite, optional), dweight[Vp,C] f32 (+=, or = with dweight_write = kOverwrite;
+//   padding rows get += 0 or = 0; optional): the gradients of grad_scale · Σ losses, from the same
+//   logits pass.
 //
 // The products run over Vg vocabulary rows: Vld = V rounded up to 64 where the weight (and dweight)
 // have that many rows, as the model's padded vocabulary does (vocab_pad_to, rows >= V kept zero), else
@@ -18,7 +19,9 @@
 //      (math/cross_entropy_math.h), zero for an ignored row and for columns [V, Vg): in place over
 //      the f32 logits, or with bf16 operands into a bf16 buffer only (GEMM operands share a dtype);
 //   3. gemm: dx[rows] = dlogits · weight[0:Vg]  (beta 0);
-//   4. gemm: dweight[0:Vg] += dlogitsᵀ · x[rows]  (beta 1).
+//   4. gemm: dweight[0:Vg] += dlogitsᵀ · x[rows]  (beta 1; beta 0 for the first chunk with
+//      dweight_write = kOverwrite: no fill of dweight and no read of it, and the padding rows
+//      [V, Vg) are written with their zero gradient).
 // The logits are read twice by the row kernel (statistics, then gradient) and written once.
 //
 // R = max(opts.chunk_rows, 4096), at most N: GPU GEMMs need a large M to run near peak, and the
@@ -181,14 +184,14 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
       g.beta = 0.0f;
       gemm(ctx, g);
     }
-    if (dwp != nullptr) {  // dweight[0:Vg,C] += dlogits[rows,Vg]ᵀ · x[rows,C]
+    if (dwp != nullptr) {  // dweight[0:Vg,C] (= for the first rows with kOverwrite, else +=) dlogits[rows,Vg]ᵀ · x[rows,C]
       GemmArgs g;
       g.M = Vg, g.N = C, g.K = rows;
       g.A = dl, g.lda = Vld, g.trans_a = true;
       g.B = x_rows, g.ldb = C;
       g.C = dwp, g.ldc = C;
       g.bf16 = bf16;
-      g.beta = 1.0f;
+      g.beta = r0 == 0 && opts.dweight_write == GradWrite::kOverwrite ? 0.0f : 1.0f;
       gemm(ctx, g);
     }
   }
