@@ -31,7 +31,7 @@ Status AsyncCheckpointer::start(int64_t step, const CheckpointData& data) {
   };
   const int64_t n = data.layout->total_numel();
   backend_.snapshot_async(staged(params_, Shape{n}),
-                      TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32, data.params_device));
+                          TensorView(const_cast<float*>(data.params), Shape{n}, DType::kF32, data.params_device));
   data_.params = params_.as<float>();
   data_.params_device = Device::host();
   state_.resize(data.optimizer_state.size());
