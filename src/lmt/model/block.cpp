@@ -55,9 +55,12 @@ void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParal
     return;
   }
   norm_forward(be, c, seq_nc, mean, rstd, res, w, b);  // this rank's rows, then everyone's
-  const TensorView full = out.dtype() == DType::kBF16 ? f32_full : out;
-  sequence_gather(tp, seq_nc, full, what);
-  if (full.data() != out.data()) be.convert(out, full);
+  if (out.dtype() != DType::kBF16) {
+    sequence_gather(tp, seq_nc, out, what);
+    return;
+  }
+  sequence_gather(tp, seq_nc, f32_full, what);
+  be.convert(out, f32_full);
 }
 
 Residual row_parallel_output(kernels::Backend& be, const TensorParallel* tp, const TensorView& res_out,

@@ -152,8 +152,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 }
 
 Status Trainer::setup(bool resume) {
-  // What a device backend cannot do yet is refused before anything is written: the decoder of
-  // eval.tasks works in host memory, and ZeRO-3 keeps its shards there (several processes: create()).
+  // What a device backend cannot do yet is refused before anything is written: eval.tasks of an MoE
+  // model (its layers run on host backends only), and ZeRO-3, which keeps its shards in host memory
+  // (several processes: create()).
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
   if (!recipe_.eval_tasks.empty())
     LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, recipe_.model, "eval.tasks during training"));
