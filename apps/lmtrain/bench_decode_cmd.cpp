@@ -60,7 +60,6 @@ Status run_decode_bench(const DecodeBenchArgs& a) {
     return Unimplemented("bench decode on the '" + std::string(be->name()) +
                              "' backend is not supported yet: its bound is measured from host memory bandwidth",
                          "use --backend cpu (lmtrain generate runs on the GPU)");
-  LMT_RETURN_IF_ERROR(eval::decoder_supports(*be, c, "bench decode"));
   model::Transformer m(c, *be);
   m.init(1);
   eval::Decoder d(m, max_len, /*prefill_chunk=*/64, weights, a.batch);

@@ -8,13 +8,6 @@
 
 namespace lmt::eval {
 
-Status decoder_supports(const kernels::Backend& backend, const model::ModelConfig& config, const std::string& what) {
-  if (backend.device().is_host() || !config.moe.enabled()) return Status::Ok();
-  return Unimplemented(what + " of a mixture-of-experts model on the '" + std::string(backend.name()) +
-                           "' backend is not supported yet: MoE layers run on host backends only",
-                       "use --backend cpu for it (docs/CUDA.md, Known limits)");
-}
-
 using model::FfnKind;
 using model::PositionKind;
 
@@ -142,7 +135,7 @@ void Decoder::ffn_decode(int64_t l, const TensorView& x, const model::BlockViews
                          const model::FfnActs& ffn_acts, const TensorView& proj) {
   const model::ModelConfig& c = config();
   if (c.moe.is_moe_layer(l))  // MoE layers read the f32 master: bf16 decode weights cover dense layers only
-    model::MoeBlock(be_, c).decode(x, model::MoeWeights::of(w, w), moe_acts_, model_.router_bias(l), proj);
+    model::MoeBlock(be_, c).decode(x, model::MoeWeights::of(w, w), moe_acts_, model_.selection_bias(l), proj);
   else
     model::FfnBlock(be_, c).decode(x, model::FfnWeights::of(w, g), ffn_acts, proj);
 }

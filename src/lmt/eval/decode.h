@@ -45,10 +45,6 @@
 
 namespace lmt::eval {
 
-// Whether a model of `config` decodes on `backend`: Ok, except for MoE models on a device backend
-// (their layers cannot be built there: Unimplemented naming `what`, the command or key, with a hint).
-Status decoder_supports(const kernels::Backend& backend, const model::ModelConfig& config, const std::string& what);
-
 class Decoder {
  public:
   // max_len: cache capacity in tokens per row, in [1, config.max_seq_len]. weights: kF32 or kBF16.

@@ -6,7 +6,6 @@
 #include "lmt/base/log.h"
 #include "lmt/config/config.h"
 #include "lmt/data/manifest.h"
-#include "lmt/eval/decode.h"
 #include "lmt/io/checkpoint_dir.h"
 #include "lmt/model/config_json.h"
 #include "lmt/model/hf_checkpoint.h"
@@ -55,7 +54,6 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
   // Weights and gradients (a Transformer holds both) must fit before anything is allocated: a config
   // with n_layers = 1e8 is refused here instead of swapping for minutes.
   LMT_RETURN_IF_ERROR(model::model_memory_check(config, 8, 0, "loading " + dir));
-  LMT_RETURN_IF_ERROR(decoder_supports(backend, config, "loading " + dir + " for evaluation or generation"));
   out.model = std::make_unique<model::Transformer>(config, backend);
   const TensorView params = out.model->params();
   // On a device backend the weights are read into host memory, then copied to the device once.

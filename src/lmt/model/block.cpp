@@ -105,7 +105,7 @@ Residual Transformer::forward_block(int64_t l, BlockActs& a, const Residual& in)
     const bool exchange = train_pass_ || m.experts_sharded();
     const MoeStats st = MoeBlock(backend_, config(), exchange ? &ep_ : nullptr, tensor_parallel())
                             .forward(plan_.residual[l + 1], a.res_mid, MoeWeights::of(w_.blocks[l], wc_.blocks[l]),
-                                     a.moe, pass.compute, router_bias(l), capacity, s.f32_nc, s.moe.f32_wide, &s.moe,
+                                     a.moe, pass.compute, selection_bias(l), capacity, s.f32_nc, s.moe.f32_wide, &s.moe,
                                      s.seq_nc);
     if (train_pass_ && !recomputing_) moe_stats_[l].add(st);
     return plan_.residual[l + 1];

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "lmt/base/check.h"
 #include "lmt/kernels/moe_routing.h"
@@ -33,6 +32,37 @@ Dims dims(const ModelConfig& c) {
 }
 
 TensorView first(const TensorView& t, int64_t n) { return t.present() ? t.slice_rows(0, n) : t; }
+
+// The routing bookkeeping runs on the host; the tensors it reads and writes live where the backend
+// computes. These move them through the backend's copy (a device backend's memory is not the host's;
+// a host tensor is read in place, and a copy between host views is a memcpy).
+template <typename T>
+class HostRead {
+ public:
+  HostRead(kernels::Backend& be, const TensorView& t) {
+    if (t.device().is_host()) {
+      p_ = t.as<T>();
+      return;
+    }
+    buf_.resize(static_cast<size_t>(t.numel()));
+    be.copy(TensorView(buf_.data(), Shape{t.numel()}, t.dtype()), t);
+    p_ = buf_.data();
+  }
+  const T* data() const { return p_; }
+  T operator[](int64_t i) const { return p_[i]; }
+
+ private:
+  std::vector<T> buf_;
+  const T* p_ = nullptr;
+};
+
+// t (numel n, dtype T) = src[0, n).
+template <typename T>
+void write_from_host(kernels::Backend& be, const TensorView& t, const T* src) {
+  if (t.numel() > 0) be.copy(t, TensorView(const_cast<T*>(src), Shape{t.numel()}, t.dtype()));
+}
+
+std::vector<int32_t> narrow(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 TensorView as2d(const TensorView& flat, int64_t rows, int64_t cols) {
   return TensorView(flat.data(), Shape{rows, cols}, flat.dtype(), flat.device());
 }
@@ -110,10 +140,10 @@ void exchange(const ExpertParallel& ep, const void* send, const std::vector<int6
                      << st.ToString();
 }
 
-// Copies rows between source-major (src_major = true on `from`) and expert-major order.
-void regroup(const EpLayout& L, void* to, const void* from, int64_t row_bytes, bool to_expert_major) {
-  auto* dst = static_cast<char*>(to);
-  const auto* src = static_cast<const char*>(from);
+// Copies rows between source-major and expert-major order (to_expert_major: `from` is source-major),
+// by the backend's copies (the rows live where it computes). to and from: [rows, F] of one dtype.
+void regroup(kernels::Backend& be, const EpLayout& L, const TensorView& to, const TensorView& from,
+             bool to_expert_major) {
   int64_t source_at = 0;  // first source-major row of rank p's block
   for (int p = 0; p < L.P; ++p) {
     int64_t in_block = 0;
@@ -123,7 +153,7 @@ void regroup(const EpLayout& L, void* to, const void* from, int64_t row_bytes, b
       for (int q = 0; q < p; ++q) expert_at += L.cnt[q * L.El + j];
       const int64_t s_row = source_at + in_block;
       const int64_t a = to_expert_major ? s_row : expert_at, b = to_expert_major ? expert_at : s_row;
-      if (n > 0) std::memcpy(dst + b * row_bytes, src + a * row_bytes, static_cast<size_t>(n * row_bytes));
+      if (n > 0) be.copy(to.slice_rows(b, b + n), from.slice_rows(a, a + n));
       in_block += n;
     }
     source_at += L.recv_rows[p];
@@ -279,13 +309,13 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   be_.linear_forward(logits, h, w.router_w, TensorView());
   be_.moe_router_forward(weights, experts, probs, lse, logits, bias, c_.moe.renormalize);
   kernels::MoeRouting r;
-  const Status st = kernels::moe_route(experts.as<int32_t>(), N, d.K, d.E, capacity, r);
+  const Status st = kernels::moe_route(HostRead<int32_t>(be_, experts).data(), N, d.K, d.E, capacity, r);
   LMT_CHECK(st.ok()) << st.ToString();
   const int64_t R = r.rows();
-  std::copy(r.slot_row.begin(), r.slot_row.end(), slots.as<int32_t>());
-  std::copy(r.row_token.begin(), r.row_token.end(), acts.row_token.as<int32_t>());
-  for (int64_t e = 0; e <= d.E; ++e) acts.offsets.as<int32_t>()[e] = static_cast<int32_t>(r.offsets[e]);
-  for (int64_t e = 0; e < d.E; ++e) acts.load.as<int32_t>()[e] = static_cast<int32_t>(r.load[e]);
+  write_from_host(be_, slots, r.slot_row.data());
+  write_from_host(be_, first(acts.row_token, R), r.row_token.data());
+  write_from_host(be_, acts.offsets, narrow(r.offsets).data());
+  write_from_host(be_, acts.load, narrow(r.load).data());
 
   // Experts over the routed rows: here (Rx = R rows, grouped by expert as routed), or under expert
   // parallelism on the owning ranks (Rx = the rows of all ranks for this rank's experts).
@@ -302,14 +332,15 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
     for (int64_t e = 0; e < d.E; ++e) mine[e] = r.offsets[e + 1] - r.offsets[e];  // kept rows per expert
     const std::vector<int64_t> eb(static_cast<size_t>(ep_->size), El * 8);
     exchange(*ep_, mine.data(), eb, cnt.data(), eb, "row counts");
-    for (int64_t i = 0; i < d.E; ++i) acts.ep_counts.as<int32_t>()[i] = static_cast<int32_t>(cnt[i]);
+    write_from_host(be_, acts.ep_counts, narrow(cnt).data());
     L = ep_layout(*ep_, d.E, r.offsets, std::move(cnt));
     LMT_CHECK(L.received <= acts.xp.dim(0)) << "expert parallelism: " << L.received << " rows over the planned "
                                             << acts.xp.dim(0);
     const TensorView local = bytes_as(m->ep_a, R, d.C, h.dtype());
     be_.moe_gather_rows(local, h, first(acts.row_token, R));
     exchange(*ep_, local.data(), times(L.send_rows, d.C * cs), m->ep_b.data(), times(L.recv_rows, d.C * cs), "rows");
-    regroup(L, acts.xp.data(), m->ep_b.data(), d.C * cs, /*to_expert_major=*/true);
+    regroup(be_, L, first(acts.xp, L.received), bytes_as(m->ep_b, L.received, d.C, h.dtype()),
+            /*to_expert_major=*/true);
     offsets = L.offsets;
   }
   const int64_t Rx = offsets[d.E];
@@ -326,7 +357,7 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   if (ep_) {
     const TensorView ye = bytes_as(m->ep_a, Rx, d.C, fd);
     be_.grouped_linear_forward(ye, act_c, w.experts_down, held);
-    regroup(L, m->ep_b.data(), ye.data(), d.C * fs, /*to_expert_major=*/false);
+    regroup(be_, L, bytes_as(m->ep_b, Rx, d.C, fd), ye, /*to_expert_major=*/false);
     exchange(*ep_, m->ep_b.data(), times(L.recv_rows, d.C * fs), y.data(), times(L.send_rows, d.C * fs), "outputs");
   } else {
     be_.grouped_linear_forward(y, act_c, w.experts_down, held);
@@ -366,11 +397,13 @@ MoeStats MoeBlock::forward(const TensorView& res_out, const TensorView& res_in, 
   s.dropped = r.dropped;
   const bool f64 = probs.dtype() == DType::kF64;
   if (c_.moe.balance == MoeBalance::kAuxLoss) {
-    const double dot = f64 ? mean_prob_dot(probs.as<double>(), r.load, N, d.E) : mean_prob_dot(probs.as<float>(), r.load, N, d.E);
+    const double dot = f64 ? mean_prob_dot(HostRead<double>(be_, probs).data(), r.load, N, d.E)
+                           : mean_prob_dot(HostRead<float>(be_, probs).data(), r.load, N, d.E);
     s.aux_loss = static_cast<double>(c_.moe.aux_loss_coef) * static_cast<double>(d.E) * dot;
   }
   if (c_.moe.router_z_loss > 0)
-    s.z_loss = static_cast<double>(c_.moe.router_z_loss) * (f64 ? mean_sq(lse.as<double>(), N) : mean_sq(lse.as<float>(), N));
+    s.z_loss = static_cast<double>(c_.moe.router_z_loss) *
+               (f64 ? mean_sq(HostRead<double>(be_, lse).data(), N) : mean_sq(HostRead<float>(be_, lse).data(), N));
   return s;
 }
 
@@ -379,8 +412,8 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   const Dims d = dims(c_);
   const bool sp = sequence_parallel(tp_);
   const int64_t n_in = res_in.dim(0), N = sp ? n_in * tp_->size : n_in;
-  std::vector<int64_t> offsets(static_cast<size_t>(d.E + 1));
-  for (int64_t e = 0; e <= d.E; ++e) offsets[e] = acts.offsets.as<int32_t>()[e];
+  const HostRead<int32_t> routed(be_, acts.offsets);
+  std::vector<int64_t> offsets(routed.data(), routed.data() + d.E + 1);
   const int64_t R = offsets[d.E];
   if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the MoE sub-block");
   const TensorView h = first(acts.h, N), dres = sp ? s.dres_full : s.dres, dh = first(s.dh, N);
@@ -398,13 +431,13 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   TensorView dy_x = dy;  // d y of the rows computed here, expert-major
   EpLayout L;
   if (ep_) {
-    std::vector<int64_t> cnt(static_cast<size_t>(d.E));
-    for (int64_t i = 0; i < d.E; ++i) cnt[i] = acts.ep_counts.as<int32_t>()[i];
+    const HostRead<int32_t> counts(be_, acts.ep_counts);
+    std::vector<int64_t> cnt(counts.data(), counts.data() + d.E);
     const std::vector<int64_t> local_offsets = offsets;
     L = ep_layout(*ep_, d.E, local_offsets, std::move(cnt));
     exchange(*ep_, dy.data(), times(L.send_rows, d.C * fs), m.ep_a.data(), times(L.recv_rows, d.C * fs), "d outputs");
     dy_x = bytes_as(m.ep_b, L.received, d.C, fd);
-    regroup(L, dy_x.data(), m.ep_a.data(), d.C * fs, /*to_expert_major=*/true);
+    regroup(be_, L, dy_x, bytes_as(m.ep_a, L.received, d.C, fd), /*to_expert_major=*/true);
     offsets = L.offsets;
   }
   const int64_t Rx = offsets[d.E];
@@ -420,7 +453,7 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
                               held);
   TensorView dx_local = dxp;  // d x of this rank's routed rows, in routed order
   if (ep_) {
-    regroup(L, m.ep_a.data(), dxp.data(), d.C * fs, /*to_expert_major=*/false);
+    regroup(be_, L, bytes_as(m.ep_a, Rx, d.C, fd), dxp, /*to_expert_major=*/false);
     dx_local = bytes_as(m.ep_b, R, d.C, fd);
     exchange(*ep_, m.ep_a.data(), times(L.recv_rows, d.C * fs), dx_local.data(), times(L.send_rows, d.C * fs),
              "d inputs");
@@ -452,10 +485,14 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
     dprobs = m.dprobs;
     const double k = static_cast<double>(loss_scale) * static_cast<double>(c_.moe.aux_loss_coef) *
                      static_cast<double>(d.E) / (static_cast<double>(N) * static_cast<double>(N));
-    for (int64_t e = 0; e < d.E; ++e) {
-      const double v = k * static_cast<double>(acts.load.as<int32_t>()[e]);
-      if (dprobs.dtype() == DType::kF64) dprobs.as<double>()[e] = v;
-      else dprobs.as<float>()[e] = static_cast<float>(v);
+    const HostRead<int32_t> load(be_, acts.load);
+    std::vector<double> v(static_cast<size_t>(d.E));
+    for (int64_t e = 0; e < d.E; ++e) v[e] = k * static_cast<double>(load[e]);
+    if (dprobs.dtype() == DType::kF64) {
+      write_from_host(be_, dprobs, v.data());
+    } else {
+      const std::vector<float> vf(v.begin(), v.end());
+      write_from_host(be_, dprobs, vf.data());
     }
   }
   const double z_scale = 2.0 * static_cast<double>(c_.moe.router_z_loss) * static_cast<double>(loss_scale) /

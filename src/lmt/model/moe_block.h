@@ -23,7 +23,10 @@
 // in token order; the others are dropped (contribute 0) and counted in MoeStats::dropped.
 //
 // bf16 convention, gradient contract and threading: as FfnBlock (model/ffn_block.h). The routing
-// bookkeeping runs on the host (activations in host memory).
+// bookkeeping (kernels/moe_routing.h) runs on the host: on a device backend the chosen experts
+// ([N,K] i32), and for the aux and z-loss values probs and lse, are copied to the host once per
+// forward, and the routing ([N,K] slots, [R] rows, [E+1] offsets, [E] loads) back; backward reads
+// the [E+1] offsets (and the [E] loads for the aux loss) back. Everything else stays on the device.
 //
 // Expert parallelism (ExpertParallel of P > 1 ranks, training forwards and their backward only;
 // docs/MOE.md "Expert parallelism"): routing, capacity, the aux/z losses, the combine and the shared

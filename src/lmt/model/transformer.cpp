@@ -20,9 +20,6 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, D
   Status s = config.validate();
   LMT_CHECK(s.ok()) << s.ToString();
   LMT_CHECK(master == DType::kF32 || master == DType::kF64) << "master dtype must be f32 or f64";
-  LMT_CHECK(!config.moe.enabled() || backend.device().is_host())
-      << "MoE models run on host backends only for now (the '" << backend.name()
-      << "' backend computes on " << backend.device().to_string() << "); docs/CUDA.md, known limits";
   params_ = Tensor({layout_.total_numel()}, master, backend_.allocator());
   grads_ = Tensor({layout_.total_numel()}, master, backend_.allocator());
   w_ = param_views();
@@ -32,8 +29,9 @@ Transformer::Transformer(const ModelConfig& config, kernels::Backend& backend, D
     LMT_CHECK(!config.mlp_bias) << "MoE layers have no FFN biases (mlp_bias must be false)";
     moe_stats_.resize(static_cast<size_t>(config.n_layers));
     if (config.moe.balance == MoeBalance::kBiasUpdate) {
-      router_bias_ = Tensor({config.n_layers, config.moe.num_experts}, DType::kF32);
-      backend_.fill(router_bias_, 0.0);
+      router_bias_ = Tensor({config.n_layers, config.moe.num_experts}, DType::kF32);  // zero
+      if (!backend_.device().is_host())
+        router_bias_device_ = Tensor({config.n_layers, config.moe.num_experts}, DType::kF32, backend_.allocator());
     }
   }
 }
@@ -78,6 +76,7 @@ void Transformer::share_storage(const Transformer& owner) {
   grads_ = alias(owner.grads_);
   mirror_ = alias(owner.mirror_);
   router_bias_ = alias(owner.router_bias_);  // one selection bias, updated by the owner
+  router_bias_device_ = alias(owner.router_bias_device_);
   w_ = param_views();
   gw_ = grad_views();
   wc_ = mirror_.view().present() ? layout_.views(mirror_.view().data(), DType::kBF16, mirror_.device()) : w_;
@@ -98,6 +97,15 @@ TensorView Transformer::router_bias(int64_t layer) const {
   return router_bias_.view().slice_rows(layer, layer + 1).reshape(Shape{config().moe.num_experts});
 }
 
+TensorView Transformer::selection_bias(int64_t layer) const {
+  if (!router_bias_device_.view().present()) return router_bias(layer);
+  return router_bias_device_.view().slice_rows(layer, layer + 1).reshape(Shape{config().moe.num_experts});
+}
+
+void Transformer::router_bias_written() {
+  if (router_bias_device_.view().present()) backend_.copy(router_bias_device_.view(), router_bias_.view());
+}
+
 void Transformer::update_router_bias() {
   if (router_bias_.view().present()) {
     const int64_t E = config().moe.num_experts;
@@ -114,6 +122,7 @@ void Transformer::update_router_bias() {
         b[e] += err > 0 ? rate : (err < 0 ? -rate : 0.0f);
       }
     }
+    router_bias_written();
   }
   reset_moe_stats();
 }

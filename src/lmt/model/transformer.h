@@ -114,9 +114,14 @@ class Transformer {
   // Adds `other`'s statistics (a model of the same config, e.g. a pipeline replica) to this one's
   // and resets other's.
   void take_moe_stats(Transformer& other);
-  // The selection bias of MoE layer l ([E] f32; balance kBiasUpdate only, else absent). Model state
-  // outside the parameters: not trained by the optimizer; checkpoints should carry it.
+  // The selection bias of MoE layer l ([E] f32 in host memory; balance kBiasUpdate only, else
+  // absent). Model state outside the parameters: not trained by the optimizer; checkpoints should
+  // carry it. Whoever writes it through this view calls router_bias_written() after.
   TensorView router_bias(int64_t layer) const;
+  // The same bias where the backend's ops read it: router_bias(layer) itself on a host backend, its
+  // copy in the backend's memory on a device (refreshed by update_router_bias and router_bias_written).
+  TensorView selection_bias(int64_t layer) const;
+  void router_bias_written();
   // kBiasUpdate (DeepSeek-V3): after an optimizer step, bias_e += rate · sign(mean load - load_e)
   // from the loads of moe_stats() (this step's), for every MoE layer; then resets the stats.
   // A no-op for other balance modes (the stats are still reset).
@@ -231,7 +236,8 @@ class Transformer {
   // written them since (the next one writes over them).
   std::vector<uint8_t> stale_block_grads_;
   bool stale_head_grad_ = false;  // the same for the LM head's rows [0, V) and the next training forward
-  Tensor router_bias_;                   // [n_layers, E] f32 (kBiasUpdate only)
+  Tensor router_bias_;                   // [n_layers, E] f32 host (kBiasUpdate only)
+  Tensor router_bias_device_;            // its copy in the backend's memory (device backends only)
   std::vector<MoeStepStats> moe_stats_;  // [n_layers]
   bool train_pass_ = false;              // the current forward trains (capacity applies, stats count)
   bool recomputing_ = false;             // backward is recomputing a block

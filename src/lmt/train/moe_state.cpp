@@ -107,6 +107,7 @@ void set_router_bias(model::Transformer& m, const TensorView& whole) {
       << "router bias " << whole.to_string() << " for model '" << c.name << "'";
   std::memcpy(own.data(), whole.as<float>() + c.moe.first_layer * c.moe.num_experts,
               static_cast<size_t>(c.n_layers * c.moe.num_experts) * sizeof(float));
+  m.router_bias_written();
 }
 
 TensorView own_router_bias(const model::Transformer& m) {

@@ -152,12 +152,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
 }
 
 Status Trainer::setup(bool resume) {
-  // What a device backend cannot do yet is refused before anything is written: eval.tasks of an MoE
-  // model (its layers run on host backends only), and ZeRO-3, which keeps its shards in host memory
-  // (several processes: create()).
+  // What a device backend cannot do yet is refused before anything is written: ZeRO-3, which keeps
+  // its shards in host memory (several processes: create()).
   LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe_.backend));
-  if (!recipe_.eval_tasks.empty())
-    LMT_RETURN_IF_ERROR(eval::decoder_supports(*backend, recipe_.model, "eval.tasks during training"));
   if (recipe_.zero == 3) LMT_RETURN_IF_ERROR(Zero3::supports(*backend));
   LMT_RETURN_IF_ERROR(check_model_parallel());
   std::error_code ec;
@@ -481,6 +478,7 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
   }
   if (dp_->zero3()) dp_->load_params(*model_, params);
   else host.store();
+  model_->router_bias_written();  // loaded into its host copy above
   model_->refresh_compute_weights();
   LMT_ASSIGN_OR_RETURN(*state, TrainerState::parse(j, path + "/trainer_state.json"));
   return Status::Ok();
