@@ -136,6 +136,7 @@ TEST_F(HfExportTest, LayoutsWithoutAnHfArchitectureAreRefusedNamingTheFeature) {
       {"q/k norms with MLP biases", [](model::ModelConfig& c) { c.mlp_bias = true; }, "qwen3-1.8b"},
       {"activation other than gelu", [](model::ModelConfig& c) { c.activation = kernels::Activation::kRelu; }, "gpt2-124m"},
       {"untied LM head", [](model::ModelConfig& c) { c.tied_embeddings = false; }, "gpt2-124m"},
+      {"selection bias", [](model::ModelConfig& c) { c.moe.balance = model::MoeBalance::kBiasUpdate; }, "qwen3-30b-a3b"},
   };
   for (const Case& k : cases) {
     model::ModelConfig c = small(k.preset);

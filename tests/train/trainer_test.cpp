@@ -23,6 +23,8 @@
 #include "common/stall_reports.h"
 #include "common/synthetic_dataset.h"
 #include "lmt/data/dataset_writer.h"
+#include "lmt/eval/model_dir.h"
+#include "lmt/kernels/registry.h"
 
 namespace lmt::train {
 namespace {
@@ -161,6 +163,20 @@ TEST_F(TrainerTest, MoeStepMetricsAndResumeWithTheRouterBias) {
     EXPECT_EQ(moe["layers"], b[step]["moe"]["layers"]) << "step " << step;
   }
   EXPECT_TRUE(fs::exists(root_ / "moe_full" / "checkpoints" / "step_00000008"));
+  // Loaded for evaluation or generation, the checkpoint's model routes with the trained bias (it
+  // once came back with a zero bias: other experts than in training).
+  auto loaded = eval::load_model_dir((root_ / "moe_full").string(), kernels::cpu_backend());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  double moved = 0;
+  for (int64_t l = 0; l < 2; ++l) {
+    const TensorView want = full->model().router_bias(l), got = loaded->model->router_bias(l);
+    ASSERT_TRUE(got.present());
+    for (int64_t e = 0; e < 4; ++e) {
+      EXPECT_EQ(got.as<float>()[e], want.as<float>()[e]) << "layer " << l << " expert " << e;
+      moved += std::abs(want.as<float>()[e]);
+    }
+  }
+  EXPECT_GT(moved, 0.0);
 }
 
 // metrics.jsonl: a header first (per start, the resumed one naming its step), then typed records,

@@ -7,6 +7,7 @@
 #include "lmt/config/config.h"
 #include "lmt/data/manifest.h"
 #include "lmt/io/checkpoint_dir.h"
+#include "lmt/io/safetensors.h"
 #include "lmt/model/config_json.h"
 #include "lmt/model/hf_checkpoint.h"
 
@@ -20,6 +21,23 @@ std::string tokenizer_of_checkpoint(const std::string& step_dir) {
   if (!cfg.ok() || !cfg->has("data.path")) return "";
   auto manifest = data::read_manifest(cfg->get_string("data.path"));
   return manifest.ok() ? manifest->tokenizer_path : "";
+}
+
+// balance = bias_update: the selection bias trained beside the weights, so that the loaded model
+// routes its tokens as the run did (without it, to other experts).
+Status load_router_bias(const std::string& step_dir, model::Transformer& m) {
+  const TensorView first = m.router_bias(0);
+  if (!first.present()) return Status::Ok();
+  const std::string path = step_dir + "/optimizer.safetensors";
+  LMT_ASSIGN_OR_RETURN(io::SafetensorsFile file, io::SafetensorsFile::open(path));
+  const Status s = file.read_f32(io::kCheckpointRouterBias, first.as<float>(),
+                                 m.config().n_layers * m.config().moe.num_experts);
+  if (!s.ok())
+    return DataLoss(path + ": the router bias '" + std::string(io::kCheckpointRouterBias) +
+                        "' of this bias_update MoE model cannot be read: " + s.message(),
+                    "the checkpoint is damaged or from another model; pick another step_XXXXXXXX");
+  m.router_bias_written();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -36,7 +54,8 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
   LoadedModel out;
   out.source = dir;
   model::ModelConfig config;
-  if (fs::exists(dir + "/model.json")) {  // an lmtrain checkpoint
+  const bool lmtrain_checkpoint = fs::exists(dir + "/model.json");
+  if (lmtrain_checkpoint) {
     LMT_RETURN_IF_ERROR(io::verify_checkpoint(dir));
     std::ifstream in(dir + "/model.json");
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
@@ -62,6 +81,7 @@ StatusOr<LoadedModel> load_model_dir(const std::string& dir_in, kernels::Backend
   float* into = host.view().present() ? host.as<float>() : params.as<float>();
   LMT_RETURN_IF_ERROR(model::load_hf_weights(dir + "/model.safetensors", out.model->layout(), into));
   if (host.view().present()) backend.copy(params, host.view());
+  if (lmtrain_checkpoint) LMT_RETURN_IF_ERROR(load_router_bias(dir, *out.model));
   return out;
 }
 

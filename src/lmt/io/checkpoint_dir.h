@@ -36,6 +36,10 @@ inline constexpr const char* kCheckpointFiles[] = {"model.safetensors", "model.j
 // The optional tokenizer copy inside a checkpoint (its files are listed in the manifest too).
 inline constexpr const char* kCheckpointTokenizerDir = "tokenizer";
 
+// The MoE router's selection bias (balance = bias_update): f32 [n_layers, E] in optimizer.safetensors.
+// Model state outside the parameters: what loads a checkpoint's model for inference reads it too.
+inline constexpr const char* kCheckpointRouterBias = "moe.router_bias";
+
 // The path load_tokenizer() takes for `step_dir`'s tokenizer copy: the single file in
 // step_dir/tokenizer/ (tokenizer.json, NAME.tiktoken), or the directory itself (GPT-2 files);
 // "" when the checkpoint carries none (older checkpoints).

@@ -88,6 +88,9 @@ StatusOr<json> config_to_hf(const ModelConfig& c, const std::string& torch_dtype
     const MoeConfig& m = c.moe;
     if (m.shared_experts > 0)
       return refuse(c, "shared experts (model.moe.shared_experts)", "Qwen3-MoE and OLMoE have none");
+    if (m.balance == MoeBalance::kBiasUpdate)  // the bias is not a weight: the export would route differently
+      return refuse(c, "the aux-loss-free selection bias (moe.balance = bias_update), which changes which experts run",
+                    "Qwen3-MoE and OLMoE route by the probabilities alone; train with moe.balance = aux_loss or none to export");
     if (!c.qk_norm) return refuse(c, "an MoE model without q/k norms", "Qwen3-MoE (per head) and OLMoE (full width) have them");
     if (c.attn_bias != c.attn_out_bias)
       return refuse(c, "q/k/v biases without an output bias", "Qwen3-MoE's and OLMoE's attention_bias covers q, k, v and o");

@@ -15,6 +15,7 @@
 
 #include "lmt/base/status.h"
 #include "lmt/dist/communicator.h"
+#include "lmt/io/checkpoint_dir.h"
 #include "lmt/model/config.h"
 #include "lmt/model/transformer.h"
 #include "lmt/tensor/tensor.h"
@@ -22,7 +23,7 @@
 namespace lmt::train {
 
 // Checkpoint name of the router bias: f32 [whole n_layers, E], saved beside the optimizer state.
-inline constexpr const char* kRouterBiasState = "moe.router_bias";
+inline constexpr const char* kRouterBiasState = io::kCheckpointRouterBias;
 
 // Collective over `dp` (size world): every rank routes its own tokens; the loads (and dropped
 // counts, aux and z-loss values) of m.moe_stats() are replaced by their sums over the ranks (aux
