@@ -219,6 +219,35 @@ TEST(NcclCommunicator, SendAndReceiveBetweenTwoRanks) {
   }
 }
 
+// Expert parallelism's exchange: rank r sends (r+1)·(p+2) floats to rank p, valued 1000·r + 10·p + i;
+// this rank's own part is a device copy, the others grouped ncclSend/ncclRecv (one GPU: the copy).
+TEST(NcclCommunicator, AllToAllVMovesEachPeersPartOnTheGpu) {
+  SKIP_WITHOUT_NCCL();
+  Communicator& c = *setup().nccl;
+  const int P = world(), r = rank();
+  std::vector<int64_t> send_n(static_cast<size_t>(P)), recv_n(static_cast<size_t>(P));
+  std::vector<float> send;
+  for (int p = 0; p < P; ++p) {
+    send_n[static_cast<size_t>(p)] = (r + 1) * (p + 2);
+    recv_n[static_cast<size_t>(p)] = (p + 1) * (r + 2);
+    for (int64_t i = 0; i < send_n[static_cast<size_t>(p)]; ++i) send.push_back(static_cast<float>(1000 * r + 10 * p + i));
+  }
+  const std::vector<int64_t> recv_off = offsets_of(recv_n);
+  Tensor d_send = on_gpu(send);
+  Tensor d_recv = on_gpu(std::vector<float>(static_cast<size_t>(recv_off.back()), -1.0f));
+  auto bytes = [](std::vector<int64_t> n) {
+    for (int64_t& x : n) x *= static_cast<int64_t>(sizeof(float));
+    return n;
+  };
+  const Status st = c.all_to_all_v(d_send.as<float>(), bytes(send_n), d_recv.as<float>(), bytes(recv_n));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const std::vector<float> got = to_host(d_recv);
+  for (int p = 0; p < P; ++p)
+    for (int64_t i = 0; i < recv_n[static_cast<size_t>(p)]; ++i)
+      ASSERT_EQ(got[static_cast<size_t>(recv_off[static_cast<size_t>(p)] + i)], static_cast<float>(1000 * p + 10 * r + i))
+          << "from rank " << p << " element " << i;
+}
+
 TEST(NcclCommunicator, HostBuffersGoThroughTheHostCommunicator) {
   SKIP_WITHOUT_NCCL();
   Communicator& c = *setup().nccl;

@@ -2,9 +2,10 @@
 // process: the world communicator itself. A device backend (cuda) over several processes: the
 // device communicator over the same ranks (dist/device_communicator.h: NCCL for cuda), which
 // reduces the gradients where they live and passes host buffers to `world`.
-// Device backends run data parallelism (ZeRO 0-2) only: tensor, pipeline and expert parallelism
-// plan their exchanges in host memory, so tp, pp or ep > 1 there is kUnimplemented, before anything
-// is created; ZeRO 3 is refused by Zero3::supports.
+// Device backends run data parallelism (ZeRO 0-2) and expert parallelism (the MoE rows exchanged by
+// the device communicator's all_to_all_v): tensor and pipeline parallelism plan their exchanges in
+// host memory, so tp or pp > 1 there is kUnimplemented, before anything is created; ZeRO 3 is
+// refused by Zero3::supports.
 #pragma once
 
 #include <memory>
@@ -19,7 +20,7 @@ namespace lmt::train {
 // `world` or, for a device backend over several processes, a new device communicator held by
 // `*owned` (which must outlive every use of the result; `world` must outlive `*owned`). Collective.
 StatusOr<dist::Communicator*> world_for_backend(kernels::Backend& backend, dist::Communicator& world,
-                                                const dist::ParallelSizes& sizes, int64_t ep,
+                                                const dist::ParallelSizes& sizes,
                                                 std::unique_ptr<dist::Communicator>* owned);
 
 }  // namespace lmt::train

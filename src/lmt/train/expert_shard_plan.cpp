@@ -71,17 +71,21 @@ Status ExpertShardPlan::reduce_partial_grads(model::Transformer& m) {
   LMT_TRACE_SCOPE("ep_grad_sum");
   int64_t n = 0;
   for (const auto& [b, e] : replicated_) n += e - b;
-  packed_.resize(static_cast<size_t>(n));
-  float* g = m.grads().as<float>();
+  if (n == 0) return Status::Ok();
+  kernels::Backend& be = m.backend();
+  const TensorView g = m.grads();
+  LMT_CHECK(g.dtype() == DType::kF32) << "expert parallelism sums f32 gradients, not " << g.to_string();
+  if (!packed_.view().present() || packed_.view().numel() != n) packed_ = Tensor({n}, DType::kF32, be.allocator());
+  const TensorView packed = packed_.view();
   int64_t at = 0;
   for (const auto& [b, e] : replicated_) {
-    std::memcpy(packed_.data() + at, g + b, static_cast<size_t>(e - b) * sizeof(float));
+    be.copy(packed.slice_rows(at, at + e - b), g.slice_rows(b, e));
     at += e - b;
   }
-  LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(packed_.data(), n));
+  LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(packed_.as<float>(), n));
   at = 0;
   for (const auto& [b, e] : replicated_) {
-    std::memcpy(g + b, packed_.data() + at, static_cast<size_t>(e - b) * sizeof(float));
+    be.copy(g.slice_rows(b, e), packed.slice_rows(at, at + e - b));
     at += e - b;
   }
   return Status::Ok();

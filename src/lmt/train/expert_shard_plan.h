@@ -43,14 +43,16 @@ class ExpertShardPlan {
   const model::ParamLayout& whole_layout() const { return whole_; }
   dist::Communicator& comm() { return comm_; }
 
-  // local[local numel] = this rank's part of whole[whole numel] (gaps zeroed).
+  // local[local numel] = this rank's part of whole[whole numel] (gaps zeroed). Host memory.
   void scatter(const float* whole, float* local) const;
-  // Collective over ep: whole[whole numel] on every rank from every rank's local buffer.
+  // Collective over ep: whole[whole numel] on every rank from every rank's local buffer. Host memory.
   Status gather(const float* local, float* whole);
   // [begin, end) ranges of the local layout holding replicated tensors (everything but the
   // routed experts), sorted and merged.
   const std::vector<std::pair<int64_t, int64_t>>& replicated_ranges() const { return replicated_; }
-  // Collective over ep: sums the replicated tensors' gradients of m (this rank's local model).
+  // Collective over ep: sums the replicated tensors' gradients of m (this rank's local model), packed
+  // by the backend's copies into one buffer of its memory (on a device backend the ep communicator
+  // sums device memory, NCCL on a GPU).
   Status reduce_partial_grads(model::Transformer& m);
 
  private:
@@ -63,7 +65,7 @@ class ExpertShardPlan {
   std::vector<model::ParamLayout> locals_;              // every rank's layout
   std::vector<std::pair<int64_t, int64_t>> replicated_;
   Tensor gathered_;                                     // [P · local numel], allocated on first gather
-  std::vector<float> packed_;                           // reduce_partial_grads' buffer
+  Tensor packed_;  // reduce_partial_grads' buffer, in the model backend's memory (allocated once)
 };
 
 // The config of ep rank `rank` of `size`: experts [rank·E/size, (rank+1)·E/size).

@@ -134,7 +134,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
   if (comm->world() > 1) {  // a device backend's memory is reduced by its own communicator (NCCL for cuda)
     LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe.backend));
-    LMT_ASSIGN_OR_RETURN(comm, world_for_backend(*backend, *comm, sizes, recipe.parallel.ep, &t->device_comm_));
+    LMT_ASSIGN_OR_RETURN(comm, world_for_backend(*backend, *comm, sizes, &t->device_comm_));
     t->comm_ = comm;
   }
   LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));
@@ -396,7 +396,9 @@ Status Trainer::init_model(kernels::Backend& backend) {
     Tensor full({whole.total_numel()}, DType::kF32);
     model::init_params(whole, full.as<float>(), recipe_.seed);
     if (!recipe_.init_from.empty()) LMT_RETURN_IF_ERROR(init_params_from(recipe_.init_from, whole, full.as<float>()));
-    split_->scatter(full.as<float>(), model_->params().as<float>());
+    HostStaging local(backend, {{"params", model_->params()}});  // ModelSplit works in host memory
+    split_->scatter(full.as<float>(), local.views()[0].second.as<float>());
+    local.store();
     model_->refresh_compute_weights();
     if (TensorParallelPlan* tp = split_->tensor()) model_->set_tensor_parallel(tp->model_group(recipe_.parallel.sp));
     if (PipelinePlan* pp = split_->pipeline()) model_->set_pipeline_role(pp->role());
@@ -442,7 +444,9 @@ Status Trainer::load_checkpoint(const std::string& path, TrainerState* state) {
     add_router_bias(bias.view(), views);
     LMT_ASSIGN_OR_RETURN(j, train::load_checkpoint(path, whole, full_params.as<float>(), views));
     set_router_bias(*model_, bias.view());
-    split_->scatter(full_params.as<float>(), model_->params().as<float>());
+    HostStaging local(model_->backend(), {{"params", model_->params()}});  // ModelSplit works in host memory
+    split_->scatter(full_params.as<float>(), local.views()[0].second.as<float>());
+    local.store();
     // Each state buffer's part, in this rank's layout; then the dp shard of it (or all of it).
     auto part = dp_->full_state_buffers(engine_->optimizer());
     for (size_t i = 0; i < part.size(); ++i) split_->scatter(full[i].second.as<float>(), part[i].second.as<float>());
@@ -555,11 +559,21 @@ Status Trainer::save_checkpoint() {
   Tensor whole_params;
   std::vector<std::pair<std::string, Tensor>> whole_state;
   if (split_->split()) {
+    // ModelSplit works in host memory: a device backend's parameters and state are staged first.
+    std::vector<std::pair<std::string, TensorView>> local = d.optimizer_state;
+    local.emplace_back("params", TensorView(const_cast<float*>(d.params), Shape{model_->layout().total_numel()},
+                                            DType::kF32, d.params_device));
+    HostStaging host(model_->backend(), local);
+    host.load();
+    std::vector<std::pair<std::string, TensorView>> local_state = host.views();
+    const TensorView local_params = local_state.back().second;
+    local_state.pop_back();
     whole_params = Tensor({split_->whole_layout().total_numel()}, DType::kF32);
-    LMT_RETURN_IF_ERROR(split_->gather(d.params, whole_params.as<float>()));
-    LMT_ASSIGN_OR_RETURN(whole_state, split_->gather_state(d.optimizer_state));
+    LMT_RETURN_IF_ERROR(split_->gather(local_params.as<float>(), whole_params.as<float>()));
+    LMT_ASSIGN_OR_RETURN(whole_state, split_->gather_state(local_state));
     d.layout = &split_->whole_layout();
     d.params = whole_params.as<float>();
+    d.params_device = Device::host();
     d.optimizer_state.clear();
     for (auto& [n, t] : whole_state) d.optimizer_state.emplace_back(n, t.view());
   }

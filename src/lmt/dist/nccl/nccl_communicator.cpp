@@ -249,9 +249,41 @@ Status NcclCommunicator::broadcast(void* data, int64_t bytes, int root) {
 
 Status NcclCommunicator::all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                                       const std::vector<int64_t>& recv_bytes) {
-  if (where({send, recv}) == 0) return host_->all_to_all_v(send, send_bytes, recv, recv_bytes);
-  return Unimplemented("all_to_all_v on GPU memory: the NCCL communicator has no all-to-all yet",
-                       "expert parallelism runs on --backend cpu (docs/CUDA.md, Known limits)");
+  const int kind = where({send, recv});
+  if (kind == 0) return host_->all_to_all_v(send, send_bytes, recv, recv_bytes);
+  if (kind < 0)
+    return InvalidArgument("all_to_all_v: one of send and recv is GPU memory and the other is not",
+                           "pass two GPU buffers (or two host buffers)");
+  LMT_RETURN_IF_ERROR(check_counts(send_bytes, world(), "all_to_all_v (send)"));
+  LMT_RETURN_IF_ERROR(check_counts(recv_bytes, world(), "all_to_all_v (recv)"));
+  const int me = rank();
+  if (send_bytes[me] != recv_bytes[me])
+    return InvalidArgument("all_to_all_v: rank " + std::to_string(me) + " sends itself " + std::to_string(send_bytes[me]) +
+                               " bytes but expects " + std::to_string(recv_bytes[me]),
+                           "recv_bytes[p] must equal what rank p sends here");
+  const std::vector<int64_t> so = offsets_of(send_bytes), ro = offsets_of(recv_bytes);
+  const char* src = static_cast<const char*>(send);
+  char* dst = static_cast<char*>(recv);
+  // This rank's own part is a device copy; the others one grouped ncclSend/ncclRecv per peer (NCCL's
+  // all-to-all pattern), all on the communication stream after the compute stream's work.
+  return launch("all_to_all_v (ncclSend/ncclRecv)",
+                [&](cudaStream_t s) {
+                  if (send_bytes[me] > 0 &&
+                      cudaMemcpyAsync(dst + ro[me], src + so[me], static_cast<size_t>(send_bytes[me]),
+                                      cudaMemcpyDeviceToDevice, s) != cudaSuccess)
+                    return ncclUnhandledCudaError;
+                  ncclResult_t r = nccl_.group_start();
+                  for (int p = 0; p < world() && r == ncclSuccess; ++p) {
+                    if (p == me) continue;
+                    if (send_bytes[p] > 0)
+                      r = nccl_.send(src + so[p], static_cast<size_t>(send_bytes[p]), ncclInt8, p, comm_, s);
+                    if (r == ncclSuccess && recv_bytes[p] > 0)
+                      r = nccl_.recv(dst + ro[p], static_cast<size_t>(recv_bytes[p]), ncclInt8, p, comm_, s);
+                  }
+                  const ncclResult_t end = nccl_.group_end();
+                  return r != ncclSuccess ? r : end;
+                })
+      ->wait();
 }
 
 bool NcclCommunicator::equal_parts(const std::vector<int64_t>& counts) const {

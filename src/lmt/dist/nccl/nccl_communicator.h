@@ -15,7 +15,8 @@
 //
 // Shapes: NCCL's reduce-scatter and all-gather need equal parts; with unequal `counts` (balanced
 // ZeRO shards) they run as one group of per-rank reduces or broadcasts instead. all_to_all_v on
-// device memory is kUnimplemented (expert parallelism is refused on GPUs); barrier, splits and
+// device memory (expert parallelism's rows) is one group of ncclSend/ncclRecv per peer, this rank's
+// own part a device copy, and returns once the compute stream waits for it; barrier, splits and
 // symmetric buffers are the host communicator's (a split makes a new NCCL communicator per group,
 // its id broadcast over the group's MPI communicator when it is first used).
 //
