@@ -299,10 +299,12 @@ int64_t CudaBackend::count_valid_targets_impl(const TensorView& targets, int32_t
 }
 double CudaBackend::sum_impl(const TensorView& x) { return cuda::sum(init(), x); }
 
-// ---- MoE: the host loops of kernels/moe.cpp over staged copies -------------------------------------
+// ---- MoE: moe.cu for f32 (gather: any dtype); f64 through the host loops of kernels/moe.cpp ------
 void CudaBackend::moe_router_forward_impl(const TensorView& weights, const TensorView& experts,
                                           const TensorView& probs, const TensorView& lse, const TensorView& logits,
                                           const TensorView& bias, bool renormalize) {
+  if (logits.dtype() != DType::kF64) return cuda::moe_router_forward(init(), weights, experts, probs, lse, logits, bias,
+                                                                     renormalize);
   HostStage h(init());
   const TensorView w = h.stage(weights), e = h.stage(experts), p = h.stage(probs), l = h.stage(lse);
   Backend::moe_router_forward_impl(w, e, p, l, h.stage(logits), h.stage(bias), renormalize);
@@ -311,6 +313,8 @@ void CudaBackend::moe_router_forward_impl(const TensorView& weights, const Tenso
 void CudaBackend::moe_router_backward_impl(const TensorView& dlogits, const TensorView& dweights,
                                            const TensorView& probs, const TensorView& lse, const TensorView& experts,
                                            bool renormalize, const TensorView& dprobs, double z_scale) {
+  if (probs.dtype() != DType::kF64)
+    return cuda::moe_router_backward(init(), dlogits, dweights, probs, lse, experts, renormalize, dprobs, z_scale);
   HostStage h(init());
   const TensorView d = h.stage(dlogits);
   Backend::moe_router_backward_impl(d, h.stage(dweights), h.stage(probs), h.stage(lse), h.stage(experts), renormalize,
@@ -318,12 +322,12 @@ void CudaBackend::moe_router_backward_impl(const TensorView& dlogits, const Tens
   h.unstage(dlogits, d);
 }
 void CudaBackend::moe_gather_rows_impl(const TensorView& out, const TensorView& inp, const TensorView& rows) {
-  HostStage h(init());
-  const TensorView o = h.stage(out);
-  Backend::moe_gather_rows_impl(o, h.stage(inp), h.stage(rows));
-  h.unstage(out, o);
+  cuda::moe_gather_rows(init(), out, inp, rows);
 }
 void CudaBackend::moe_scatter_add_rows_impl(const TensorView& dinp, const TensorView& dout, const TensorView& rows) {
+  // dinp[rows[r], :] += dout[r, :] is the embedding's backward with dinp as the table: its sorted runs
+  // sum each row's contributions in order, without float atomics.
+  if (dinp.dtype() != DType::kF64) return cuda::embedding_backward(init(), dinp, dout, rows);
   HostStage h(init());
   const TensorView d = h.stage(dinp);
   Backend::moe_scatter_add_rows_impl(d, h.stage(dout), h.stage(rows));
@@ -331,6 +335,7 @@ void CudaBackend::moe_scatter_add_rows_impl(const TensorView& dinp, const Tensor
 }
 void CudaBackend::moe_combine_forward_impl(const TensorView& out, const TensorView& y, const TensorView& weights,
                                            const TensorView& slots) {
+  if (y.dtype() != DType::kF64) return cuda::moe_combine_forward(init(), out, y, weights, slots);
   HostStage h(init());
   const TensorView o = h.stage(out);
   Backend::moe_combine_forward_impl(o, h.stage(y), h.stage(weights), h.stage(slots));
@@ -338,6 +343,7 @@ void CudaBackend::moe_combine_forward_impl(const TensorView& out, const TensorVi
 }
 void CudaBackend::moe_combine_backward_impl(const TensorView& dy, const TensorView& dweights, const TensorView& dout,
                                             const TensorView& y, const TensorView& weights, const TensorView& slots) {
+  if (y.dtype() != DType::kF64) return cuda::moe_combine_backward(init(), dy, dweights, dout, y, weights, slots);
   HostStage h(init());
   const TensorView a = h.stage(dy), b = h.stage(dweights);
   Backend::moe_combine_backward_impl(a, b, h.stage(dout), h.stage(y), h.stage(weights), h.stage(slots));

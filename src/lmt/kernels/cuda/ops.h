@@ -56,6 +56,18 @@ void embedding_forward(Context& ctx, const TensorView& out, const TensorView& id
 // Deterministic: the same ids and dout give the same bits every run (no float atomics).
 void embedding_backward(Context& ctx, const TensorView& dtable, const TensorView& dout, const TensorView& ids);
 
+// ---- moe.cu (f32 routing and combine; gather any dtype; scatter-add is embedding_backward) -----
+void moe_router_forward(Context& ctx, const TensorView& weights, const TensorView& experts, const TensorView& probs,
+                        const TensorView& lse, const TensorView& logits, const TensorView& bias, bool renormalize);
+void moe_router_backward(Context& ctx, const TensorView& dlogits, const TensorView& dweights, const TensorView& probs,
+                         const TensorView& lse, const TensorView& experts, bool renormalize, const TensorView& dprobs,
+                         double z_scale);
+void moe_gather_rows(Context& ctx, const TensorView& out, const TensorView& inp, const TensorView& rows);
+void moe_combine_forward(Context& ctx, const TensorView& out, const TensorView& y, const TensorView& weights,
+                         const TensorView& slots);
+void moe_combine_backward(Context& ctx, const TensorView& dy, const TensorView& dweights, const TensorView& dout,
+                          const TensorView& y, const TensorView& weights, const TensorView& slots);
+
 // ---- norm.cu -----------------------------------------------------------------------------------
 void layernorm_forward(Context& ctx, const TensorView& out, const TensorView& mean, const TensorView& rstd,
                        const TensorView& inp, const TensorView& weight, const TensorView& bias, float eps);
