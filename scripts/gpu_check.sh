@@ -140,7 +140,8 @@ if ((tests)); then
   fi
 fi
 if ((bench)); then
-  # preset micro-batch seq-len: the issue's two reference runs.
+  # preset micro-batch seq-len: the issue's two reference runs, and a small MoE model (top-2 of 8
+  # experts in 4 layers: the routing on the host between kernels, moe.cu, grouped expert GEMMs).
   while read -r preset b t; do
     echo "== bench train $preset B$b T$t"
     if ! timeout 200 "$bin/lmtrain" bench train --backend cuda --preset "$preset" --micro-batch "$b" --seq-len "$t" \
@@ -161,6 +162,7 @@ for line in sys.stdin:
   done <<'RUNS'
 gpt2-124m 16 1024
 llama3.2-1b 4 2048
+tiny-moe 16 1024
 RUNS
   # Data parallelism over NCCL on two GPUs (the issue's >= 1.9x one GPU): gpt2-124m, B16 T1024 per GPU.
   if ((gpus >= 2)) && command -v mpirun >/dev/null; then

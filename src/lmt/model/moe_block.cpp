@@ -63,6 +63,7 @@ void write_from_host(kernels::Backend& be, const TensorView& t, const T* src) {
 }
 
 std::vector<int32_t> narrow(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
+
 TensorView as2d(const TensorView& flat, int64_t rows, int64_t cols) {
   return TensorView(flat.data(), Shape{rows, cols}, flat.dtype(), flat.device());
 }
