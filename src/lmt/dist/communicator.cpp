@@ -24,6 +24,25 @@ class CompletedRequest final : public Request {
   Status status_;
 };
 
+// Two requests as one: wait() waits for both (the first error is kept), test() is true once both are.
+class PairRequest final : public Request {
+ public:
+  PairRequest(std::unique_ptr<Request> a, std::unique_ptr<Request> b) : a_(std::move(a)), b_(std::move(b)) {}
+  Status wait() override {
+    Status s = a_ ? a_->wait() : Status::Ok();
+    const Status t = b_ ? b_->wait() : Status::Ok();
+    return s.ok() ? t : s;
+  }
+  bool test() override {
+    const bool a = !a_ || a_->test();
+    const bool b = !b_ || b_->test();
+    return a && b;
+  }
+
+ private:
+  std::unique_ptr<Request> a_, b_;
+};
+
 // World 1: the buffer is the only part; every collective leaves it as it is.
 class LocalSymmetricBuffer final : public SymmetricBuffer {
  public:
@@ -54,6 +73,13 @@ class LocalSymmetricBuffer final : public SymmetricBuffer {
 }  // namespace
 
 std::unique_ptr<Request> completed_request(Status status) { return std::make_unique<CompletedRequest>(std::move(status)); }
+
+std::unique_ptr<Request> Communicator::send_recv_async(const void* send, int64_t send_bytes, int to, void* recv,
+                                                       int64_t recv_bytes, int from) {
+  std::unique_ptr<Request> out = send != nullptr ? send_async(send, send_bytes, to) : nullptr;
+  std::unique_ptr<Request> in = recv != nullptr ? recv_async(recv, recv_bytes, from) : nullptr;
+  return std::make_unique<PairRequest>(std::move(out), std::move(in));
+}
 
 Status check_counts(const std::vector<int64_t>& counts, int world, const char* what) {
   if (static_cast<int>(counts.size()) != world)

@@ -81,6 +81,12 @@ class Communicator {
   // pipeline schedule does), rather than computing with it in flight.
   virtual std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer) = 0;
   virtual std::unique_ptr<Request> recv_async(void* data, int64_t bytes, int peer) = 0;
+  // A send to `to` and a receive from `from` posted together, one request for both (send or recv
+  // null: that half is left out); the pipeline's exchange between two operations, where each
+  // neighbour posts the matching pair. The default posts send_async then recv_async. A library whose
+  // separate calls wait for each other (NCCL: two ranks that both send first never finish) groups them.
+  virtual std::unique_ptr<Request> send_recv_async(const void* send, int64_t send_bytes, int to, void* recv,
+                                                   int64_t recv_bytes, int from);
   virtual Status recv(void* data, int64_t bytes, int peer) = 0;
   virtual Status barrier() = 0;
   // A buffer of `bytes` on every rank that the ranks of the node share (symmetric_buffer.h);

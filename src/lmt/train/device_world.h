@@ -2,10 +2,10 @@
 // process: the world communicator itself. A device backend (cuda) over several processes: the
 // device communicator over the same ranks (dist/device_communicator.h: NCCL for cuda), which
 // reduces the gradients where they live and passes host buffers to `world`.
-// Device backends run data parallelism (ZeRO 0-2) and expert parallelism (the MoE rows exchanged by
-// the device communicator's all_to_all_v): tensor and pipeline parallelism plan their exchanges in
-// host memory, so tp or pp > 1 there is kUnimplemented, before anything is created; ZeRO 3 is
-// refused by Zero3::supports.
+// Device backends run data parallelism (ZeRO 0-2), pipeline parallelism (activations sent as
+// send/receive pairs in device memory) and expert parallelism (the MoE rows exchanged by the device
+// communicator's all_to_all_v); tensor parallelism sums and gathers in host memory, so tp > 1 there
+// is kUnimplemented, before anything is created; ZeRO 3 is refused by Zero3::supports.
 #pragma once
 
 #include <memory>

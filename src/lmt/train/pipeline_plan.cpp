@@ -26,8 +26,14 @@ Status PipelinePlan::gather(const float* stage_buffer, float* whole) {
 }
 
 void PipelinePlan::prepare_schedule(model::Transformer& model, int64_t B, int64_t T, const model::RunOptions& options) {
-  LMT_CHECK(model.backend().device().is_host() && model.master() == DType::kF32)
-      << "pipeline parallelism exchanges host buffers of an f32 model";
+  LMT_CHECK(model.master() == DType::kF32) << "pipeline parallelism exchanges the activations of an f32 model";
+  if (!model.backend().device().is_host() && model_ == nullptr) {
+    // A device communicator starts at its first call on device memory, collectively (NCCL: beyond two
+    // ranks a point-to-point call cannot be the first): one sum over the stages starts it here.
+    Tensor one({1}, DType::kF32, model.backend().allocator());
+    const Status st = comm_.all_reduce_sum(one.as<float>(), 1);
+    LMT_CHECK(st.ok()) << "pipeline parallelism: starting the stages' communicator: " << st.ToString();
+  }
   model_ = &model;
   B_ = B;
   T_ = T;
@@ -77,23 +83,22 @@ StatusOr<double> PipelinePlan::run(MicroBatchSource& source, int64_t M, float lo
   auto exchange = [&](const Op* done, const Op* next) -> Status {
     Timer t;
     LMT_TRACE_SCOPE("pp_exchange");
-    std::unique_ptr<dist::Request> out, in;
+    const void* send = nullptr;
+    void* recv = nullptr;
+    int to = -1, from = -1;
     if (done != nullptr && sends_output(*done)) {
       model::Transformer& m = *slot_for(done->mb, M).model;
-      out = done->forward ? comm_.send_async(m.stage_output().data(), act_bytes, stage() + 1)
-                          : comm_.send_async(m.stage_grad().data(), act_bytes, stage() - 1);
+      send = done->forward ? m.stage_output().data() : m.stage_grad().data();
+      to = done->forward ? stage() + 1 : stage() - 1;
     }
     if (next != nullptr && needs_input(*next)) {
       model::Transformer& m = *slot_for(next->mb, M).model;
-      in = next->forward ? comm_.recv_async(m.stage_input().data(), act_bytes, stage() - 1)
-                         : comm_.recv_async(m.stage_grad().data(), act_bytes, stage() + 1);
+      recv = next->forward ? m.stage_input().data() : m.stage_grad().data();
+      from = next->forward ? stage() - 1 : stage() + 1;
     }
-    Status st = Status::Ok();
-    for (auto* r : {&out, &in})
-      if (*r) {
-        Status w = (*r)->wait();
-        if (st.ok()) st = w;
-      }
+    if (send == nullptr && recv == nullptr) return Status::Ok();
+    // Posted as one pair (a device communicator groups them: NCCL's separate calls would deadlock).
+    const Status st = comm_.send_recv_async(send, send ? act_bytes : 0, to, recv, recv ? act_bytes : 0, from)->wait();
     time->pp_wait += t.seconds();
     return st;
   };

@@ -26,7 +26,12 @@
 //
 // Checkpoints: gather() assembles whole-model buffers on every rank of the group
 // (all-gather of each stage's buffer, then PipelineMap::assemble); scatter() takes this stage's
-// part. Everything f32 in host memory (pipeline parallelism runs on host backends).
+// part, in f32 host memory (the trainer stages a device backend's buffers through the host).
+//
+// On a device backend the activations and their gradients stay in its memory: each exchange posts
+// its send and receive as one Communicator::send_recv_async (one NCCL group on GPUs, where separate
+// calls of two neighbours that both send first never finish), and prepare_schedule() starts the
+// stages' device communicator with one collective sum (NCCL's start is collective).
 //
 // Ownership: borrows the pipeline group's communicator (the Topology's) and, after
 // prepare_schedule(), the stage's model (it must outlive the plan's schedule; the replicas are the

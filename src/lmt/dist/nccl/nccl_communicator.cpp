@@ -321,6 +321,28 @@ std::unique_ptr<Request> NcclCommunicator::recv_async(void* data, int64_t bytes,
 
 Status NcclCommunicator::recv(void* data, int64_t bytes, int peer) { return recv_async(data, bytes, peer)->wait(); }
 
+std::unique_ptr<Request> NcclCommunicator::send_recv_async(const void* send, int64_t send_bytes, int to, void* recv,
+                                                           int64_t recv_bytes, int from) {
+  const bool has_send = send != nullptr && send_bytes > 0, has_recv = recv != nullptr && recv_bytes > 0;
+  const int kind = where({has_send ? send : nullptr, has_recv ? recv : nullptr});
+  if (kind == 0) return Communicator::send_recv_async(send, send_bytes, to, recv, recv_bytes, from);
+  if (kind < 0)
+    return completed_request(InvalidArgument("send_recv_async: one buffer is GPU memory and the other is not",
+                                             "pass two GPU buffers (or two host buffers)"));
+  if (has_send)
+    if (Status st = check_peer(to, "send"); !st.ok()) return completed_request(st);
+  if (has_recv)
+    if (Status st = check_peer(from, "recv"); !st.ok()) return completed_request(st);
+  // One group: each neighbour posts its send and its receive together, so neither waits for the other.
+  return launch("ncclSend/ncclRecv", [&](cudaStream_t s) {
+    ncclResult_t r = nccl_.group_start();
+    if (r == ncclSuccess && has_send) r = nccl_.send(send, static_cast<size_t>(send_bytes), ncclInt8, to, comm_, s);
+    if (r == ncclSuccess && has_recv) r = nccl_.recv(recv, static_cast<size_t>(recv_bytes), ncclInt8, from, comm_, s);
+    const ncclResult_t end = nccl_.group_end();
+    return r != ncclSuccess ? r : end;
+  });
+}
+
 StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::split(int color, int key) {
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> group, host_->split(color, key));
   Communicator* g = group.get();

@@ -28,9 +28,9 @@
 // alone (or a peer that dies) can leave the others waiting in a collective: the caller ends the job
 // (abort(); lmtrain train does). async_error() reports what NCCL found in the background (the
 // trainer's stall watchdog polls it and ends the rank). send_async and recv_async are separate
-// NCCL calls: two ranks that both send first deadlock, and on more than two ranks they cannot be a
-// communicator's first device call (FailedPrecondition: the start is collective). Pipeline
-// parallelism, which would pair them, is refused on GPUs.
+// NCCL calls: two ranks that both send first deadlock, so send_recv_async (the pipeline's exchange)
+// posts its pair as one NCCL group; and on more than two ranks they cannot be a communicator's first
+// device call (FailedPrecondition: the start is collective).
 #pragma once
 
 #include <atomic>
@@ -69,6 +69,8 @@ class NcclCommunicator final : public Communicator {
   Status all_to_all_v(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                       const std::vector<int64_t>& recv_bytes) override;
   std::unique_ptr<Request> send_async(const void* data, int64_t bytes, int peer) override;
+  std::unique_ptr<Request> send_recv_async(const void* send, int64_t send_bytes, int to, void* recv,
+                                           int64_t recv_bytes, int from) override;
   std::unique_ptr<Request> recv_async(void* data, int64_t bytes, int peer) override;
   Status recv(void* data, int64_t bytes, int peer) override;
   Status barrier() override { return host_->barrier(); }
