@@ -248,6 +248,22 @@ TEST(NcclCommunicator, AllToAllVMovesEachPeersPartOnTheGpu) {
           << "from rank " << p << " element " << i;
 }
 
+// The pipeline's exchange: both ranks send to each other first and receive after, as one pair per
+// rank (one NCCL group). As two separate NCCL calls this waits forever.
+TEST(NcclCommunicator, SendRecvPairsBetweenTwoRanksWhoBothSendFirst) {
+  SKIP_WITHOUT_NCCL();
+  if (world() < 2) GTEST_SKIP() << "needs two ranks (nccl_communicator_test_2ranks)";
+  if (rank() > 1) return;
+  Communicator& c = *setup().nccl;
+  const int peer = 1 - rank();
+  Tensor out = on_gpu(ramp(1 << 20, 10 * rank())), in = on_gpu(std::vector<float>(1 << 20, -1.0f));
+  const Status st = c.send_recv_async(out.as<float>(), (1 << 20) * 4, peer, in.as<float>(), (1 << 20) * 4, peer)->wait();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const std::vector<float> got = to_host(in);
+  const std::vector<float> want = ramp(1 << 20, 10 * peer);
+  for (size_t i = 0; i < got.size(); i += 4099) ASSERT_EQ(got[i], want[i]) << "element " << i;
+}
+
 TEST(NcclCommunicator, HostBuffersGoThroughTheHostCommunicator) {
   SKIP_WITHOUT_NCCL();
   Communicator& c = *setup().nccl;
