@@ -1,4 +1,4 @@
-// Data parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
+// Data, pipeline and expert parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
 // so; alone it runs as world 1) the trainer trains backend "mpi_device" — the cpu kernels on a
 // pretend GPU, cuda:5, whose memory host code cannot touch (common/pretend_device.h), so every
 // device path of the trainer and DataParallel runs as on a GPU (no shared-memory storage, the ZeRO-2
@@ -203,6 +203,51 @@ class DeviceDistTest : public ::testing::Test {
     EXPECT_EQ(dev_params, cpu_params);
   }
 
+  // A model-parallel layout (`extra`) on the device backend, with ZeRO 0 in fp32 and ZeRO-1 in bf16:
+  // its exchanges went through the device communicator in device memory (`exchanges` grew), its
+  // losses and parameters equal the cpu run's bit for bit, and stopped after the step-3 checkpoint
+  // (the whole model gathered through the host) and resumed (each rank's part scattered back), it
+  // gives the uninterrupted losses.
+  void model_parallel_like_cpu(const std::vector<std::string>& extra, const std::string& tag,
+                               const std::atomic<int64_t>& exchanges) {
+    for (const auto& [zero, dtype] : {std::pair{0, std::string("fp32")}, std::pair{1, std::string("bf16")}}) {
+      SCOPED_TRACE("zero " + std::to_string(zero) + " " + dtype);
+      auto with = [&](const std::string& backend) {
+        config::Config c = recipe(backend, zero, 4, dtype);
+        for (const std::string& kv : extra) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
+        return c;
+      };
+      const std::string name = tag + "_z" + std::to_string(zero) + dtype;
+      const int64_t before = exchanges;
+      auto [dev_losses, dev_params] = train(with("mpi_device"), "device_" + name);
+      EXPECT_GT(exchanges - before, 0) << "nothing went through the device communicator in device memory";
+      auto [cpu_losses, cpu_params] = train(with("cpu"), "cpu_" + name);
+      ASSERT_EQ(dev_losses.size(), 4u);
+      EXPECT_EQ(dev_losses, cpu_losses);
+      EXPECT_EQ(dev_params, cpu_params);
+      EXPECT_EQ(stopped_and_resumed(with("mpi_device"), root_ / ("resumed_" + name)), dev_losses);
+    }
+  }
+
+  // The losses of `c`'s run at `run`, stopped after its step-3 checkpoint and resumed to the end.
+  static std::map<int64_t, double> stopped_and_resumed(const config::Config& c, const fs::path& run) {
+    {
+      auto t = test::make_trainer(c, run, g_comm);
+      EXPECT_TRUE(t && t->run(/*stop_after=*/3).ok());
+    }
+    EXPECT_TRUE(g_comm->barrier().ok());
+    {
+      auto t = test::make_trainer(c, run, g_comm, /*resume=*/true);
+      EXPECT_TRUE(t);
+      if (t) {
+        const Status s = t->run();
+        EXPECT_TRUE(s.ok()) << s.ToString();
+      }
+    }
+    EXPECT_TRUE(g_comm->barrier().ok());
+    return test::losses_of(run);
+  }
+
   static fs::path root_;
 };
 fs::path DeviceDistTest::root_;
@@ -216,21 +261,7 @@ TEST_F(DeviceDistTest, Bf16Zero1OnTheDeviceCommunicatorEqualsTheCpuRun) { same_a
 // the uninterrupted run's losses exactly.
 TEST_F(DeviceDistTest, AShardedRunResumesExactly) {
   auto whole = train(recipe("mpi_device", 1, 5), "whole").first;
-  const fs::path run = root_ / "stopped";
-  {
-    auto t = test::make_trainer(recipe("mpi_device", 1, 5), run, g_comm);
-    ASSERT_TRUE(t);
-    ASSERT_TRUE(t->run(/*stop_after=*/3).ok());
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
-  {
-    auto t = test::make_trainer(recipe("mpi_device", 1, 5), run, g_comm, /*resume=*/true);
-    ASSERT_TRUE(t);
-    Status s = t->run();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  ASSERT_TRUE(g_comm->barrier().ok());
-  EXPECT_EQ(test::losses_of(run), whole);
+  EXPECT_EQ(stopped_and_resumed(recipe("mpi_device", 1, 5), root_ / "stopped"), whole);
 }
 
 // A background error of the gradients' communicator (NCCL's, which leaves its collectives waiting
@@ -269,85 +300,20 @@ TEST_F(DeviceDistTest, ZeroThreeAndModelParallelismAreRefusedBeforeWriting) {
 
 // Pipeline parallelism on a device backend: two stages, 1F1B over 3 micro-batches, the activations
 // and their gradients sent between the stages in device memory as send/receive pairs (one NCCL group
-// on a GPU; separate NCCL calls would deadlock where both neighbours send first). Losses and
-// parameters equal the cpu run's bit for bit, in fp32 and in bf16 with ZeRO-1; the run resumes
-// exactly from its step-3 checkpoint (the whole model gathered from the stages through the host).
+// on a GPU; separate NCCL calls would deadlock where both neighbours send first).
 TEST_F(DeviceDistTest, PipelineParallelismOnTheDeviceCommunicatorEqualsTheCpuRun) {
   if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
-  for (const auto& [zero, dtype] : {std::pair{0, std::string("fp32")}, std::pair{1, std::string("bf16")}}) {
-    SCOPED_TRACE("zero " + std::to_string(zero) + " " + dtype);
-    auto pp = [&](const std::string& backend) {
-      config::Config c = recipe(backend, zero, 4, dtype);
-      for (const char* kv : {"parallel.pp=2", "train.grad_accum=3"}) EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
-      return c;
-    };
-    const std::string tag = "pp_z" + std::to_string(zero) + dtype;
-    const int64_t before = g_device_pairs;
-    auto [dev_losses, dev_params] = train(pp("mpi_device"), "device_" + tag);
-    EXPECT_GT(g_device_pairs - before, 0) << "the activations never went through the device communicator";
-    auto [cpu_losses, cpu_params] = train(pp("cpu"), "cpu_" + tag);
-    ASSERT_EQ(dev_losses.size(), 4u);
-    EXPECT_EQ(dev_losses, cpu_losses);
-    EXPECT_EQ(dev_params, cpu_params);
-    const fs::path run = root_ / ("resumed_" + tag);
-    {
-      auto t = test::make_trainer(pp("mpi_device"), run, g_comm);
-      ASSERT_TRUE(t);
-      ASSERT_TRUE(t->run(/*stop_after=*/3).ok());
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-    {
-      auto t = test::make_trainer(pp("mpi_device"), run, g_comm, /*resume=*/true);
-      ASSERT_TRUE(t);
-      const Status s = t->run();
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-    EXPECT_EQ(test::losses_of(run), dev_losses);
-  }
+  model_parallel_like_cpu({"parallel.pp=2", "train.grad_accum=3"}, "pp", g_device_pairs);
 }
 
 // Expert parallelism on a device backend: each rank holds and computes half of every MoE layer's
 // experts and the routed rows travel through the device communicator's all_to_all_v in device
-// memory (NCCL's grouped send/recv on a GPU). Losses and parameters equal the cpu run's bit for bit,
-// with ZeRO-1 and in bf16.
+// memory (NCCL's grouped send/recv on a GPU).
 TEST_F(DeviceDistTest, ExpertParallelismOnTheDeviceCommunicatorEqualsTheCpuRun) {
   if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
-  for (const auto& [zero, dtype] : {std::pair{0, std::string("fp32")}, std::pair{1, std::string("bf16")}}) {
-    SCOPED_TRACE("zero " + std::to_string(zero) + " " + dtype);
-    auto moe = [&](const std::string& backend) {
-      config::Config c = recipe(backend, zero, 4, dtype);
-      for (const char* kv : {"model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=32",
-                             "model.moe.balance=aux_loss", "model.moe.aux_loss_coef=0.01", "parallel.ep=2"})
-        EXPECT_TRUE(c.apply_override(kv).ok()) << kv;
-      return c;
-    };
-    const std::string tag = "ep_z" + std::to_string(zero) + dtype;
-    const int64_t before = g_device_exchanges;
-    auto [dev_losses, dev_params] = train(moe("mpi_device"), "device_" + tag);
-    EXPECT_GT(g_device_exchanges - before, 0) << "the rows never went through the device communicator";
-    auto [cpu_losses, cpu_params] = train(moe("cpu"), "cpu_" + tag);
-    ASSERT_EQ(dev_losses.size(), 4u);
-    EXPECT_EQ(dev_losses, cpu_losses);
-    EXPECT_EQ(dev_params, cpu_params);
-    // Stopped after the step-3 checkpoint (the whole model, gathered from both ranks' experts) and
-    // resumed (each rank's part scattered back to the device): the uninterrupted losses.
-    const fs::path run = root_ / ("resumed_" + tag);
-    {
-      auto t = test::make_trainer(moe("mpi_device"), run, g_comm);
-      ASSERT_TRUE(t);
-      ASSERT_TRUE(t->run(/*stop_after=*/3).ok());
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-    {
-      auto t = test::make_trainer(moe("mpi_device"), run, g_comm, /*resume=*/true);
-      ASSERT_TRUE(t);
-      const Status s = t->run();
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    }
-    ASSERT_TRUE(g_comm->barrier().ok());
-    EXPECT_EQ(test::losses_of(run), dev_losses);
-  }
+  model_parallel_like_cpu({"model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=32",
+                           "model.moe.balance=aux_loss", "model.moe.aux_loss_coef=0.01", "parallel.ep=2"},
+                          "ep", g_device_exchanges);
 }
 
 }  // namespace
