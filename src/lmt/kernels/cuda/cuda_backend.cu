@@ -7,12 +7,10 @@
 
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "lmt/kernels/cuda/common.cuh"
 #include "lmt/kernels/cuda/ops.h"
 #include "lmt/kernels/registry.h"
-#include "lmt/tensor/tensor.h"
 
 namespace lmt::kernels::cuda {
 namespace {
@@ -31,26 +29,6 @@ int choose_device(int count) {
   }
   return 0;
 }
-
-// Host copies of device views for ops that run as host loops (the MoE bookkeeping): stage() copies a
-// view to the host, unstage() copies a host result back into its device view.
-class HostStage {
- public:
-  explicit HostStage(Context& ctx) : ctx_(ctx) {}
-  TensorView stage(const TensorView& v) {
-    if (!v.present()) return TensorView();
-    held_.emplace_back(v.shape(), v.dtype());
-    copy(ctx_, held_.back(), v);
-    return held_.back().view();
-  }
-  void unstage(const TensorView& device_view, const TensorView& host_view) {
-    if (device_view.present()) copy(ctx_, device_view, host_view);
-  }
-
- private:
-  Context& ctx_;
-  std::vector<Tensor> held_;
-};
 
 }  // namespace
 
@@ -299,27 +277,16 @@ int64_t CudaBackend::count_valid_targets_impl(const TensorView& targets, int32_t
 }
 double CudaBackend::sum_impl(const TensorView& x) { return cuda::sum(init(), x); }
 
-// ---- MoE: moe.cu for f32 (gather: any dtype); f64 through the host loops of kernels/moe.cpp ------
+// ---- MoE: moe.cu (f32; the gather also bf16) -------------------------------------------------------
 void CudaBackend::moe_router_forward_impl(const TensorView& weights, const TensorView& experts,
                                           const TensorView& probs, const TensorView& lse, const TensorView& logits,
                                           const TensorView& bias, bool renormalize) {
-  if (logits.dtype() != DType::kF64) return cuda::moe_router_forward(init(), weights, experts, probs, lse, logits, bias,
-                                                                     renormalize);
-  HostStage h(init());
-  const TensorView w = h.stage(weights), e = h.stage(experts), p = h.stage(probs), l = h.stage(lse);
-  Backend::moe_router_forward_impl(w, e, p, l, h.stage(logits), h.stage(bias), renormalize);
-  h.unstage(weights, w), h.unstage(experts, e), h.unstage(probs, p), h.unstage(lse, l);
+  cuda::moe_router_forward(init(), weights, experts, probs, lse, logits, bias, renormalize);
 }
 void CudaBackend::moe_router_backward_impl(const TensorView& dlogits, const TensorView& dweights,
                                            const TensorView& probs, const TensorView& lse, const TensorView& experts,
                                            bool renormalize, const TensorView& dprobs, double z_scale) {
-  if (probs.dtype() != DType::kF64)
-    return cuda::moe_router_backward(init(), dlogits, dweights, probs, lse, experts, renormalize, dprobs, z_scale);
-  HostStage h(init());
-  const TensorView d = h.stage(dlogits);
-  Backend::moe_router_backward_impl(d, h.stage(dweights), h.stage(probs), h.stage(lse), h.stage(experts), renormalize,
-                                    h.stage(dprobs), z_scale);
-  h.unstage(dlogits, d);
+  cuda::moe_router_backward(init(), dlogits, dweights, probs, lse, experts, renormalize, dprobs, z_scale);
 }
 void CudaBackend::moe_gather_rows_impl(const TensorView& out, const TensorView& inp, const TensorView& rows) {
   cuda::moe_gather_rows(init(), out, inp, rows);
@@ -327,27 +294,15 @@ void CudaBackend::moe_gather_rows_impl(const TensorView& out, const TensorView& 
 void CudaBackend::moe_scatter_add_rows_impl(const TensorView& dinp, const TensorView& dout, const TensorView& rows) {
   // dinp[rows[r], :] += dout[r, :] is the embedding's backward with dinp as the table: its sorted runs
   // sum each row's contributions in order, without float atomics.
-  if (dinp.dtype() != DType::kF64) return cuda::embedding_backward(init(), dinp, dout, rows);
-  HostStage h(init());
-  const TensorView d = h.stage(dinp);
-  Backend::moe_scatter_add_rows_impl(d, h.stage(dout), h.stage(rows));
-  h.unstage(dinp, d);
+  cuda::embedding_backward(init(), dinp, dout, rows);
 }
 void CudaBackend::moe_combine_forward_impl(const TensorView& out, const TensorView& y, const TensorView& weights,
                                            const TensorView& slots) {
-  if (y.dtype() != DType::kF64) return cuda::moe_combine_forward(init(), out, y, weights, slots);
-  HostStage h(init());
-  const TensorView o = h.stage(out);
-  Backend::moe_combine_forward_impl(o, h.stage(y), h.stage(weights), h.stage(slots));
-  h.unstage(out, o);
+  cuda::moe_combine_forward(init(), out, y, weights, slots);
 }
 void CudaBackend::moe_combine_backward_impl(const TensorView& dy, const TensorView& dweights, const TensorView& dout,
                                             const TensorView& y, const TensorView& weights, const TensorView& slots) {
-  if (y.dtype() != DType::kF64) return cuda::moe_combine_backward(init(), dy, dweights, dout, y, weights, slots);
-  HostStage h(init());
-  const TensorView a = h.stage(dy), b = h.stage(dweights);
-  Backend::moe_combine_backward_impl(a, b, h.stage(dout), h.stage(y), h.stage(weights), h.stage(slots));
-  h.unstage(dy, a), h.unstage(dweights, b);
+  cuda::moe_combine_backward(init(), dy, dweights, dout, y, weights, slots);
 }
 
 }  // namespace lmt::kernels::cuda

@@ -3,8 +3,7 @@
 // GEMMs run through cuBLASLt (bf16 or full-f32 inputs, f32 accumulation and output); attention is a
 // FlashAttention-2-style kernel of our own (attention.cu); norms, activations, RoPE, embeddings, the
 // chunked LM-head cross-entropy, the optimizer update and the memory ops are kernels of this folder.
-// The MoE router, permutation and combine are kernels of moe.cu (f64, the ref oracle's dtype, stages
-// through host memory into the host loops of kernels/moe.cpp). Every op is queued on one stream in
+// The MoE router, permutation and combine are kernels of moe.cu. Every op is queued on one stream in
 // call order.
 //
 // Which GPU: LMT_CUDA_DEVICE if set, else the process's node-local rank (OMPI_COMM_WORLD_LOCAL_RANK,

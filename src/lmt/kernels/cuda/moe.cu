@@ -1,7 +1,7 @@
-// The mixture-of-experts ops on the GPU (kernels/backend.h), f32 routing and combine (f64, the ref
-// oracle's dtype, stays on the host loops of kernels/moe.cpp through staged copies):
+// The mixture-of-experts ops on the GPU (kernels/backend.h), f32 (f64, the ref oracle's dtype, is
+// refused like every cuda op's):
 //   moe_router_forward/backward: one thread per row, math/moe_math.h in f64 as the host loops;
-//   moe_gather_rows:             out[r, :] = inp[rows[r], :] for f32, bf16 and f64 rows;
+//   moe_gather_rows:             out[r, :] = inp[rows[r], :] for f32 and bf16 rows;
 //   moe_scatter_add_rows:        embedding_backward's deterministic sorted runs (embedding.cu), which
 //                                is the same sum: dinp[rows[r], :] += dout[r, :];
 //   moe_combine_forward:         one thread per output element, Σ_k in f64 in slot order;
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __device__ __forceinline__ T nan_of() {
   if constexpr (sizeof(T) == 2) return T(0x7FC0);  // bf16 quiet NaN
-  else return T(NAN);
+  else return NAN;
 }
 
 template <typename T>
@@ -134,9 +134,6 @@ void moe_gather_rows(Context& ctx, const TensorView& out, const TensorView& inp,
   if (is_bf16(inp)) {
     gather_rows_kernel<uint16_t><<<grid, kThreads, 0, ctx.stream>>>(dptr<uint16_t>(out), dptr<const uint16_t>(inp), r,
                                                                     R, N, F);
-  } else if (inp.dtype() == DType::kF64) {
-    gather_rows_kernel<double><<<grid, kThreads, 0, ctx.stream>>>(dptr<double>(out), dptr<const double>(inp), r, R,
-                                                                  N, F);
   } else {
     gather_rows_kernel<float><<<grid, kThreads, 0, ctx.stream>>>(dptr<float>(out), dptr<const float>(inp), r, R, N, F);
   }
