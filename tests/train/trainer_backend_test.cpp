@@ -186,7 +186,7 @@ TEST_F(TrainerBackendTest, RecipeOptionsTrainLikeCpu) {
 
 // Mixture-of-experts models on the backend under test: the routing bookkeeping goes through the
 // backend's copies, the selection bias lives in its memory and is refreshed after every update and
-// on resume. Four expert setups (aux loss with z-loss and capacity drops, DeepSeek-style bias
+// on resume. Three expert setups (aux loss with z-loss and capacity drops, DeepSeek-style bias
 // updates with a shared expert, every other layer MoE in bf16 with recomputation) train like the
 // cpu, and the bias-update run resumed from step 4 equals its uninterrupted run (the bias is in the
 // checkpoint; a device copy left stale at resume changes the routing after step 4).
