@@ -8,6 +8,7 @@
 
 #include "lmt/base/check.h"
 #include "lmt/base/trace.h"
+#include "lmt/train/packed_sum.h"
 
 namespace lmt::train {
 namespace {
@@ -69,26 +70,11 @@ Status ExpertShardPlan::gather(const float* local, float* whole) {
 
 Status ExpertShardPlan::reduce_partial_grads(model::Transformer& m) {
   LMT_TRACE_SCOPE("ep_grad_sum");
-  int64_t n = 0;
-  for (const auto& [b, e] : replicated_) n += e - b;
-  if (n == 0) return Status::Ok();
-  kernels::Backend& be = m.backend();
   const TensorView g = m.grads();
-  LMT_CHECK(g.dtype() == DType::kF32) << "expert parallelism sums f32 gradients, not " << g.to_string();
-  if (!packed_.view().present() || packed_.view().numel() != n) packed_ = Tensor({n}, DType::kF32, be.allocator());
-  const TensorView packed = packed_.view();
-  int64_t at = 0;
-  for (const auto& [b, e] : replicated_) {
-    be.copy(packed.slice_rows(at, at + e - b), g.slice_rows(b, e));
-    at += e - b;
-  }
-  LMT_RETURN_IF_ERROR(comm_.all_reduce_sum(packed_.as<float>(), n));
-  at = 0;
-  for (const auto& [b, e] : replicated_) {
-    be.copy(g.slice_rows(b, e), packed.slice_rows(at, at + e - b));
-    at += e - b;
-  }
-  return Status::Ok();
+  std::vector<TensorView> parts;
+  parts.reserve(replicated_.size());
+  for (const auto& [b, e] : replicated_) parts.push_back(g.slice_rows(b, e));
+  return sum_packed(m.backend(), comm_, parts, packed_);
 }
 
 }  // namespace lmt::train

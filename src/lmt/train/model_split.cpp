@@ -5,6 +5,7 @@
 
 #include "lmt/base/check.h"
 #include "lmt/model/tensor_parallel.h"
+#include "lmt/train/packed_sum.h"
 
 namespace lmt::train {
 
@@ -93,23 +94,7 @@ Status ModelSplit::reduce_partial_grads(model::Transformer& m) {
     if (sp)
       for (const TensorView& v : {g.pos_embed, g.final_norm_w, g.final_norm_b}) add(v);
   }
-  const std::vector<TensorView>& parts = partial_parts_;
-  int64_t n = 0;
-  for (const TensorView& v : parts) n += v.numel();
-  if (n == 0) return Status::Ok();
-  qk_scratch_.resize(static_cast<size_t>(n));
-  int64_t at = 0;
-  for (const TensorView& v : parts) {
-    std::memcpy(qk_scratch_.data() + at, v.data(), v.bytes());
-    at += v.numel();
-  }
-  LMT_RETURN_IF_ERROR(topo_.tp().all_reduce_sum(qk_scratch_.data(), n));
-  at = 0;
-  for (const TensorView& v : parts) {
-    std::memcpy(v.data(), qk_scratch_.data() + at, v.bytes());
-    at += v.numel();
-  }
-  return Status::Ok();
+  return sum_packed(m.backend(), topo_.tp(), partial_parts_, partial_packed_);
 }
 
 void ModelSplit::add_groups(DataParallel& dp, const model::ParamLayout& local) const {

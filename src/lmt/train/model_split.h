@@ -74,7 +74,7 @@ class ModelSplit {
   int64_t local_numel_ = 0;
   std::vector<TensorView> partial_parts_;  // reduce_partial_grads' tensors, of the buffer at parts_of_
   const void* parts_of_ = nullptr;
-  std::vector<float> qk_scratch_;          // ... packed for one sum
+  Tensor partial_packed_;                  // ... packed for one sum, in the model backend's memory
 };
 
 }  // namespace lmt::train
