@@ -130,7 +130,7 @@ Status run_train_bench(const TrainBenchArgs& a) {
   // A device backend over several processes reduces its memory with its own communicator (NCCL).
   std::unique_ptr<dist::Communicator> device_comm;
   LMT_ASSIGN_OR_RETURN(dist::Communicator* const world_comm,
-                       train::world_for_backend(*be, *comm, sizes, &device_comm));
+                       train::world_for_backend(*be, *comm, &device_comm));
   LMT_ASSIGN_OR_RETURN(std::unique_ptr<dist::Topology> topo, dist::Topology::create(*world_comm, sizes));
   const int world = topo->world_size(), dp_size = topo->dp_size();
   // Tensor and pipeline parallelism (--tp, --pp): this rank builds its part of the model

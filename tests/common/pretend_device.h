@@ -40,6 +40,7 @@
 #include "lmt/base/check.h"
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/tensor/allocator.h"
+#include "lmt/tensor/tensor.h"
 
 namespace lmt::test {
 
@@ -80,6 +81,22 @@ class PretendDeviceMemory {
     if (--open_depth() == 0)
       for (const auto& [p, len] : blocks()) protect(p, len, PROT_NONE);
   }
+  // Closes every block whatever the depth (host code called back from inside an op) until
+  // resume(the result); opens inside that are balanced by their closes.
+  static int suspend() {
+    std::lock_guard<std::mutex> lock(mu());
+    const int depth = std::exchange(open_depth(), 0);
+    if (depth > 0)
+      for (const auto& [p, len] : blocks()) protect(p, len, PROT_NONE);
+    return depth;
+  }
+  static void resume(int depth) {
+    std::lock_guard<std::mutex> lock(mu());
+    LMT_CHECK(open_depth() == 0) << "pretend device: resume() inside an open()";
+    open_depth() = depth;
+    if (depth > 0)
+      for (const auto& [p, len] : blocks()) protect(p, len, PROT_READ | PROT_WRITE);
+  }
 
  private:
   static size_t round_up(size_t bytes) {
@@ -110,6 +127,19 @@ class DeviceAccess {
   ~DeviceAccess() { PretendDeviceMemory::close(); }
   DeviceAccess(const DeviceAccess&) = delete;
   DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+
+// The pretend device's memory closed to host code for this scope, however many scopes opened it:
+// a callback a device op makes to host code (which must not read device memory directly).
+class DeviceClosed {
+ public:
+  DeviceClosed() : depth_(PretendDeviceMemory::suspend()) {}
+  ~DeviceClosed() { PretendDeviceMemory::resume(depth_); }
+  DeviceClosed(const DeviceClosed&) = delete;
+  DeviceClosed& operator=(const DeviceClosed&) = delete;
+
+ private:
+  int depth_;
 };
 
 class PretendDeviceAllocator final : public Allocator {
@@ -324,11 +354,35 @@ class PretendDeviceBackend : public kernels::CpuBackend {
                         (const TensorView& out, const TensorView& q, const TensorView& k_cache,
                          const TensorView& v_cache, int64_t start, float scale),
                         (out, q, k_cache, v_cache, start, scale))
-  LMT_PRETEND_DEVICE_OP(void, lm_head_cross_entropy_impl,
-                        (const TensorView& losses, const TensorView& x, const TensorView& weight,
-                         const TensorView& targets, const kernels::CrossEntropyOptions& opts, const TensorView& dx,
-                         const TensorView& dweight),
-                        (losses, x, weight, targets, opts, dx, dweight))
+  // The vocabulary-parallel combine gets its row statistics in device memory, as from cuda's kernel
+  // (kernels/cuda/loss.cu): the cpu kernel's host ones are copied into device buffers for the
+  // caller's combine, which runs with the device memory closed (host code that reads them directly
+  // faults; the backend's copy reaches them), and copied back.
+  void lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x, const TensorView& weight,
+                                  const TensorView& targets, const kernels::CrossEntropyOptions& opts,
+                                  const TensorView& dx, const TensorView& dweight) override {
+    const OpDepth nested;
+    if (nested.outermost()) OnDeviceArgs{"lm_head_cross_entropy_impl"}(losses, x, weight, targets, dx, dweight);
+    const DeviceAccess open;
+    kernels::CrossEntropyOptions o = opts;
+    if (opts.combine) {
+      o.combine = [this, &opts](int64_t row0, const TensorView& lse, const TensorView& target_logit) {
+        const int64_t rows = lse.numel();
+        // Per call: a buffer kept by the backend would outlive the memory's bookkeeping at exit.
+        const Tensor stats({2 * rows}, DType::kF32, allocator_);
+        const TensorView dl = stats.view().slice_rows(0, rows), dt = stats.view().slice_rows(rows, 2 * rows);
+        std::memcpy(dl.data(), lse.data(), lse.bytes());
+        std::memcpy(dt.data(), target_logit.data(), target_logit.bytes());
+        {
+          const DeviceClosed closed;
+          opts.combine(row0, dl, dt);
+        }
+        std::memcpy(lse.data(), dl.data(), lse.bytes());
+        std::memcpy(target_logit.data(), dt.data(), target_logit.bytes());
+      };
+    }
+    kernels::CpuBackend::lm_head_cross_entropy_impl(losses, x, weight, targets, o, dx, dweight);
+  }
   LMT_PRETEND_DEVICE_OP(void, add_impl, (const TensorView& out, const TensorView& a, const TensorView& b), (out, a, b))
   LMT_PRETEND_DEVICE_OP(void, convert_impl, (const TensorView& out, const TensorView& inp), (out, inp))
   LMT_PRETEND_DEVICE_OP(double, sum_squares_impl, (const TensorView& x), (x))

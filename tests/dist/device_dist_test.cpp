@@ -1,4 +1,4 @@
-// Data, pipeline and expert parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
+// Data, tensor, pipeline and expert parallelism on a device backend, on any machine: under `mpirun -np 2` (ctest registers it
 // so; alone it runs as world 1) the trainer trains backend "mpi_device" — the cpu kernels on a
 // pretend GPU, cuda:5, whose memory host code cannot touch (common/pretend_device.h), so every
 // device path of the trainer and DataParallel runs as on a GPU (no shared-memory storage, the ZeRO-2
@@ -43,6 +43,14 @@ std::atomic<int64_t> g_forwarded{0};        // f32 collectives the device commun
 std::atomic<int64_t> g_host_reductions{0};  // f32 reductions of buffers outside the device memory
 std::atomic<int64_t> g_device_exchanges{0};  // all_to_all_v calls on device memory (NCCL's send/recv)
 std::atomic<int64_t> g_device_pairs{0};      // send_recv_async calls on device memory (one NCCL group)
+std::atomic<int64_t> g_device_collectives{0};  // f32 sums, gathers and reduce-scatters of device memory
+
+// Counts a collective whose buffers all lie in the device memory.
+void count_on_device(std::initializer_list<const void*> buffers) {
+  for (const void* p : buffers)
+    if (!test::PretendDeviceMemory::owns(p)) return;
+  ++g_device_collectives;
+}
 
 // A gradient reduction must read and write device memory (NCCL reduces nothing else).
 int64_t reduction(std::initializer_list<const void*> buffers) {
@@ -76,6 +84,7 @@ class ForwardingCommunicator final : public dist::Communicator {
   bool device_buffers() const override { return true; }
   Status all_reduce_sum(float* d, int64_t n) override {
     reduction({d});
+    count_on_device({d});
     return call([&] { return host_->all_reduce_sum(d, n); });
   }
   std::unique_ptr<dist::Request> all_reduce_sum_async(float* d, int64_t n) override {
@@ -85,6 +94,7 @@ class ForwardingCommunicator final : public dist::Communicator {
   Status all_reduce_sum(double* d, int64_t n) override { return call([&] { return host_->all_reduce_sum(d, n); }); }
   Status reduce_scatter_sum(const float* s, float* r, const std::vector<int64_t>& c) override {
     reduction({s, r});
+    count_on_device({s, r});
     return call([&] { return host_->reduce_scatter_sum(s, r, c); });
   }
   std::unique_ptr<dist::Request> reduce_scatter_sum_async(const float* s, float* r,
@@ -94,6 +104,7 @@ class ForwardingCommunicator final : public dist::Communicator {
   }
   Status all_gather(float* d, const std::vector<int64_t>& c) override {
     ++g_forwarded;
+    count_on_device({d});
     return call([&] { return host_->all_gather(d, c); });
   }
   std::unique_ptr<dist::Request> all_gather_async(float* d, const std::vector<int64_t>& c) override {
@@ -288,14 +299,29 @@ TEST_F(DeviceDistTest, ABackgroundCommunicatorErrorEndsTheRun) {
       << reports[0];
 }
 
-// What a device backend does not do over several processes is refused before anything is written.
-TEST_F(DeviceDistTest, ZeroThreeAndModelParallelismAreRefusedBeforeWriting) {
+// What a device backend does not do over several processes (ZeRO 3) is refused before anything is
+// written.
+TEST_F(DeviceDistTest, ZeroThreeIsRefusedBeforeWriting) {
   if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
   config::Config z3 = recipe("mpi_device", 3, 2);
   test::expect_refused_before_writing(z3, root_ / "refused_z3", g_comm, "train.zero = 3");
-  config::Config tp = recipe("mpi_device", 0, 2);
-  ASSERT_TRUE(tp.apply_override("parallel.tp=2").ok());
-  test::expect_refused_before_writing(tp, root_ / "refused_tp", g_comm, "parallel.tp = 1");
+}
+
+// Tensor parallelism on a device backend: each rank holds half of every layer's heads and hidden
+// units and half of the vocabulary; the blocks' sums run on device memory through the device
+// communicator, the embedding of this rank's rows through backend ops, and the loss's row
+// statistics come to the combine in device memory (the pretend backend hands them over so, with
+// the memory closed to host code, as cuda's kernel does).
+TEST_F(DeviceDistTest, TensorParallelismOnTheDeviceCommunicatorEqualsTheCpuRun) {
+  if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
+  model_parallel_like_cpu({"parallel.tp=2", "model.qk_norm=true"}, "tp", g_device_collectives);
+}
+
+// With sequence parallelism the residual stream is split by rows too: the sub-blocks all-gather and
+// reduce-scatter it in device memory.
+TEST_F(DeviceDistTest, SequenceParallelismOnTheDeviceCommunicatorEqualsTheCpuRun) {
+  if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
+  model_parallel_like_cpu({"parallel.tp=2", "parallel.sp=true"}, "sp", g_device_collectives);
 }
 
 // Pipeline parallelism on a device backend: two stages, 1F1B over 3 micro-batches, the activations

@@ -70,10 +70,10 @@ TEST(DeviceWorld, AHostBackendOrOneProcessKeepsTheWorld) {
   test::PretendDeviceBackend gpu("pretend_none", 3);
   SizedWorld two(2, false), one(1, false);
   std::unique_ptr<dist::Communicator> owned;
-  auto host = world_for_backend(cpu, two, {2, 1, 1}, &owned);
+  auto host = world_for_backend(cpu, two, &owned);
   ASSERT_TRUE(host.ok()) << host.status().ToString();
   EXPECT_EQ(*host, &two);
-  auto alone = world_for_backend(gpu, one, {1, 1, 1}, &owned);
+  auto alone = world_for_backend(gpu, one, &owned);
   ASSERT_TRUE(alone.ok()) << alone.status().ToString();
   EXPECT_EQ(*alone, &one);
   EXPECT_EQ(owned, nullptr);
@@ -84,7 +84,7 @@ TEST(DeviceWorld, ADeviceBackendOverSeveralProcessesGetsItsDeviceCommunicator) {
   test::PretendDeviceBackend gpu("pretend_nccl", 3);
   SizedWorld two(2, false);
   std::unique_ptr<dist::Communicator> owned;
-  auto made = world_for_backend(gpu, two, {2, 1, 1}, &owned);
+  auto made = world_for_backend(gpu, two, &owned);
   ASSERT_TRUE(made.ok()) << made.status().ToString();
   ASSERT_NE(owned, nullptr);
   EXPECT_EQ(*made, owned.get());
@@ -93,7 +93,7 @@ TEST(DeviceWorld, ADeviceBackendOverSeveralProcessesGetsItsDeviceCommunicator) {
   // A world that already reduces device memory is kept as it is.
   SizedWorld device_two(2, true);
   std::unique_ptr<dist::Communicator> none;
-  auto kept = world_for_backend(gpu, device_two, {2, 1, 1}, &none);
+  auto kept = world_for_backend(gpu, device_two, &none);
   ASSERT_TRUE(kept.ok()) << kept.status().ToString();
   EXPECT_EQ(*kept, &device_two);
   EXPECT_EQ(none, nullptr);
@@ -103,29 +103,13 @@ TEST(DeviceWorld, ABuildWithoutADeviceCommunicatorRefusesNamingTheBackend) {
   test::PretendDeviceBackend gpu("pretend_none", 3);
   SizedWorld two(2, false);
   std::unique_ptr<dist::Communicator> owned;
-  auto made = world_for_backend(gpu, two, {2, 1, 1}, &owned);
+  auto made = world_for_backend(gpu, two, &owned);
   ASSERT_FALSE(made.ok());
   EXPECT_EQ(made.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(made.status().message().find("'pretend_none' backend over 2 processes"), std::string::npos)
       << made.status().ToString();
   EXPECT_FALSE(made.status().hint().empty());
   EXPECT_EQ(owned, nullptr);
-}
-
-// Tensor parallelism is refused on a device (pipeline and expert parallelism run: device_dist_test).
-TEST(DeviceWorld, TensorParallelismOnADeviceIsRefusedBeforeAnyCommunicatorIsMade) {
-  test::PretendDeviceBackend gpu("pretend_nccl", 3);
-  SizedWorld four(4, false);
-  std::unique_ptr<dist::Communicator> owned;
-  auto made = world_for_backend(gpu, four, {2, 2, 1}, &owned);
-  ASSERT_FALSE(made.ok());
-  EXPECT_EQ(made.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(made.status().message().find("'pretend_nccl' backend"), std::string::npos) << made.status().ToString();
-  EXPECT_NE(made.status().hint().find("parallel.tp = 1"), std::string::npos) << made.status().ToString();
-  EXPECT_EQ(owned, nullptr);
-  auto pipelined = world_for_backend(gpu, four, {2, 1, 2}, &owned);
-  ASSERT_TRUE(pipelined.ok()) << pipelined.status().ToString();
-  EXPECT_TRUE((*pipelined)->device_buffers());
 }
 
 }  // namespace

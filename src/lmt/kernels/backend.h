@@ -73,16 +73,18 @@ struct CrossEntropyOptions {
   // kOverwrite: dweight's rows [0, V) are written over, whatever they held (the first write of a
   // gradient that model::Transformer::zero_grads left unzeroed), not added to.
   GradWrite dweight_write = GradWrite::kAccumulate;
-  // Vocabulary parallelism (model/tensor_parallel.h), host backends: the weight's rows [0, V) are the
-  // global vocabulary ids [vocab_begin, vocab_begin + V) of a vocabulary split over ranks; a target
-  // outside them is another rank's (no -1 in its gradient here). For each chunk of rows
-  // [row0, row0 + rows), combine(row0, rows, lse, target_logit) receives this rank's log-sum-exp
-  // and target logit per row (0 where the target is another rank's; rows with ignored targets carry
-  // meaningless values) and replaces both, in place, with the whole vocabulary's; the losses and
-  // gradients then use those (softmax over the whole vocabulary). dx is then this rank's part of
-  // the input gradient (the caller sums it over the ranks). Empty combine: a whole vocabulary.
+  // Vocabulary parallelism (model/tensor_parallel.h): the weight's rows [0, V) are the global
+  // vocabulary ids [vocab_begin, vocab_begin + V) of a vocabulary split over ranks; a target outside
+  // them is another rank's (no -1 in its gradient here). For each chunk of rows [row0, row0 + rows),
+  // combine(row0, lse, target_logit) receives this rank's log-sum-exp and target logit per row
+  // (lse, target_logit: [rows] f32, contiguous, in this backend's memory: device memory on a device
+  // backend; the target logit is 0 where the target is another rank's; rows with ignored targets
+  // carry meaningless values) and replaces both, in place, with the whole vocabulary's; the losses
+  // and gradients then use those (softmax over the whole vocabulary). dx is then this rank's part of
+  // the input gradient (the caller sums it over the ranks). combine may call this backend's copy(),
+  // not its other ops (they may reuse the op's scratch). Empty combine: a whole vocabulary.
   int64_t vocab_begin = 0;
-  std::function<void(int64_t row0, int64_t rows, float* lse, float* target_logit)> combine;
+  std::function<void(int64_t row0, const TensorView& lse, const TensorView& target_logit)> combine;
 };
 
 struct AdamWParams {

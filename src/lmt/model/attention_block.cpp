@@ -117,7 +117,7 @@ void AttentionBlock::backward(const TensorView& res_in, const AttentionWeights& 
                               const AttentionActs& a, const BlockPass& pass, Scratch& s) {
   const int64_t N = a.h.dim(0), NH = c_.n_heads, G = c_.n_kv_heads, HD = c_.head_dim;
   const bool sp = sequence_parallel(tp_);
-  if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the attention sub-block");
+  if (sp) sequence_gather(be_, tp_, s.dres, s.dres_full, "d res of the attention sub-block");
   const TensorView dout = sp ? s.dres_full : s.dres;  // all N rows
   be_.linear_backward(s.datt.reshape({N, NH * HD}), g.o_w, g.o_b, gemm_input(be_, s.grad_c, dout),
                       a.att_c.reshape({N, NH * HD}), w.o_w, pass.weight_grads);

@@ -1,8 +1,6 @@
 // One transformer block for training: the attention sub-block, then the FFN sub-block, on the
 // residual stream (block.h). The math lives in attention_block.cpp and ffn_block.cpp, which the
 // decoder (eval/decode.cpp) calls too; here the Transformer only hands them its views.
-#include <cstring>
-
 #include "lmt/base/trace.h"
 #include "lmt/model/attention_block.h"
 #include "lmt/model/ffn_block.h"
@@ -31,11 +29,12 @@ void tensor_parallel_sum(const TensorParallel* tp, const TensorView& x, const ch
                     << s.ToString();
 }
 
-void sequence_gather(const TensorParallel* tp, const TensorView& part, const TensorView& full, const char* what) {
+void sequence_gather(kernels::Backend& be, const TensorParallel* tp, const TensorView& part, const TensorView& full,
+                     const char* what) {
   const int64_t n = part.dim(0);
   LMT_CHECK(full.dim(0) == n * tp->size && full.dtype() == DType::kF32 && part.dtype() == DType::kF32)
       << "sequence gather of " << what << ": " << part.to_string() << " into " << full.to_string();
-  std::memcpy(full.slice_rows(tp->rank * n, (tp->rank + 1) * n).data(), part.data(), part.bytes());
+  be.copy(full.slice_rows(tp->rank * n, (tp->rank + 1) * n), part);
   const Status s = tp->all_gather(full.reshape({tp->size, full.numel() / tp->size}));
   LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp->rank << " of " << tp->size << ": gathering " << what << ": "
                     << s.ToString();
@@ -56,10 +55,10 @@ void norm_all_rows(kernels::Backend& be, const ModelConfig& c, const TensorParal
   }
   norm_forward(be, c, seq_nc, mean, rstd, res, w, b);  // this rank's rows, then everyone's
   if (out.dtype() != DType::kBF16) {
-    sequence_gather(tp, seq_nc, out, what);
+    sequence_gather(be, tp, seq_nc, out, what);
     return;
   }
-  sequence_gather(tp, seq_nc, f32_full, what);
+  sequence_gather(be, tp, seq_nc, f32_full, what);
   be.convert(out, f32_full);
 }
 

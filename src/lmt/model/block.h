@@ -47,8 +47,10 @@ TensorView row_parallel_bias(const TensorParallel* tp, const TensorView& bias);
 void tensor_parallel_sum(const TensorParallel* tp, const TensorView& x, const char* what);
 // Sequence parallelism (TensorParallel::sequence_parallel): true when `tp` runs it.
 inline bool sequence_parallel(const TensorParallel* tp) { return tp != nullptr && tp->enabled() && tp->sequence_parallel; }
-// full[N, C] (f32) = every rank's part[n, C] stacked in rank order (this rank's copied in first).
-void sequence_gather(const TensorParallel* tp, const TensorView& part, const TensorView& full, const char* what);
+// full[N, C] (f32) = every rank's part[n, C] stacked in rank order (this rank's copied in first, by
+// the backend: both live where it computes).
+void sequence_gather(kernels::Backend& be, const TensorParallel* tp, const TensorView& part, const TensorView& full,
+                     const char* what);
 // part[n, C] = this rank's rows of the sum over the group of full[N, C] (f32).
 void sequence_reduce_scatter(const TensorParallel* tp, const TensorView& full, const TensorView& part, const char* what);
 

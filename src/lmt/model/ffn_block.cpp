@@ -47,7 +47,7 @@ Residual FfnBlock::forward(const TensorView& res_out, const Residual& res_in, co
 void FfnBlock::backward(const TensorView& res_in, const FfnWeights& w, const FfnWeights& g, const FfnActs& a,
                         Scratch& s, kernels::GradWrite weight_grads) {
   const bool sp = sequence_parallel(tp_);
-  if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the FFN sub-block");
+  if (sp) sequence_gather(be_, tp_, s.dres, s.dres_full, "d res of the FFN sub-block");
   be_.linear_backward(s.da, g.down_w, g.down_b, gemm_input(be_, s.grad_c, sp ? s.dres_full : s.dres), a.a, w.down_w,
                       weight_grads);
   // In bf16 mode d u goes to the up projection's GEMMs as bf16: the activation backward rounds it

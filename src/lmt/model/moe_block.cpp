@@ -8,6 +8,7 @@
 #include "lmt/kernels/moe_routing.h"
 #include "lmt/model/activations.h"
 #include "lmt/model/block.h"
+#include "lmt/model/host_access.h"
 #include "lmt/model/norm.h"
 
 namespace lmt::model {
@@ -32,35 +33,6 @@ Dims dims(const ModelConfig& c) {
 }
 
 TensorView first(const TensorView& t, int64_t n) { return t.present() ? t.slice_rows(0, n) : t; }
-
-// The routing bookkeeping runs on the host; the tensors it reads and writes live where the backend
-// computes. These move them through the backend's copy (a device backend's memory is not the host's;
-// a host tensor is read in place, and a copy between host views is a memcpy).
-template <typename T>
-class HostRead {
- public:
-  HostRead(kernels::Backend& be, const TensorView& t) {
-    if (t.device().is_host()) {
-      p_ = t.as<T>();
-      return;
-    }
-    buf_.resize(static_cast<size_t>(t.numel()));
-    be.copy(TensorView(buf_.data(), Shape{t.numel()}, t.dtype()), t);
-    p_ = buf_.data();
-  }
-  const T* data() const { return p_; }
-  T operator[](int64_t i) const { return p_[i]; }
-
- private:
-  std::vector<T> buf_;
-  const T* p_ = nullptr;
-};
-
-// t (numel n, dtype T) = src[0, n).
-template <typename T>
-void write_from_host(kernels::Backend& be, const TensorView& t, const T* src) {
-  if (t.numel() > 0) be.copy(t, TensorView(const_cast<T*>(src), Shape{t.numel()}, t.dtype()));
-}
 
 std::vector<int32_t> narrow(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 
@@ -416,7 +388,7 @@ void MoeBlock::backward(const TensorView& res_in, const MoeWeights& w, const Moe
   const HostRead<int32_t> routed(be_, acts.offsets);
   std::vector<int64_t> offsets(routed.data(), routed.data() + d.E + 1);
   const int64_t R = offsets[d.E];
-  if (sp) sequence_gather(tp_, s.dres, s.dres_full, "d res of the MoE sub-block");
+  if (sp) sequence_gather(be_, tp_, s.dres, s.dres_full, "d res of the MoE sub-block");
   const TensorView h = first(acts.h, N), dres = sp ? s.dres_full : s.dres, dh = first(s.dh, N);
   const TensorView dh2 = first(m.dh2, N);
 

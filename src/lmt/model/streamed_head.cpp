@@ -47,13 +47,15 @@ void streamed_lm_head_loss(kernels::Backend& b, StreamedVocab& vocab, int64_t vo
     const TensorView w = vocab.head_rows(k, !last ? k + 1 : (train && K > 1 ? K - 2 : -1));
     kernels::CrossEntropyOptions o = part(k);
     if (!last) {
-      o.combine = [&fold](int64_t row0, int64_t rows, float* lse, float* tl) { fold(row0, rows, lse, tl); };
+      o.combine = [&fold](int64_t row0, const TensorView& lse, const TensorView& tl) {
+        fold(row0, lse.numel(), lse.as<float>(), tl.as<float>());
+      };
       b.lm_head_cross_entropy(losses, x, w, targets, o, TensorView(), TensorView());
       continue;
     }
-    o.combine = [&](int64_t row0, int64_t rows, float* lse, float* tl) {
-      fold(row0, rows, lse, tl);
-      whole(row0, rows, lse, tl);
+    o.combine = [&](int64_t row0, const TensorView& lse, const TensorView& tl) {
+      fold(row0, lse.numel(), lse.as<float>(), tl.as<float>());
+      whole(row0, lse.numel(), lse.as<float>(), tl.as<float>());
     };
     if (!train) {
       b.lm_head_cross_entropy(losses, x, w, targets, o, TensorView(), TensorView());
@@ -66,7 +68,9 @@ void streamed_lm_head_loss(kernels::Backend& b, StreamedVocab& vocab, int64_t vo
   for (int64_t k = K - 2; k >= 0; --k) {  // pass 2: the other chunks' gradients
     const TensorView w = vocab.head_rows(k, k - 1);
     kernels::CrossEntropyOptions o = part(k);
-    o.combine = whole;
+    o.combine = [&whole](int64_t row0, const TensorView& lse, const TensorView& tl) {
+      whole(row0, lse.numel(), lse.as<float>(), tl.as<float>());
+    };
     b.lm_head_cross_entropy(losses, x, w, targets, o, s.dx.view(), vocab.head_grad(k));
     vocab.head_grad_ready(k);
     b.add(dx, dx, s.dx.view());

@@ -48,11 +48,11 @@ namespace lmt::model {
 // none.
 struct TensorParallel {
   int rank = 0, size = 1;
-  // Sums `x` (f32 or f64, contiguous, host memory) over the group in place; every rank of the group
-  // calls it in the same order with the same shape.
+  // Sums `x` (f32 or f64, contiguous; in the model's backend memory or on the host) over the group
+  // in place; every rank of the group calls it in the same order with the same shape.
   std::function<Status(const TensorView& x)> all_reduce;
-  // all[size, n] f32 (host): row `rank` holds this rank's values; afterwards every row holds that
-  // rank's. Same calling rules.
+  // all[size, n] f32 (the backend's memory or host): row `rank` holds this rank's values; afterwards
+  // every row holds that rank's. Same calling rules.
   std::function<Status(const TensorView& all)> all_gather;
   int64_t vocab_size = 0;  // the whole model's vocabulary (a part holds padded_vocab() / size rows of it)
   // Sequence parallelism (parallel.sp): the residual stream between the sub-blocks holds only this
@@ -61,7 +61,8 @@ struct TensorParallel {
   // reduce-scatters the row-parallel output instead of summing it (backward: the reverse). The
   // model plans its activations for it (RunOptions::sequence_shards = size).
   bool sequence_parallel = false;
-  // part[n, ...] = rows [rank·n, (rank+1)·n) of the sum over the group of full[N, ...] (f32, host).
+  // part[n, ...] = rows [rank·n, (rank+1)·n) of the sum over the group of full[N, ...] (f32, the
+  // backend's memory).
   std::function<Status(const TensorView& full, const TensorView& part)> reduce_scatter;
   bool enabled() const { return size > 1; }
 };

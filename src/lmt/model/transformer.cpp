@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "lmt/base/log.h"
 #include "lmt/base/trace.h"
@@ -60,7 +59,6 @@ void Transformer::set_tensor_parallel(TensorParallel tp) {
         << "tensor parallelism: model '" << config().name << "' is not a part of a " << tp.vocab_size << "-token vocabulary";
     LMT_CHECK(!config().qk_norm_full)
         << "tensor parallelism of model '" << config().name << "': qk_norm_full is not split";
-    LMT_CHECK(backend_.device().is_host()) << "tensor parallelism sums host buffers (no device communicator yet)";
   }
   tp_ = std::move(tp);
 }
@@ -301,7 +299,7 @@ TensorView Transformer::device_ints(const int32_t* host, Shape shape, Tensor& st
   if (host == nullptr) return TensorView();
   const TensorView h(const_cast<int32_t*>(host), shape, DType::kI32);
   if (backend_.device().is_host()) return h;
-  const TensorView d = staging.view().reshape(shape);
+  const TensorView d = staging.view().slice_rows(0, shape.numel()).reshape(shape);
   backend_.copy_async(d, h);  // queued: the host goes on to queue the pass
   return d;
 }
@@ -334,7 +332,7 @@ void Transformer::forward_trunk(const int32_t* tokens, const int32_t* doc_ids, c
       << " sequence parallelism";
   if (role_.first) {  // else residual[0] holds the previous stage's output (stage_input())
     if (vocab_stream_) vocab_stream_->embed(plan_.residual[0], tokens_);
-    else if (tp_.enabled()) vocab_parallel_embedding_forward();
+    else if (tp_.enabled()) vocab_parallel_embedding_forward(tokens);
     else backend_.embedding_forward(plan_.residual[0], tokens_, w_.embed, false);
     if (config().positions == PositionKind::kLearned)
       backend_.embedding_forward(plan_.residual[0], sequence_rows(s.positions), w_.pos_embed, true);
@@ -397,7 +395,7 @@ double Transformer::forward(const int32_t* tokens, const int32_t* targets, const
   if (tp_.enabled()) {  // this rank's vocabulary rows; softmax over the group's
     xo.vocab_size = vocab_.real;
     xo.vocab_begin = vocab_.begin;
-    xo.combine = [this](int64_t, int64_t rows, float* lse, float* tl) { combine_vocab_parallel(rows, lse, tl); };
+    xo.combine = [this](int64_t, const TensorView& lse, const TensorView& tl) { combine_vocab_parallel(lse, tl); };
   }
   have_train_forward_ = train;
   LMT_TRACE_SCOPE("lm_head_loss");
@@ -447,56 +445,6 @@ void Transformer::backward() {
   else backend_.embedding_backward(gw_.embed, s.dres, tokens_);
   if (config().positions == PositionKind::kLearned)
     backend_.embedding_backward(gw_.pos_embed, s.dres, sequence_rows(s.positions));
-}
-
-// Tensor parallelism is host-only (set_tensor_parallel checks): these loops read host memory.
-void Transformer::vocab_parallel_embedding_forward() {
-  const int64_t N = plan_.B * plan_.T, C = config().d_model;
-  const bool sp = sequence_parallel(tensor_parallel());
-  const TensorView out = sp ? plan_.scratch.f32_nc : plan_.residual[0];  // all N rows
-  LMT_CHECK(out.dtype() == DType::kF32 && w_.embed.dtype() == DType::kF32) << "vocabulary-parallel embedding in f32";
-  const int32_t* ids = tokens_.as<int32_t>();
-  const float* table = w_.embed.as<float>();
-  float* o = out.as<float>();
-  for (int64_t n = 0; n < N; ++n) {
-    const int64_t t = static_cast<int64_t>(ids[n]) - vocab_.begin;
-    if (t >= 0 && t < vocab_.rows) std::memcpy(o + n * C, table + t * C, static_cast<size_t>(C) * sizeof(float));
-    else std::memset(o + n * C, 0, static_cast<size_t>(C) * sizeof(float));
-  }
-  if (sp) sequence_reduce_scatter(tensor_parallel(), out, plan_.residual[0], "the token embedding");
-  else tensor_parallel_sum(tensor_parallel(), out, "the token embedding");
-}
-
-void Transformer::vocab_parallel_embedding_backward() {
-  const int64_t N = plan_.B * plan_.T, C = config().d_model;
-  const int32_t* ids = tokens_.as<int32_t>();
-  Scratch& s = plan_.scratch;
-  if (sequence_parallel(tensor_parallel())) sequence_gather(tensor_parallel(), s.dres, s.dres_full, "d of the embedding");
-  const float* d = (sequence_parallel(tensor_parallel()) ? s.dres_full : s.dres).as<float>();
-  float* g = gw_.embed.as<float>();
-  for (int64_t n = 0; n < N; ++n) {
-    const int64_t t = static_cast<int64_t>(ids[n]) - vocab_.begin;
-    if (t < 0 || t >= vocab_.rows) continue;
-    float* row = g + t * C;
-    const float* dr = d + n * C;
-    for (int64_t c = 0; c < C; ++c) row[c] += dr[c];
-  }
-}
-
-void Transformer::combine_vocab_parallel(int64_t rows, float* lse, float* target_logit) {
-  const int P = tp_.size;
-  tp_lse_.resize(static_cast<size_t>(P * rows));
-  std::memcpy(tp_lse_.data() + tp_.rank * rows, lse, static_cast<size_t>(rows) * sizeof(float));
-  Status s = tp_.all_gather(TensorView(tp_lse_.data(), Shape{P, rows}, DType::kF32));
-  if (s.ok()) s = tp_.all_reduce(TensorView(target_logit, Shape{rows}, DType::kF32));
-  LMT_CHECK(s.ok()) << "tensor-parallel rank " << tp_.rank << " of " << P << ": combining the loss: " << s.ToString();
-  for (int64_t r = 0; r < rows; ++r) {  // log Σ_k exp(lse_k), shifted by the largest
-    double mx = -INFINITY;
-    for (int k = 0; k < P; ++k) mx = std::max(mx, static_cast<double>(tp_lse_[static_cast<size_t>(k * rows + r)]));
-    double sum = 0;
-    for (int k = 0; k < P; ++k) sum += std::exp(static_cast<double>(tp_lse_[static_cast<size_t>(k * rows + r)]) - mx);
-    lse[r] = static_cast<float>(mx + std::log(sum));
-  }
 }
 
 }  // namespace lmt::model

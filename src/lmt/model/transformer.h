@@ -223,8 +223,8 @@ class Transformer {
   TensorView tokens_, targets_, doc_ids_;
   // On a device backend: the batch's host arrays copied to the device (prepare() sizes them).
   Tensor dev_tokens_, dev_targets_, dev_doc_ids_, dev_positions_;
-  // A host array of N i32 as a view the backend can read (the array itself on the host; a copy in
-  // `staging` on a device backend). Null gives an absent view.
+  // A host array of shape.numel() i32 as a view the backend can read (the array itself on the host;
+  // a copy in the first elements of `staging` on a device backend). Null gives an absent view.
   TensorView device_ints(const int32_t* host, Shape shape, Tensor& staging);
   int64_t num_valid_ = 0;
   bool positions_given_ = false;  // plan_.scratch.positions holds given positions, not n % T
@@ -246,12 +246,19 @@ class Transformer {
   TensorParallel tp_;                    // size 1: none
   VocabSlice vocab_;                     // tensor parallelism: this rank's vocabulary rows
   std::vector<float> tp_lse_;            // tensor parallelism: [size, rows] log-sum-exps of a loss chunk
-  // Vocabulary-parallel embedding: residual[0] = this rank's rows of the tokens (zeros for others'),
-  // summed over the group; and the gradient of this rank's rows.
-  void vocab_parallel_embedding_forward();
+  // Tensor parallelism, the last forward's tokens of this rank's vocabulary rows (found on the host
+  // from the batch), in batch order: their rows of this rank's table and their positions n of the
+  // N = B·T rows (host; copied to dev_vp_* on a device backend); views of what the backend reads.
+  std::vector<int32_t> vp_rows_, vp_at_;
+  Tensor dev_vp_rows_, dev_vp_at_;
+  TensorView vp_rows_view_, vp_at_view_;
+  // Vocabulary-parallel embedding (transformer_vocab_parallel.cpp): residual[0] = this rank's rows
+  // of the tokens (zeros for others'), summed over the group; and the gradient of this rank's rows.
+  void vocab_parallel_embedding_forward(const int32_t* tokens);
   void vocab_parallel_embedding_backward();
-  // CrossEntropyOptions::combine over the group: the whole vocabulary's lse and target logit.
-  void combine_vocab_parallel(int64_t rows, float* lse, float* target_logit);
+  // CrossEntropyOptions::combine over the group: the whole vocabulary's lse and target logit
+  // ([rows] f32 each, in the backend's memory), in place.
+  void combine_vocab_parallel(const TensorView& lse, const TensorView& target_logit);
   // Sequence parallelism: this rank's rows of an [N, ...] view (all of it otherwise).
   TensorView sequence_rows(const TensorView& all) const;
   PipelineRole role_;                    // a whole model by default

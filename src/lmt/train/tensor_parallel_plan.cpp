@@ -16,7 +16,6 @@ model::TensorParallel TensorParallelPlan::model_group(bool sequence_parallel) {
   g.sequence_parallel = sequence_parallel;
   g.vocab_size = map_.full_layout().config().vocab_size;
   g.all_reduce = [this](const TensorView& x) -> Status {
-    LMT_CHECK(x.device().is_host()) << "tensor-parallel sum of a device buffer";
     LMT_TRACE_SCOPE("op:tp_comm");  // a family of its own in --profile
     Timer t;
     Status s;
@@ -28,7 +27,7 @@ model::TensorParallel TensorParallelPlan::model_group(bool sequence_parallel) {
     return s;
   };
   g.all_gather = [this](const TensorView& all) -> Status {
-    LMT_CHECK(all.device().is_host() && all.dtype() == DType::kF32 && all.dim(0) == size())
+    LMT_CHECK(all.dtype() == DType::kF32 && all.dim(0) == size())
         << "tensor-parallel gather of " << all.to_string();
     LMT_TRACE_SCOPE("op:tp_comm");
     Timer t;
@@ -37,7 +36,7 @@ model::TensorParallel TensorParallelPlan::model_group(bool sequence_parallel) {
     return s;
   };
   g.reduce_scatter = [this](const TensorView& full, const TensorView& part) -> Status {
-    LMT_CHECK(full.device().is_host() && full.dtype() == DType::kF32 && part.dtype() == DType::kF32 &&
+    LMT_CHECK(full.dtype() == DType::kF32 && part.dtype() == DType::kF32 &&
               full.numel() == part.numel() * size())
         << "tensor-parallel reduce-scatter of " << full.to_string() << " into " << part.to_string();
     LMT_TRACE_SCOPE("op:tp_comm");

@@ -10,8 +10,11 @@
 //                is therefore the one a single process writes (full HF-named tensors) and resumes
 //                under any tp. scatter() loads one back.
 //
-// All f32, host memory (tensor parallelism runs on host backends). Ownership: borrows the tp group's
-// communicator (the Topology's). Threading: the Trainer's thread.
+// The model's group sums its activations where the backend keeps them: the tp communicator is a
+// device communicator on a device backend (train/device_world.h), which takes device and host
+// buffers alike. The checkpoint collectives are f32 in host memory (the trainer stages a device
+// backend's buffers through the host). Ownership: borrows the tp group's communicator (the
+// Topology's). Threading: the Trainer's thread.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +40,8 @@ class TensorParallelPlan {
   const model::ModelConfig& shard_config() const { return map_.shard_layout().config(); }
   const model::ParamLayout& full_layout() const { return map_.full_layout(); }
 
-  // The group for Transformer::set_tensor_parallel: sums f32/f64 buffers over comm_. Borrows this
+  // The group for Transformer::set_tensor_parallel: sums f32/f64 buffers (host or the backend's
+  // memory) over comm_. Borrows this
   // plan (it must outlive the model's use of the group).
   model::TensorParallel model_group(bool sequence_parallel = false);
   // Seconds spent in the group's sums (forward and backward) since the last call.

@@ -123,7 +123,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   }
   t->comm_ = comm;
   t->root_ = comm->rank() == 0;
-  // parallel.* against the world: tp/pp > 1 are Unimplemented, dp · tp · pp must be the world.
+  // parallel.* against the world: dp · tp · pp must be the world.
   if (recipe.zero == 3 && !recipe.eval_tasks.empty())
     return Unimplemented("eval.tasks with train.zero = 3: the tasks' decoder reads whole parameters, which ZeRO 3 shards",
                          "score the run's checkpoints with `lmtrain eval`, or use train.zero = 0, 1 or 2 with eval.tasks");
@@ -134,7 +134,7 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::create(const Recipe& recipe, const s
   LMT_ASSIGN_OR_RETURN(const dist::ParallelSizes sizes, resolve_parallel_layout(recipe.parallel, comm->world()));
   if (comm->world() > 1) {  // a device backend's memory is reduced by its own communicator (NCCL for cuda)
     LMT_ASSIGN_OR_RETURN(kernels::Backend* backend, kernels::find_backend(recipe.backend));
-    LMT_ASSIGN_OR_RETURN(comm, world_for_backend(*backend, *comm, sizes, &t->device_comm_));
+    LMT_ASSIGN_OR_RETURN(comm, world_for_backend(*backend, *comm, &t->device_comm_));
     t->comm_ = comm;
   }
   LMT_ASSIGN_OR_RETURN(t->topology_, dist::Topology::create(*comm, sizes));

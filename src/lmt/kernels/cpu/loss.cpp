@@ -158,7 +158,7 @@ void CpuBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
     uint16_t* d16 = is_bf16 && want_grad ? reinterpret_cast<uint16_t*>(dlogits16 + (r0 - g0) * V) : nullptr;
     if (parallel) {
       local_softmax_stats(logits, t, rows, V, opts, mx, sum, lse, tl);
-      opts.combine(r0, rows, lse, tl);
+      opts.combine(r0, TensorView(lse, Shape{rows}, DType::kF32), TensorView(tl, Shape{rows}, DType::kF32));
       vocab_parallel_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad, mx, lse, tl, d16);
     } else {
       softmax_xent_rows(logits, losses.as<float>() + r0, t, rows, V, opts, want_grad, d16);

@@ -242,8 +242,6 @@ void CudaBackend::attention_prefill_impl(const TensorView& out, const TensorView
 void CudaBackend::lm_head_cross_entropy_impl(const TensorView& losses, const TensorView& x, const TensorView& weight,
                                              const TensorView& targets, const CrossEntropyOptions& opts,
                                              const TensorView& dx, const TensorView& dweight) {
-  LMT_CHECK(!opts.combine && opts.vocab_begin == 0)
-      << "kernel 'lm_head_cross_entropy': the vocabulary-parallel form (combine) runs on host backends only";
   cuda::lm_head_cross_entropy(init(), losses, x, weight, targets, opts, dx, dweight);
 }
 void CudaBackend::add_impl(const TensorView& out, const TensorView& a, const TensorView& b) { cuda::add(init(), out, a, b); }

@@ -35,6 +35,14 @@
 //
 // A target outside [0, V) (and not ignore_index) cannot be reported from the device: its loss is
 // NaN and its row contributes no gradient.
+//
+// Vocabulary-parallel (opts.combine; model/tensor_parallel.h): step 2 splits in two. ce_part_stats_kernel
+// writes each row's log-sum-exp over this part's V columns and its target logit (0 where another
+// part holds the target) into [R] scratch; opts.combine makes them the whole vocabulary's in place
+// (device memory: the caller may copy them to the host and back; copies run on ctx.stream, so
+// they follow the kernel and precede the next one); ce_part_rows_kernel then writes the losses and
+// the dlogits of this part's columns from those. A part cannot tell a target past the whole
+// vocabulary from another part's; only a negative one gets the NaN loss.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -72,6 +80,38 @@ __device__ __forceinline__ void block_online_merge(float& m, float& s, float* sh
   }
 }
 
+// A row's gradient buffer (dlogits_bf16's row lb when given, else the f32 row l): columns [from, cols)
+// zeroed (those past V enter the padded products as zeros; a whole row for an ignored target).
+__device__ __forceinline__ void zero_row(float* l, uint16_t* lb, int64_t from, int64_t cols) {
+  for (int64_t v = from + threadIdx.x; v < cols; v += blockDim.x) {
+    if (lb != nullptr) lb[v] = 0;
+    else l[v] = 0.0f;
+  }
+}
+
+// The row's dlogits from its whole-vocabulary lse, written where zero_row writes (only the buffer the
+// products read: bf16 runs skip the f32 row, 4 bytes an element); column t (this part's index of the
+// target, -1 or past V where the target is elsewhere) gets the -1. Each thread reads only the columns
+// it writes.
+__device__ __forceinline__ void write_row_grads(float* l, uint16_t* lb, int64_t V, int64_t cols, int64_t t, float lse,
+                                                float z_loss, float grad_scale) {
+  const float factor = cm::ce_grad_factor(lse, z_loss);
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const float d = cm::ce_dlogit(l[v], lse, factor, v == t, grad_scale);
+    if (lb != nullptr) lb[v] = cm::bf16_round(d);
+    else l[v] = d;
+  }
+  zero_row(l, lb, V, cols);
+}
+
+// The block's (max, Σexp) of the row's columns [0, V), merged: its log-sum-exp.
+__device__ __forceinline__ float row_lse(const float* l, int64_t V, float* sh_m, float* sh_s) {
+  float m = -INFINITY, s = 0.0f;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) cm::ce_online_update(m, s, l[v]);
+  block_online_merge(m, s, sh_m, sh_s);
+  return cm::ce_lse(m, s);
+}
+
 // logits [R, cols] f32 (row stride ld >= cols >= V): columns [0, V) are read. With want_grad, the
 // row's dlogits replace them, in dlogits_bf16 [R, cols] (row stride ld) when given, else in place
 // in logits; columns [V, cols) of that buffer are zeroed (they enter the padded products as zeros).
@@ -86,34 +126,58 @@ __global__ void __launch_bounds__(kCeThreads)
     // Uniform over the block: no thread skips a barrier another one waits at.
     if (t == ignore_index || t < 0 || t >= V) {
       if (threadIdx.x == 0) losses[row] = t == ignore_index ? 0.0f : NAN;
-      if (want_grad) {
-        for (int64_t v = threadIdx.x; v < cols; v += blockDim.x) {
-          if (lb != nullptr) lb[v] = 0;
-          else l[v] = 0.0f;
-        }
-      }
+      if (want_grad) zero_row(l, lb, 0, cols);
       continue;
     }
     // Read before the merge's barriers, hence before any thread overwrites the row with gradients.
     const float logit_t = threadIdx.x == 0 ? l[t] : 0.0f;
-    float m = -INFINITY, s = 0.0f;
-    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) cm::ce_online_update(m, s, l[v]);
-    block_online_merge(m, s, sh_m, sh_s);
-    const float lse = cm::ce_lse(m, s);
+    const float lse = row_lse(l, V, sh_m, sh_s);
     if (threadIdx.x == 0) losses[row] = cm::ce_loss(lse, logit_t, z_loss);
-    if (want_grad) {
-      const float factor = cm::ce_grad_factor(lse, z_loss);
-      // Only the buffer the products read is written (bf16 runs skip the f32 row: 4 bytes an element).
-      for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-        const float d = cm::ce_dlogit(l[v], lse, factor, v == t, grad_scale);
-        if (lb != nullptr) lb[v] = cm::bf16_round(d);
-        else l[v] = d;
-      }
-      for (int64_t v = V + threadIdx.x; v < cols; v += blockDim.x) {
-        if (lb != nullptr) lb[v] = 0;
-        else l[v] = 0.0f;
-      }
+    if (want_grad) write_row_grads(l, lb, V, cols, t, lse, z_loss, grad_scale);
+  }
+}
+
+// Vocabulary parallelism, pass 1: each row's log-sum-exp over this part's columns [0, V) and its
+// target's logit where this part holds the target (global id - vocab_begin in [0, V)), else 0.
+// Ignored rows get 0 and 0.
+__global__ void __launch_bounds__(kCeThreads)
+    ce_part_stats_kernel(const float* logits, float* lse, float* target_logit, const int32_t* targets, int64_t R,
+                         int64_t V, int64_t ld, int32_t ignore_index, int64_t vocab_begin) {
+  __shared__ float sh_m[32], sh_s[32];
+  for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
+    const float* l = logits + row * ld;
+    const int32_t t = targets[row];
+    if (t == ignore_index) {  // uniform over the block
+      if (threadIdx.x == 0) lse[row] = target_logit[row] = 0.0f;
+      continue;
     }
+    const float part_lse = row_lse(l, V, sh_m, sh_s);
+    if (threadIdx.x == 0) {
+      const int64_t tl = static_cast<int64_t>(t) - vocab_begin;
+      lse[row] = part_lse;
+      target_logit[row] = tl >= 0 && tl < V ? l[tl] : 0.0f;
+    }
+  }
+}
+
+// Vocabulary parallelism, pass 2, with the whole vocabulary's lse and target logit per row (after
+// the combine): the losses and, with want_grad, the part's dlogits as ce_rows_kernel writes them. A
+// negative target (not ignore_index) is no token: NaN loss, no gradient.
+__global__ void __launch_bounds__(kCeThreads)
+    ce_part_rows_kernel(float* logits, uint16_t* dlogits_bf16, float* losses, const int32_t* targets,
+                        const float* lse, const float* target_logit, int64_t R, int64_t V, int64_t cols, int64_t ld,
+                        int32_t ignore_index, float z_loss, float grad_scale, bool want_grad, int64_t vocab_begin) {
+  for (int64_t row = blockIdx.x; row < R; row += gridDim.x) {
+    float* l = logits + row * ld;
+    uint16_t* lb = dlogits_bf16 != nullptr ? dlogits_bf16 + row * ld : nullptr;
+    const int32_t t = targets[row];
+    if (t == ignore_index || t < 0) {
+      if (threadIdx.x == 0) losses[row] = t == ignore_index ? 0.0f : NAN;
+      if (want_grad) zero_row(l, lb, 0, cols);
+      continue;
+    }
+    if (threadIdx.x == 0) losses[row] = cm::ce_loss(lse[row], target_logit[row], z_loss);
+    if (want_grad) write_row_grads(l, lb, V, cols, static_cast<int64_t>(t) - vocab_begin, lse[row], z_loss, grad_scale);
   }
 }
 
@@ -148,9 +212,14 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
   const size_t logits_bytes = align256(static_cast<size_t>(R) * static_cast<size_t>(Vld) * sizeof(float));
   const size_t bf16_bytes =
       bf16 && want_grad ? align256(static_cast<size_t>(R) * static_cast<size_t>(Vld) * sizeof(uint16_t)) : 0;
-  char* s = static_cast<char*>(ctx.scratch(logits_bytes + bf16_bytes));
+  const bool parallel = static_cast<bool>(opts.combine);
+  const size_t stats_bytes = parallel ? 2 * align256(static_cast<size_t>(R) * sizeof(float)) : 0;
+  char* s = static_cast<char*>(ctx.scratch(logits_bytes + bf16_bytes + stats_bytes));
   float* logits = reinterpret_cast<float*>(s);
   uint16_t* dlogits_bf16 = bf16_bytes > 0 ? reinterpret_cast<uint16_t*>(s + logits_bytes) : nullptr;
+  // Vocabulary-parallel: the rows' log-sum-exp and target logit, [R] each, handed to opts.combine.
+  float* part_lse = parallel ? reinterpret_cast<float*>(s + logits_bytes + bf16_bytes) : nullptr;
+  float* part_tl = parallel ? part_lse + stats_bytes / 2 / sizeof(float) : nullptr;
   const size_t elem = bf16 ? sizeof(uint16_t) : sizeof(float);
   const char* xb = static_cast<const char*>(xp);
 
@@ -167,10 +236,24 @@ void lm_head_cross_entropy(Context& ctx, const TensorView& losses, const TensorV
     gemm(ctx, lg);
 
     const unsigned blocks = static_cast<unsigned>(rows < 65535 * 16 ? rows : 65535 * 16);
-    ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V, Vg,
-                                                          Vld, opts.ignore_index, opts.z_loss, opts.grad_scale,
-                                                          want_grad);
-    LMT_CUDA_LAUNCHED();
+    if (!parallel) {
+      ce_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, rows, V, Vg,
+                                                            Vld, opts.ignore_index, opts.z_loss, opts.grad_scale,
+                                                            want_grad);
+      LMT_CUDA_LAUNCHED();
+    } else {  // this part's statistics, the whole vocabulary's from the combine, then the rows
+      ce_part_stats_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, part_lse, part_tl, tgt + r0, rows, V, Vld,
+                                                                  opts.ignore_index, opts.vocab_begin);
+      LMT_CUDA_LAUNCHED();
+      const Device dev = losses.device();
+      opts.combine(r0, TensorView(part_lse, Shape{rows}, DType::kF32, dev),
+                   TensorView(part_tl, Shape{rows}, DType::kF32, dev));
+      ce_part_rows_kernel<<<blocks, kCeThreads, 0, ctx.stream>>>(logits, dlogits_bf16, loss + r0, tgt + r0, part_lse,
+                                                                 part_tl, rows, V, Vg, Vld, opts.ignore_index,
+                                                                 opts.z_loss, opts.grad_scale, want_grad,
+                                                                 opts.vocab_begin);
+      LMT_CUDA_LAUNCHED();
+    }
     if (!want_grad) continue;
     const void* dl = bf16 ? static_cast<const void*>(dlogits_bf16) : static_cast<const void*>(logits);
 

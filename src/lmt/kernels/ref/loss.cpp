@@ -41,7 +41,7 @@ void RefBackend::lm_head_cross_entropy_impl(const TensorView& losses, const Tens
       lse_g[n] = static_cast<float>(row_logits(n));
       tl_g[n] = t >= 0 && t < V ? static_cast<float>(logits[t]) : 0.0f;
     }
-    opts.combine(0, N, lse_g.data(), tl_g.data());
+    opts.combine(0, TensorView(lse_g.data(), Shape{N}, DType::kF32), TensorView(tl_g.data(), Shape{N}, DType::kF32));
   }
   for (int64_t n = 0; n < N; ++n) {
     const int64_t t = ref::id(targets, n);
