@@ -317,6 +317,16 @@ TEST_F(DeviceDistTest, TensorParallelismOnTheDeviceCommunicatorEqualsTheCpuRun) 
   model_parallel_like_cpu({"parallel.tp=2", "model.qk_norm=true"}, "tp", g_device_collectives);
 }
 
+// MoE layers under tensor parallelism: every expert split like the dense FFN, the routing computed
+// redundantly, the expert outputs and the routing weights' gradient summed over the group on the
+// device.
+TEST_F(DeviceDistTest, TensorParallelMixtureOfExpertsOnTheDeviceCommunicatorEqualsTheCpuRun) {
+  if (g_comm->world() < 2) GTEST_SKIP() << "needs mpirun -np 2";
+  model_parallel_like_cpu({"parallel.tp=2", "model.moe.num_experts=4", "model.moe.top_k=2", "model.moe.expert_ffn=32",
+                           "model.moe.balance=aux_loss", "model.moe.aux_loss_coef=0.01"},
+                          "tp_moe", g_device_collectives);
+}
+
 // With sequence parallelism the residual stream is split by rows too: the sub-blocks all-gather and
 // reduce-scatter it in device memory.
 TEST_F(DeviceDistTest, SequenceParallelismOnTheDeviceCommunicatorEqualsTheCpuRun) {
