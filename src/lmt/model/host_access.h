@@ -12,27 +12,6 @@
 
 namespace lmt::model {
 
-// t's elements for reading, valid while this lives.
-template <typename T>
-class HostRead {
- public:
-  HostRead(kernels::Backend& be, const TensorView& t) {
-    if (t.device().is_host()) {
-      p_ = t.as<T>();
-      return;
-    }
-    buf_.resize(static_cast<size_t>(t.numel()));
-    be.copy(TensorView(buf_.data(), Shape{t.numel()}, t.dtype()), t);
-    p_ = buf_.data();
-  }
-  const T* data() const { return p_; }
-  T operator[](int64_t i) const { return p_[i]; }
-
- private:
-  std::vector<T> buf_;
-  const T* p_ = nullptr;
-};
-
 // t's elements for reading and writing; store() makes the writes t's (a no-op for a host tensor,
 // which was written in place).
 template <typename T>
@@ -48,6 +27,7 @@ class HostEdit {
     p_ = buf_.data();
   }
   T* data() { return p_; }
+  const T* data() const { return p_; }
   void store() {
     if (!buf_.empty()) be_.copy(t_, TensorView(buf_.data(), Shape{t_.numel()}, t_.dtype()));
   }
@@ -57,6 +37,18 @@ class HostEdit {
   TensorView t_;
   std::vector<T> buf_;
   T* p_ = nullptr;
+};
+
+// t's elements for reading, valid while this lives.
+template <typename T>
+class HostRead {
+ public:
+  HostRead(kernels::Backend& be, const TensorView& t) : e_(be, t) {}
+  const T* data() const { return e_.data(); }
+  T operator[](int64_t i) const { return e_.data()[i]; }
+
+ private:
+  HostEdit<T> e_;
 };
 
 // t (numel n, dtype T) = src[0, n).
