@@ -177,6 +177,20 @@ for line in sys.stdin:
                       "ms_per_step": round(1000 * j["seconds"], 1), "grad_reduce_ms": round(1000 * j["time"]["grad_reduce"], 2)}))' ||
       status=1
   fi
+  # Tensor parallelism over NCCL on two GPUs: llama3.2-1b split in halves (heads, hidden units and
+  # vocabulary), B4 T2048 on both; tp_comm is the time in the group's sums.
+  if ((gpus >= 2)) && command -v mpirun >/dev/null; then
+    echo "== bench train llama3.2-1b B4 T2048 on 2 GPUs (tensor parallel, NCCL)"
+    timeout 300 mpirun --allow-run-as-root -np 2 "$bin/lmtrain" bench train --backend cuda --preset llama3.2-1b \
+      --tp 2 --micro-batch 4 --seq-len 2048 --warmup 2 --iters 5 --json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    j = json.loads(line)
+    print(json.dumps({"preset": j["preset"], "world": j["world"], "tp": j["tp"],
+                      "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
+                      "ms_per_step": round(1000 * j["seconds"], 1), "tp_comm_ms": round(1000 * j["time"]["tp_comm"], 2)}))' ||
+      status=1
+  fi
   # Muon's optimizer step on the GPU: both Newton–Schulz methods, against AdamW's.
   echo "== bench optim gpt2-124m"
   timeout 200 "$bin/lmtrain" bench optim --backend cuda --preset gpt2-124m --json || status=1
