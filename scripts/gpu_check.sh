@@ -139,20 +139,31 @@ if ((tests)); then
     timeout 180 mpirun --allow-run-as-root -np 2 "$bin/nccl_communicator_test" --gtest_brief=1 || status=1
   fi
 fi
+# One JSON line per `lmtrain bench train --json` record on stdin: preset, the record's fields named
+# before `--`, tokens/s, MFU and ms per step, then NAME=EXPR fields after it (EXPR: Python over the
+# record `j`).
+bench_summary() {
+  python3 -c '
+import json, sys
+args = sys.argv[1:]
+cut = args.index("--") if "--" in args else len(args)
+keys, extra = args[:cut], [a.split("=", 1) for a in args[cut + 1:]]
+for line in sys.stdin:
+    j = json.loads(line)
+    out = {"preset": j["preset"], **{k: j[k] for k in keys}, "tokens_per_s": round(j["tokens_per_s"]),
+           "mfu": round(j["mfu"], 4), "ms_per_step": round(1000 * j["seconds"], 1)}
+    out.update({name: eval(expr, {"j": j}) for name, expr in extra})
+    print(json.dumps(out))' "$@"
+}
+
 if ((bench)); then
   # preset micro-batch seq-len: the issue's two reference runs, and a small MoE model (top-2 of 8
   # experts in 4 layers: the routing on the host between kernels, moe.cu, grouped expert GEMMs).
   while read -r preset b t; do
     echo "== bench train $preset B$b T$t"
     if ! timeout 200 "$bin/lmtrain" bench train --backend cuda --preset "$preset" --micro-batch "$b" --seq-len "$t" \
-         --warmup 2 --iters 5 --json | python3 -c '
-import json, sys
-for line in sys.stdin:
-    j = json.loads(line)
-    print(json.dumps({"preset": j["preset"], "device": j["device"], "batch": j["batch"], "seq": j["seq"],
-                      "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
-                      "ms_per_step": round(1000 * j["seconds"], 1),
-                      "peak_device_memory_gib": round(j["memory_per_rank"]["device_peak"] / 2**30, 2)}))'; then
+         --warmup 2 --iters 5 --json | bench_summary device batch seq -- \
+         'peak_device_memory_gib=round(j["memory_per_rank"]["device_peak"] / 2**30, 2)'; then
       status=1
     fi
     if ((profile)); then  # device time per op family (each op waits for the GPU while profiling)
@@ -168,28 +179,16 @@ RUNS
   if ((gpus >= 2)) && command -v mpirun >/dev/null; then
     echo "== bench train gpt2-124m B16 T1024 on 2 GPUs (data parallel, NCCL)"
     timeout 300 mpirun --allow-run-as-root -np 2 "$bin/lmtrain" bench train --backend cuda --preset gpt2-124m \
-      --micro-batch 16 --seq-len 1024 --warmup 2 --iters 5 --json | python3 -c '
-import json, sys
-for line in sys.stdin:
-    j = json.loads(line)
-    print(json.dumps({"preset": j["preset"], "world": j["world"], "reduction": j["reduction"],
-                      "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
-                      "ms_per_step": round(1000 * j["seconds"], 1), "grad_reduce_ms": round(1000 * j["time"]["grad_reduce"], 2)}))' ||
-      status=1
+      --micro-batch 16 --seq-len 1024 --warmup 2 --iters 5 --json |
+      bench_summary world reduction -- 'grad_reduce_ms=round(1000 * j["time"]["grad_reduce"], 2)' || status=1
   fi
   # Tensor parallelism over NCCL on two GPUs: llama3.2-1b split in halves (heads, hidden units and
   # vocabulary), B4 T2048 on both; tp_comm is the time in the group's sums.
   if ((gpus >= 2)) && command -v mpirun >/dev/null; then
     echo "== bench train llama3.2-1b B4 T2048 on 2 GPUs (tensor parallel, NCCL)"
     timeout 300 mpirun --allow-run-as-root -np 2 "$bin/lmtrain" bench train --backend cuda --preset llama3.2-1b \
-      --tp 2 --micro-batch 4 --seq-len 2048 --warmup 2 --iters 5 --json | python3 -c '
-import json, sys
-for line in sys.stdin:
-    j = json.loads(line)
-    print(json.dumps({"preset": j["preset"], "world": j["world"], "tp": j["tp"],
-                      "tokens_per_s": round(j["tokens_per_s"]), "mfu": round(j["mfu"], 4),
-                      "ms_per_step": round(1000 * j["seconds"], 1), "tp_comm_ms": round(1000 * j["time"]["tp_comm"], 2)}))' ||
-      status=1
+      --tp 2 --micro-batch 4 --seq-len 2048 --warmup 2 --iters 5 --json |
+      bench_summary world tp -- 'tp_comm_ms=round(1000 * j["time"]["tp_comm"], 2)' || status=1
   fi
   # Muon's optimizer step on the GPU: both Newton–Schulz methods, against AdamW's.
   echo "== bench optim gpt2-124m"
