@@ -127,18 +127,20 @@ Status run_matmul(const MatmulArgs& a) {
   LMT_ASSIGN_OR_RETURN(const double peak_flops, metrics::device_peak_flops(be.device_description(), dtype));
   const double peak = peak_flops * 1e-9;
   const double frac = peak > 0 ? gflops / peak : 0;
+  // On oneDNN's bf16 matmul, or widened to f32 (kernels/cpu/cpu_backend.h, CpuBf16Gemms).
+  const char* bf16_gemms = be.native_bf16_gemms() ? "native" : "widened";
   if (a.json) {
     nlohmann::json j = {{"bench", "matmul"}, {"m", a.m}, {"k", a.k}, {"n", n},
                         {"dtype", a.dtype}, {"form", a.form}, {"backend", a.backend}, {"iters", a.iters},
                         {"seconds", t.median}, {"seconds_best", t.best}, {"gflops", gflops},
                         {"gflops_best", flops / t.best * 1e-9}, {"peak_gflops", peak},
                         {"fraction_of_peak", frac}, {"cold", a.cold}, {"threads", metrics::cpu_info().threads},
-                        {"gemm_isa", kernels::cpu_gemm_isa()}, {"machine", metrics::machine_summary()},
-                        {"device", be.device_description()}};
+                        {"gemm_isa", kernels::cpu_gemm_isa()}, {"bf16_gemms", bf16_gemms},
+                        {"machine", metrics::machine_summary()}, {"device", be.device_description()}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("machine: %s; oneDNN GEMM ISA %s\n", metrics::machine_summary().c_str(),
-                kernels::cpu_gemm_isa().c_str());
+    std::printf("machine: %s; oneDNN GEMM ISA %s; bf16 GEMMs %s\n", metrics::machine_summary().c_str(),
+                kernels::cpu_gemm_isa().c_str(), bf16_gemms);
     std::printf("matmul %s M=%lld K=%lld N=%lld (%s): median %.3f ms (best %.3f ms), %.1f GFLOP/s, "
                 "%.1f%% of %s peak %.0f GFLOP/s%s\n",
                 a.dtype.c_str(), static_cast<long long>(a.m), static_cast<long long>(a.k),

@@ -49,6 +49,9 @@ Status run_peak_bench(const PeakBenchArgs& a) {
                         {"fp32_gflops", p.fp32_gflops},
                         {"bf16_gflops", p.bf16_gflops},
                         {"measured", {{"fp32_gflops", measured.fp32_gflops}, {"bf16_gflops", measured.bf16_gflops}}},
+                        {"slow_bf16_unit", measured.slow_bf16_unit.empty() ? nlohmann::json(nullptr)
+                                                                           : nlohmann::json(measured.slow_bf16_unit)},
+                        {"slow_bf16_gflops", measured.slow_bf16_gflops},
                         {"bf16_unit", p.bf16_unit},
                         {"cache", path.empty() ? nlohmann::json(nullptr) : nlohmann::json(path)},
                         {"cache_written", !path.empty() && stored.ok()}};
@@ -59,6 +62,10 @@ Status run_peak_bench(const PeakBenchArgs& a) {
                 cpu.vendor.c_str(), cpu.family, cpu.model, cpu.threads);
     std::printf("measured (best of %d trials per unit): fp32 %.0f GFLOP/s, bf16 (%s) %.0f GFLOP/s\n", a.trials,
                 measured.fp32_gflops, measured.bf16_unit.c_str(), measured.bf16_gflops);
+    if (!measured.slow_bf16_unit.empty())
+      std::printf("bf16 unit %s: %.0f GFLOP/s, below %.0f%% of fp32's, so bf16 matmuls run on the fp32 FMAs "
+                  "(operands widened to f32)\n",
+                  measured.slow_bf16_unit.c_str(), measured.slow_bf16_gflops, metrics::kSlowBf16Unit * 100);
     if (previous)
       std::printf("previously cached: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s\n", previous->fp32_gflops, previous->bf16_gflops);
     std::printf("dense peaks%s: fp32 %.0f GFLOP/s, bf16 (%s) %.0f GFLOP/s\n",

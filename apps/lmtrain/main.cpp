@@ -21,6 +21,8 @@
 #include "lmt/base/log.h"
 #include "lmt/base/status.h"
 #include "lmt/base/stop_signal.h"
+#include "lmt/kernels/cpu/cpu_backend.h"
+#include "lmt/metrics/hardware.h"
 #include "lmt/runtime/omp_env.h"
 
 #ifndef LMT_VERSION
@@ -76,6 +78,18 @@ lmt::Status check_log_level_env() {
   return lmt::Status::Ok();
 }
 
+// The cpu backend's bf16 GEMMs run on the unit the measured peaks name (metrics::with_fastest_bf16()):
+// widened to f32 on the fp32 FMAs where the CPU's bf16 unit measured slower than them. Asked at the
+// first bf16 GEMM only, so commands without one measure nothing.
+lmt::kernels::CpuBf16Gemms choose_cpu_bf16_gemms() {
+  const lmt::metrics::CpuInfo& cpu = lmt::metrics::cpu_info();
+  if (!cpu.avx512_bf16 && !cpu.amx_bf16) return lmt::kernels::CpuBf16Gemms::kNative;  // nothing to choose
+  if (lmt::metrics::measured_peaks().bf16_unit != "fp32") return lmt::kernels::CpuBf16Gemms::kNative;
+  LMT_LOG(INFO) << "bf16 GEMMs run with their operands widened to f32: this CPU's bf16 unit measured slower "
+                   "than its fp32 FMAs (lmtrain bench peak; LMT_CPU_BF16_GEMM=native|widened overrides)";
+  return lmt::kernels::CpuBf16Gemms::kWidened;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,6 +114,7 @@ int main(int argc, char** argv) {
   lmt::cli::add_log_flags(&app);  // --quiet/--verbose on every command
 
   if (const lmt::Status env = check_log_level_env(); !env.ok()) return report(env);
+  lmt::kernels::set_cpu_bf16_gemm_chooser(choose_cpu_bf16_gemms);
 
   // The OpenMP wait policy (runtime/omp_env.h): LMT_WAIT_POLICY, else auto. libgomp read its
   // environment when it was loaded, so this may re-execute the program once, before anything is

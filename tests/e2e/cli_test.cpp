@@ -7,10 +7,12 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
 #include "common/lmtrain_cli.h"
+#include "common/scoped_env.h"
 
 namespace {
 
@@ -84,6 +86,32 @@ TEST(Cli, BenchMatmulColdSaysSo) {
   Result warm = run("bench matmul --m 64 --k 48 --n 80 --dtype bf16 --iters 1 --warmup 0 --json");
   ASSERT_EQ(warm.code, 0) << warm.out;
   EXPECT_FALSE(nlohmann::json::parse(warm.out)["cold"].get<bool>());
+}
+
+// bf16 GEMMs run on the unit the measured peaks name (metrics::with_fastest_bf16): widened to f32
+// where the CPU's bf16 unit measured slower than its fp32 FMAs (an Intel Xeon without AMX), on
+// oneDNN's bf16 matmul elsewhere; LMT_CPU_BF16_GEMM=native|widened overrides, anything else is a
+// warning naming it.
+TEST(Cli, Bf16GemmsRunOnTheUnitThePeaksName) {
+  auto gemms = [](const char* env) {
+    const lmt::test::ScopedEnv e("LMT_CPU_BF16_GEMM", env);
+    Result r = run("bench matmul --m 32 --k 32 --n 32 --dtype bf16 --iters 1 --warmup 0 --json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    return std::make_pair(j["bf16_gemms"].get<std::string>(), j["gemm_isa"].get<std::string>());
+  };
+  Result peak = run("bench peak --trials 1 --json");  // the unit the (test) peak cache names
+  ASSERT_EQ(peak.code, 0) << peak.out;
+  const std::string unit = nlohmann::json::parse(peak.out)["bf16_unit"];
+  const auto [chosen, isa] = gemms(nullptr);
+  const bool bf16_matmul = isa == "avx512_core_bf16" || isa == "avx512_core_amx";  // oneDNN 2.6 has one
+  EXPECT_EQ(chosen, bf16_matmul && unit != "fp32" ? "native" : "widened") << isa << ", bf16 unit " << unit;
+  EXPECT_EQ(gemms("widened").first, "widened");
+  EXPECT_EQ(gemms("native").first, bf16_matmul ? "native" : "widened") << isa;
+  const lmt::test::ScopedEnv bad("LMT_CPU_BF16_GEMM", "fast");
+  Result r = run("bench matmul --m 32 --k 32 --n 32 --dtype bf16 --iters 1 --warmup 0 --json", /*with_stderr=*/true);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("LMT_CPU_BF16_GEMM='fast' is ignored"), std::string::npos) << r.out;
 }
 
 // On a CPU with AMX-BF16, bf16 GEMMs must run on AMX tiles (oneDNN's avx512_core_amx kernels).

@@ -40,6 +40,46 @@ nlohmann::json read_json(const std::string& path) {
 
 using lmt::test::ScopedEnv;
 
+// A bf16 unit slower than the fp32 FMAs is not where bf16 runs: bf16 operands widened to f32 are
+// exact and go faster on the FMAs, so MFU divides by the fp32 peak (an Intel Xeon without AMX,
+// family 6 model 207: vdpbf16ps 173 GFLOP/s against 354 for the fp32 FMAs on 2 cores).
+TEST(Peaks, ABf16UnitSlowerThanTheFp32FmasIsNotTheBf16Peak) {
+  auto peaks = [](double fp32, double bf16, const char* unit) {
+    Peaks p;
+    p.fp32_gflops = fp32;
+    p.bf16_gflops = bf16;
+    p.bf16_unit = unit;
+    return with_fastest_bf16(p);
+  };
+  const Peaks intel = peaks(354, 173, "avx512_bf16");
+  EXPECT_EQ(intel.bf16_unit, "fp32");
+  EXPECT_EQ(intel.bf16_gflops, 354);
+  EXPECT_EQ(intel.slow_bf16_unit, "avx512_bf16");
+  EXPECT_EQ(intel.slow_bf16_gflops, 173);
+  for (const Peaks& kept : {peaks(470, 950, "avx512_bf16"), peaks(400, 6300, "amx"), peaks(100, 85, "avx512_bf16")}) {
+    EXPECT_NE(kept.bf16_unit, "fp32") << "a unit at least 80% as fast as the fp32 FMAs stays";
+    EXPECT_TRUE(kept.slow_bf16_unit.empty());
+  }
+  EXPECT_EQ(peaks(100, 79, "amx").bf16_unit, "fp32");
+  const Peaks none = peaks(207, 207, "fp32");  // AVX2: no bf16 unit at all
+  EXPECT_EQ(none.bf16_gflops, 207);
+  EXPECT_TRUE(none.slow_bf16_unit.empty());
+}
+
+// A cache entry stored before the rule (the slow unit's figure as the bf16 peak) is read by it.
+TEST_F(PeakCache, AnOldEntryWithASlowBf16UnitIsReadAsFp32) {
+  const std::string file = path("peaks.json");
+  Peaks old;
+  old.fp32_gflops = 354;
+  old.bf16_gflops = 173;
+  old.bf16_unit = "avx512_bf16";
+  ASSERT_TRUE(write_cached_peaks(file, cpu_info(), old, 20).ok());
+  const MachinePeaks m = resolve_peaks(cpu_info(), file, 5, kQuiet);
+  EXPECT_EQ(m.source, PeakSource::kCache);
+  EXPECT_EQ(m.peaks.bf16_unit, "fp32");
+  EXPECT_EQ(m.peaks.bf16_gflops, 354);
+}
+
 TEST_F(PeakCache, StoredPeaksAreWhatTheNextLookupReturnsWithoutMeasuring) {
   const std::string file = path("sub/dir/peaks.json");  // the directory is created
   ASSERT_TRUE(write_cached_peaks(file, cpu_info(), distinctive(), 7).ok());

@@ -30,9 +30,26 @@ struct CpuInfo {
 
 struct Peaks {
   double fp32_gflops = 0;   // dense fp32 FMA peak on `threads` threads
-  double bf16_gflops = 0;   // dense bf16 (f32 accumulate) peak
-  std::string bf16_unit;    // "amx", "avx512_bf16" or "fp32" (no bf16 unit: bf16 runs at fp32 speed)
+  double bf16_gflops = 0;   // dense bf16 (f32 accumulate) peak of bf16_unit
+  // The unit bf16 matmuls run on: "amx", "avx512_bf16", or "fp32": no bf16 unit, or one slower than
+  // the fp32 FMAs (with_fastest_bf16()); bf16 then runs with its operands widened to f32, at fp32 speed.
+  std::string bf16_unit;
+  // A bf16 unit that measured slower than the fp32 FMAs, so bf16 does not run on it (empty: none):
+  // its name and peak. Set by measure_peaks() only; the peak cache keeps bf16_unit alone.
+  std::string slow_bf16_unit;
+  double slow_bf16_gflops = 0;
 };
+
+// A bf16 unit below kSlowBf16Unit times the fp32 FMA peak is not used: bf16 operands widened to f32
+// are exact, and the fp32 FMAs then multiply them faster. Seen on an Intel Xeon (family 6 model 207)
+// without AMX, whose vdpbf16ps runs at half the rate of its fp32 FMAs (173 against 354 GFLOP/s on 2
+// cores); AMD's Zen 4 and 5 run it at twice that rate. The margin keeps a unit about as fast as the
+// fp32 FMAs where it is, so two measurements of one machine choose alike.
+inline constexpr double kSlowBf16Unit = 0.8;
+// `p` with its bf16 on the fp32 units where its bf16 unit is slow (above): bf16_unit "fp32",
+// bf16_gflops = fp32_gflops, the unit moved to slow_bf16_*. Applied to every measurement and every
+// cached entry, so MFU always divides by the peak of the unit bf16 matmuls run on.
+Peaks with_fastest_bf16(Peaks p);
 
 const CpuInfo& cpu_info();
 // Measures the dense peaks of `info`'s CPU on info.threads threads: each unit's best of `trials`

@@ -24,7 +24,8 @@
 //
 // compute bf16 (on builds with AVX512-BF16): the same tiles and loops, but the products read bf16
 // pairs (attention_bf16_tiles.h): q, k, v, dO packed once per call or tile, P and dS converted per
-// tile; softmax, masks, accumulators and lse stay f32.
+// tile; softmax, masks, accumulators and lse stay f32. Where the backend widens bf16 GEMMs
+// (native_bf16_gemms() false: a bf16 unit slower than the fp32 FMAs), attention computes in f32 too.
 //
 // Vector code uses GCC vector extensions: one f32x16 (16 floats, the tiles' layout unit) is one
 // AVX-512 register with -march=native and two AVX2 halves without AVX-512; the register-blocked
@@ -766,7 +767,7 @@ void CpuBackend::attention_forward_impl(AttentionBackend backend, const TensorVi
   }
 
   const int64_t HDp = padded_head_dim(p.HD), Tp = padded_length(p.T), BG = p.B * p.G;
-  const bool bf16 = compute == DType::kBF16 && cpu_bf16::kAvailable;
+  const bool bf16 = compute == DType::kBF16 && cpu_bf16::kAvailable && native_bf16_gemms();
   Carver per_thread(nullptr);
   FlashForwardScratch{}.place(per_thread, HDp, bf16);
   float *key_tiles_t = nullptr, *values = nullptr;
@@ -858,7 +859,7 @@ void CpuBackend::attention_backward_impl(AttentionBackend backend, const TensorV
   }
 
   const int64_t Tp = padded_length(p.T);
-  const bool bf16 = compute == DType::kBF16 && cpu_bf16::kAvailable;
+  const bool bf16 = compute == DType::kBF16 && cpu_bf16::kAvailable && native_bf16_gemms();
   Carver per_thread(nullptr);
   FlashBackwardScratch{}.place(per_thread, Tp, p.HD, bf16);
   int32_t* doc_start;

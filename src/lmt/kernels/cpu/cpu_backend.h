@@ -18,6 +18,19 @@ namespace lmt::kernels {
 void linear_forward_bf16_weights(float* out, const float* inp, const uint16_t* weight, const float* bias, int64_t N,
                                  int64_t C, int64_t OC);
 
+// How the cpu backend runs GEMMs with bf16 operands: on oneDNN's bf16 matmul (AMX tiles or
+// AVX512-BF16 dot products), or with the operands widened to f32 (exact) on the fp32 FMA units. The
+// two give the same products up to f32 summation order; only the speed differs. kNative still widens
+// where oneDNN has no bf16 matmul (AVX2-only CPUs).
+enum class CpuBf16Gemms { kNative, kWidened };
+
+// The process's choice, settled at its first bf16 GEMM: LMT_CPU_BF16_GEMM=native|widened where set
+// (anything else is a warning, then ignored); else the answer of the chooser set here, where one is
+// (lmtrain's: kWidened where the measured peaks say the bf16 unit is slower than the fp32 FMAs,
+// metrics::with_fastest_bf16()); else kNative. A chooser set after that first GEMM is not asked.
+void set_cpu_bf16_gemm_chooser(CpuBf16Gemms (*chooser)());
+CpuBf16Gemms cpu_bf16_gemms();
+
 // Not final: tests derive a backend that marks its host memory as another device
 // (tests/train/trainer_backend_test.cpp) to run the device staging paths on CPUs.
 class CpuBackend : public Backend {
@@ -26,8 +39,12 @@ class CpuBackend : public Backend {
   ~CpuBackend() override;
   std::string_view name() const override { return "cpu"; }
   size_t workspace_bytes() const override { return workspace_size_; }
-  // oneDNN's answer, found out once by creating a bf16 matmul primitive (cpu/matmul.cpp).
+  // Whether bf16 GEMMs run on oneDNN's bf16 matmul (true), or widened to f32 (false): widened where
+  // oneDNN has no bf16 matmul (found out once by creating one) or where cpu_bf16_gemms() or
+  // set_bf16_gemms() chose kWidened (cpu/matmul.cpp).
   bool native_bf16_gemms() const override;
+  // This backend's own choice instead of the process's cpu_bf16_gemms() (tests run both paths).
+  void set_bf16_gemms(CpuBf16Gemms mode);
 
   // Scratch memory of at least `bytes` (64-byte aligned), reused across calls: valid until the next
   // call to workspace(). Grows monotonically, so steady-state training never allocates.

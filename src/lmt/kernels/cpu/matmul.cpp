@@ -16,13 +16,20 @@
 // CPUs without AVX-512 (AVX2 only): oneDNN has no bf16 matmul there, so bf16 operands are widened
 // to f32 (exact) into reused scratch buffers and multiplied in f32, with a one-time warning. The
 // results equal a bf16 GEMM with f32 accumulation up to summation order; only the speed differs.
+// The same widening runs where cpu_bf16_gemms() chooses it: CPUs whose bf16 unit is slower than
+// their fp32 FMAs (an Intel Xeon without AMX: vdpbf16ps at half the fp32 FMA rate).
 // There a batched product also runs one matrix at a time: oneDNN's sgemm parallelises a batch
 // differently from a single product, which would make a matrix's result depend on its batch
 // (cpu_gemm_rows_independent()), and f32 symmetric products run as single-threaded sgemms on row
 // blocks shared out over the threads (symmetric_by_thread()).
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <map>
+#include <new>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -124,25 +131,44 @@ struct GemmPrimitive {
 
 }  // namespace
 
+// Floats on 64-byte boundaries (one cache line, one zmm): the widened operands and dWᵀ chunks, so
+// that oneDNN's AVX-512 loads never split a line. std::vector's own allocator gives 16 bytes, which
+// made widened GEMMs ~30% slower than the same f32 GEMMs on an Intel Xeon (family 6 model 207).
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t n) { ::operator delete(p, n * sizeof(T), kAlign); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+};
+using WideBuffer = std::vector<float, CacheLineAllocator<float>>;
+
 struct CpuBackend::Dnnl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<GemmKey, GemmPrimitive> cache;
   int bf16_native = -1;                  // -1 unknown; 0: widen bf16 operands to f32 (no bf16 matmul here)
-  std::vector<float> wide_a, wide_b;     // the widened operands, grown as needed
-  std::vector<float> dw_transposed;      // a chunk of dWᵀ (weight_grad_transposed()), grown as needed
+  std::optional<CpuBf16Gemms> bf16_mode;  // set_bf16_gemms(); else the process's cpu_bf16_gemms()
+  WideBuffer wide_a, wide_b;     // the widened operands, grown as needed
+  WideBuffer dw_transposed;      // a chunk of dWᵀ (weight_grad_transposed()), grown as needed
 
   // The B operands pinned by live WidenPins (innermost last); `rows` < 0 until first widened.
   struct Pinned {
     const void* src;
     int64_t rows = -1, cols = 0, ld = 0;
-    std::vector<float>* wide;
+    WideBuffer* wide;
   };
   std::vector<Pinned> pins;
-  std::vector<std::unique_ptr<std::vector<float>>> pin_buffers;  // one per nesting depth, reused
+  std::vector<std::unique_ptr<WideBuffer>> pin_buffers;  // one per nesting depth, reused
 
   // Whether oneDNN has a bf16 matmul here, found out (once) by creating k's primitive.
   bool native_bf16(const GemmKey& k) {
+    if (bf16_native == -1 && bf16_mode.value_or(cpu_bf16_gemms()) == CpuBf16Gemms::kWidened) bf16_native = 0;
     if (bf16_native == -1) {
       try {
         get(k);
@@ -169,7 +195,7 @@ struct CpuBackend::Dnnl {
     return widen_rows(b, rows, cols, ld, &wide_b);
   }
 
-  static const float* widen(const void* src, int64_t n, std::vector<float>* dst) {
+  static const float* widen(const void* src, int64_t n, WideBuffer* dst) {
     if (static_cast<int64_t>(dst->size()) < n) dst->resize(static_cast<size_t>(n));
     const uint16_t* in = static_cast<const uint16_t*>(src);
     float* out = dst->data();
@@ -182,7 +208,7 @@ struct CpuBackend::Dnnl {
   // The `rows` stored rows of `cols` elements, `ld` apart, widened into a dense [rows, cols]: only
   // what the product reads (a weight gradient's block of dout columns, read at dout's leading
   // dimension, is a sliver of the rows it spans).
-  static const float* widen_rows(const void* src, int64_t rows, int64_t cols, int64_t ld, std::vector<float>* dst) {
+  static const float* widen_rows(const void* src, int64_t rows, int64_t cols, int64_t ld, WideBuffer* dst) {
     if (ld <= 0 || ld == cols) return widen(src, rows * cols, dst);
     if (static_cast<int64_t>(dst->size()) < rows * cols) dst->resize(static_cast<size_t>(rows * cols));
     const uint16_t* in = static_cast<const uint16_t*>(src);
@@ -291,7 +317,7 @@ CpuBackend::CpuBackend() : dnnl_(std::make_unique<Dnnl>()) {}
 
 CpuBackend::WidenPin::WidenPin(CpuBackend& backend, const void* b) : dnnl_(backend.dnnl_.get()) {
   const size_t depth = dnnl_->pins.size();
-  if (dnnl_->pin_buffers.size() <= depth) dnnl_->pin_buffers.push_back(std::make_unique<std::vector<float>>());
+  if (dnnl_->pin_buffers.size() <= depth) dnnl_->pin_buffers.push_back(std::make_unique<WideBuffer>());
   dnnl_->pins.push_back({b, -1, 0, 0, dnnl_->pin_buffers[depth].get()});
 }
 
@@ -332,6 +358,32 @@ bool avx512_gemms() {
 bool cpu_gemm_rows_independent() { return avx512_gemms(); }
 
 size_t CpuBackend::cached_gemm_primitives() const { return dnnl_->cache.size(); }
+
+namespace {
+std::atomic<CpuBf16Gemms (*)()> g_bf16_gemm_chooser{nullptr};
+}  // namespace
+
+void set_cpu_bf16_gemm_chooser(CpuBf16Gemms (*chooser)()) { g_bf16_gemm_chooser.store(chooser); }
+
+CpuBf16Gemms cpu_bf16_gemms() {
+  static const CpuBf16Gemms mode = [] {
+    if (const char* v = std::getenv("LMT_CPU_BF16_GEMM"); v != nullptr && *v != '\0') {
+      const std::string_view s(v);
+      if (s == "native") return CpuBf16Gemms::kNative;
+      if (s == "widened") return CpuBf16Gemms::kWidened;
+      LMT_LOG(WARNING) << "LMT_CPU_BF16_GEMM='" << s << "' is ignored: it must be 'native' or 'widened' "
+                       << "(hint: unset it to let lmtrain choose from the measured peaks)";
+    }
+    CpuBf16Gemms (*chooser)() = g_bf16_gemm_chooser.load();
+    return chooser != nullptr ? chooser() : CpuBf16Gemms::kNative;
+  }();
+  return mode;
+}
+
+void CpuBackend::set_bf16_gemms(CpuBf16Gemms mode) {
+  dnnl_->bf16_mode = mode;
+  dnnl_->bf16_native = -1;  // decided again at the next bf16 GEMM
+}
 
 bool CpuBackend::native_bf16_gemms() const {
   GemmKey probe{16, 16, 16, DType::kBF16, false, false, false, false};
@@ -612,7 +664,7 @@ void CpuBackend::weight_grad(const TensorView& dweight, const TensorView& dout, 
   const int64_t N = inp.dim(0), C = inp.dim(1), OC = dweight.dim(0);
   const char* d = static_cast<const char*>(dout.data());
   if (weight_grad_transposed(OC, C)) {
-    std::vector<float>& t = dnnl_->dw_transposed;
+    WideBuffer& t = dnnl_->dw_transposed;
     const int64_t chunk = std::min(OC, kTransposedDwRows);
     if (static_cast<int64_t>(t.size()) < C * chunk) t.resize(static_cast<size_t>(C * chunk));
     for (int64_t o0 = 0; o0 < OC; o0 += chunk) {
