@@ -1,7 +1,8 @@
 // What this machine can do: CPU identification, ISA features, and measured dense peak throughput.
 //
 // Peaks are measured, not looked up: an in-register loop of independent FMAs (fp32: vfmadd on zmm;
-// bf16: AMX tdpbf16ps where present, else AVX512-BF16 vdpbf16ps, else the fp32 peak) runs on one
+// bf16: AMX tdpbf16ps where present, else AVX512-BF16 vdpbf16ps, else, or where that unit is slower
+// than the fp32 FMAs (with_fastest_bf16), the fp32 peak) runs on one
 // core, best of several trials, times the thread count (robust on a shared machine, where a trial
 // on all cores at once loses whenever any core is busy). Those are the denominators of "fraction of
 // peak" and MFU, so the figure means the same on any CPU. The figure a process uses is looked up
