@@ -9,8 +9,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 

@@ -153,10 +153,10 @@ struct CpuBackend::Dnnl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<GemmKey, GemmPrimitive> cache;
-  int bf16_native = -1;                  // -1 unknown; 0: widen bf16 operands to f32 (no bf16 matmul here)
+  int bf16_native = -1;                   // -1 unknown; 1 oneDNN's bf16 matmul; 0 widen bf16 operands to f32
   std::optional<CpuBf16Gemms> bf16_mode;  // set_bf16_gemms(); else the process's cpu_bf16_gemms()
-  WideBuffer wide_a, wide_b;     // the widened operands, grown as needed
-  WideBuffer dw_transposed;      // a chunk of dWᵀ (weight_grad_transposed()), grown as needed
+  WideBuffer wide_a, wide_b;              // the widened operands, grown as needed
+  WideBuffer dw_transposed;               // a chunk of dWᵀ (weight_grad_transposed()), grown as needed
 
   // The B operands pinned by live WidenPins (innermost last); `rows` < 0 until first widened.
   struct Pinned {
@@ -167,7 +167,8 @@ struct CpuBackend::Dnnl {
   std::vector<Pinned> pins;
   std::vector<std::unique_ptr<WideBuffer>> pin_buffers;  // one per nesting depth, reused
 
-  // Whether oneDNN has a bf16 matmul here, found out (once) by creating k's primitive.
+  // Whether bf16 GEMMs run on oneDNN's bf16 matmul: not where kWidened is chosen, else where oneDNN
+  // has one, found out (once) by creating k's primitive.
   bool native_bf16(const GemmKey& k) {
     if (bf16_native == -1 && bf16_mode.value_or(cpu_bf16_gemms()) == CpuBf16Gemms::kWidened) bf16_native = 0;
     if (bf16_native == -1) {
