@@ -159,14 +159,22 @@ TEST(Optimizer, MuonBf16RunsInF32WhereBf16GemmsAreWidened) {
   auto precision = [&](kernels::Backend& b) { return make(c, layout, b)->muon_precision(); };
   EXPECT_EQ(precision(widening), NsPrecision::kF32NoRestart);
   EXPECT_EQ(precision(kernels::ref_backend()), NsPrecision::kBF16);
+  // A cpu backend told to widen (as where the CPU's bf16 unit is slower than its fp32 FMAs).
+  kernels::CpuBackend widened;
+  widened.set_bf16_gemms(kernels::CpuBf16Gemms::kWidened);
+  EXPECT_FALSE(widened.native_bf16_gemms());
+  EXPECT_EQ(precision(widened), NsPrecision::kF32NoRestart);
   c.muon_ns_dtype = "fp32";
   EXPECT_EQ(precision(widening), NsPrecision::kF32);
   EXPECT_EQ(precision(kernels::ref_backend()), NsPrecision::kF32);
   EXPECT_FALSE(make(OptimizerConfig(), layout, widening)->muon_precision().has_value());
-  // The cpu backend answers for its CPU: oneDNN 2.6 has bf16 matmuls from AVX-512 on, none on AVX2.
+  // The cpu backend answers for its CPU: oneDNN 2.6 has bf16 matmuls from AVX-512 on, none on AVX2;
+  // where it has them, the process's choice decides (kernels::cpu_bf16_gemms(): native in this test
+  // binary unless LMT_CPU_BF16_GEMM says otherwise).
   const std::string isa = kernels::cpu_gemm_isa();
   if (isa.rfind("avx512_core", 0) == 0) {
-    EXPECT_TRUE(kernels::cpu_backend().native_bf16_gemms()) << isa;
+    EXPECT_EQ(kernels::cpu_backend().native_bf16_gemms(), kernels::cpu_bf16_gemms() == kernels::CpuBf16Gemms::kNative)
+        << isa;
   } else if (isa == "avx2") {
     EXPECT_FALSE(kernels::cpu_backend().native_bf16_gemms()) << isa;
   }
