@@ -26,7 +26,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
-#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +41,7 @@
 #include "lmt/kernels/cpu/cpu_backend.h"
 #include "lmt/kernels/cpu/simd.h"
 #include "lmt/kernels/cpu/vector_loop.h"
+#include "lmt/tensor/tensor.h"  // aligned_alloc_bytes, aligned_free
 
 namespace lmt::kernels {
 
@@ -131,23 +131,23 @@ struct GemmPrimitive {
 
 }  // namespace
 
-// Floats on 64-byte boundaries (one cache line, one zmm): the widened operands and dWᵀ chunks, so
-// that oneDNN's AVX-512 loads never split a line. std::vector's own allocator gives 16 bytes: on an
-// Intel Xeon (family 6 model 207) a bf16 gpt2-124m step with widened GEMMs ran 1.09x faster aligned
-// (llama-124m 1.03x; docs/PERFORMANCE.md).
+// Floats from aligned_alloc_bytes (tensor/tensor.h: 64-byte boundaries, huge pages for large
+// blocks), as tensors get: the widened operands and dWᵀ chunks, so that oneDNN's AVX-512 loads never
+// split a cache line. std::vector's own allocator gives 16 bytes: on an Intel Xeon (family 6 model
+// 207) a bf16 gpt2-124m step with widened GEMMs ran 1.09x faster aligned (llama-124m 1.03x;
+// docs/PERFORMANCE.md).
 template <typename T>
-struct CacheLineAllocator {
+struct HostAlignedAllocator {
   using value_type = T;
-  static constexpr std::align_val_t kAlign{64};
-  CacheLineAllocator() = default;
+  HostAlignedAllocator() = default;
   template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t n) { ::operator delete(p, n * sizeof(T), kAlign); }
+  HostAlignedAllocator(const HostAlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(aligned_alloc_bytes(n * sizeof(T))); }
+  void deallocate(T* p, size_t) { aligned_free(p); }
   template <typename U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+  bool operator==(const HostAlignedAllocator<U>&) const { return true; }
 };
-using WideBuffer = std::vector<float, CacheLineAllocator<float>>;
+using WideBuffer = std::vector<float, HostAlignedAllocator<float>>;
 
 struct CpuBackend::Dnnl {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
