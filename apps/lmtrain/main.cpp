@@ -83,8 +83,8 @@ lmt::Status check_log_level_env() {
 // first bf16 GEMM only, so commands without one measure nothing.
 lmt::kernels::CpuBf16Gemms choose_cpu_bf16_gemms() {
   const lmt::metrics::CpuInfo& cpu = lmt::metrics::cpu_info();
-  if (!cpu.avx512_bf16 && !cpu.amx_bf16) return lmt::kernels::CpuBf16Gemms::kNative;  // nothing to choose
-  if (lmt::metrics::measured_peaks().bf16_unit != "fp32") return lmt::kernels::CpuBf16Gemms::kNative;
+  if (!cpu.avx512_bf16 && !cpu.amx_bf16) return lmt::kernels::CpuBf16Gemms::kNative;  // nothing to measure
+  if (!lmt::metrics::bf16_unit_unused(cpu, lmt::metrics::measured_peaks())) return lmt::kernels::CpuBf16Gemms::kNative;
   LMT_LOG(INFO) << "bf16 GEMMs run with their operands widened to f32: this CPU's bf16 unit measured slower "
                    "than its fp32 FMAs (lmtrain bench peak; LMT_CPU_BF16_GEMM=native|widened overrides)";
   return lmt::kernels::CpuBf16Gemms::kWidened;

@@ -64,6 +64,12 @@ TEST(Peaks, ABf16UnitSlowerThanTheFp32FmasIsNotTheBf16Peak) {
   const Peaks none = peaks(207, 207, "fp32");  // AVX2: no bf16 unit at all
   EXPECT_EQ(none.bf16_gflops, 207);
   EXPECT_TRUE(none.slow_bf16_unit.empty());
+  // Whether bf16 then runs widened: only where the CPU has a bf16 unit that the peaks leave unused.
+  CpuInfo with_unit, without_unit;
+  with_unit.avx512_bf16 = true;
+  EXPECT_TRUE(bf16_unit_unused(with_unit, intel));
+  EXPECT_FALSE(bf16_unit_unused(with_unit, peaks(470, 950, "avx512_bf16")));
+  EXPECT_FALSE(bf16_unit_unused(without_unit, none));
 }
 
 // A cache entry stored before the rule (the slow unit's figure as the bf16 peak) is read by it.

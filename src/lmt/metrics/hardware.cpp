@@ -191,6 +191,10 @@ Peaks with_fastest_bf16(Peaks p) {
   return p;
 }
 
+bool bf16_unit_unused(const CpuInfo& c, const Peaks& p) {
+  return (c.avx512_bf16 || c.amx_bf16) && p.bf16_unit == "fp32";
+}
+
 const CpuInfo& cpu_info() {
   static const CpuInfo info = detect();
   return info;
@@ -206,7 +210,7 @@ std::string machine_summary() {
     << c.threads << " threads," << (c.avx512f ? " avx512f" : "") << (c.avx512_bf16 ? " avx512_bf16" : "")
     << (c.amx_bf16 ? " amx_bf16" : "") << "; measured peaks fp32 " << p.fp32_gflops
     << " GFLOP/s, bf16 (" << p.bf16_unit << ") " << p.bf16_gflops << " GFLOP/s";
-  if (p.bf16_unit == "fp32" && (c.avx512_bf16 || c.amx_bf16))
+  if (bf16_unit_unused(c, p))
     s << " (its bf16 unit measured slower than the fp32 FMAs: bf16 operands are widened to f32)";
   return s.str();
 }

@@ -51,6 +51,9 @@ inline constexpr double kSlowBf16Unit = 0.8;
 // bf16_gflops = fp32_gflops, the unit moved to slow_bf16_*. Applied to every measurement and every
 // cached entry, so MFU always divides by the peak of the unit bf16 matmuls run on.
 Peaks with_fastest_bf16(Peaks p);
+// Whether `c` has a bf16 unit (AVX512-BF16 or AMX) that `p` leaves unused, as slower than the fp32
+// FMAs (with_fastest_bf16): bf16 matmuls then run widened to f32.
+bool bf16_unit_unused(const CpuInfo& c, const Peaks& p);
 
 const CpuInfo& cpu_info();
 // Measures the dense peaks of `info`'s CPU on info.threads threads: each unit's best of `trials`
