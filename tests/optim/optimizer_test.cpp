@@ -151,19 +151,15 @@ TEST(Optimizer, MuonTakesMatricesWithItsOwnDecayAndAdamWTheRest) {
 // optim.muon_ns_dtype = "bf16" runs in f32 without Gram restarts on a backend that widens bf16 GEMM
 // operands to f32 (faster there, and more exact: muon_test), and in bf16 where they are native.
 TEST(Optimizer, MuonBf16RunsInF32WhereBf16GemmsAreWidened) {
-  struct Widening : kernels::CpuBackend {
-    bool native_bf16_gemms() const override { return false; }
-  } widening;
+  // A cpu backend told to widen (as where the CPU's bf16 unit is slower than its fp32 FMAs).
+  kernels::CpuBackend widening;
+  widening.set_bf16_gemms(kernels::CpuBf16Gemms::kWidened);
+  EXPECT_FALSE(widening.native_bf16_gemms());
   const ParamLayout layout(llama_tiny());
   OptimizerConfig c = muon_config();
   auto precision = [&](kernels::Backend& b) { return make(c, layout, b)->muon_precision(); };
   EXPECT_EQ(precision(widening), NsPrecision::kF32NoRestart);
   EXPECT_EQ(precision(kernels::ref_backend()), NsPrecision::kBF16);
-  // A cpu backend told to widen (as where the CPU's bf16 unit is slower than its fp32 FMAs).
-  kernels::CpuBackend widened;
-  widened.set_bf16_gemms(kernels::CpuBf16Gemms::kWidened);
-  EXPECT_FALSE(widened.native_bf16_gemms());
-  EXPECT_EQ(precision(widened), NsPrecision::kF32NoRestart);
   c.muon_ns_dtype = "fp32";
   EXPECT_EQ(precision(widening), NsPrecision::kF32);
   EXPECT_EQ(precision(kernels::ref_backend()), NsPrecision::kF32);
